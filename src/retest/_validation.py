@@ -1,0 +1,148 @@
+"""Shared input checks with scikit-learn style messages.
+
+Each check names the offending input (``name``), says what was expected and what
+was found, and raises :class:`~retest.errors.InputValidationError` or
+:class:`~retest.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest.errors import ConfigError, InputValidationError
+
+__all__ = [
+    "check_fraction",
+    "check_labels",
+    "check_pred_probs",
+    "check_random_state",
+    "check_topk",
+]
+
+RandomStateLike = int | np.random.Generator | np.random.SeedSequence | None
+
+
+def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
+    """Normalise a seed / Generator / SeedSequence into a ``numpy.random.Generator``.
+
+    ``None`` is refused on purpose: every random choice in retest takes a seed.
+    """
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, (int, np.integer, np.random.SeedSequence)) and not isinstance(
+        random_state, bool
+    ):
+        if isinstance(random_state, (int, np.integer)) and random_state < 0:
+            raise ConfigError(f"random_state must be a non-negative integer. Got {random_state}.")
+        return np.random.default_rng(random_state)
+    raise ConfigError(
+        "random_state must be an int seed, a numpy.random.Generator or a SeedSequence. "
+        f"Got {random_state!r} instead."
+    )
+
+
+def check_fraction(value: float, name: str, *, low: float = 0.0, high: float = 1.0,
+                   closed: str = "both") -> float:
+    """Check ``low <= value <= high`` (bounds open as ``closed`` says)."""
+    v = float(value)
+    lo_ok = v >= low if closed in ("both", "left") else v > low
+    hi_ok = v <= high if closed in ("both", "right") else v < high
+    if not (lo_ok and hi_ok) or np.isnan(v):
+        lb = "[" if closed in ("both", "left") else "("
+        rb = "]" if closed in ("both", "right") else ")"
+        raise ConfigError(f"{name} must be in {lb}{low}, {high}{rb}. Got {value!r} instead.")
+    return v
+
+
+def check_labels(labels: ArrayLike, *, n_classes: int | None = None,
+                 name: str = "labels") -> NDArray[np.int64]:
+    """Return labels as a 1-d int64 array in ``[0, n_classes)``."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise InputValidationError(f"{name} must be 1-dimensional. Got shape {arr.shape}.")
+    if arr.size == 0:
+        raise InputValidationError(f"{name} is empty; expected at least one label.")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise InputValidationError(
+                f"{name} must hold integer class ids. Got non-integer values such as "
+                f"{arr[~np.isfinite(arr) | (arr != np.round(arr))][:3].tolist()}."
+            )
+    elif arr.dtype.kind not in "iub":
+        raise InputValidationError(
+            f"{name} must hold integer class ids. Got dtype {arr.dtype}."
+        )
+    out = arr.astype(np.int64)
+    lo, hi = int(out.min()), int(out.max())
+    if lo < 0 or (n_classes is not None and hi >= n_classes):
+        bad = out[(out < 0) | ((out >= n_classes) if n_classes is not None else False)]
+        rng = f"[0, {n_classes})" if n_classes is not None else "[0, K)"
+        raise InputValidationError(
+            f"{name} must be class ids in {rng}. Got values {np.unique(bad)[:5].tolist()} "
+            f"(min {lo}, max {hi})."
+        )
+    return out
+
+
+def check_pred_probs(pred_probs: ArrayLike, *, n_samples: int | None = None,
+                     name: str = "pred_probs", require_normalized: bool = False,
+                     atol: float = 1e-3) -> NDArray[np.float32]:
+    """Return an (n, K) float32 matrix of scores without NaN (and rows summing to 1 if asked)."""
+    arr = np.asarray(pred_probs)
+    if arr.ndim != 2:
+        raise InputValidationError(f"{name} must have shape (n_samples, n_classes). Got {arr.shape}.")
+    if arr.dtype.kind not in "fiu":
+        raise InputValidationError(f"{name} must be numeric. Got dtype {arr.dtype}.")
+    out = arr.astype(np.float32, copy=False)
+    if n_samples is not None and out.shape[0] != n_samples:
+        raise InputValidationError(
+            f"{name} has {out.shape[0]} rows but {n_samples} were expected (one per example)."
+        )
+    if not np.all(np.isfinite(out)):
+        rows = np.flatnonzero(~np.isfinite(out).all(axis=1))
+        raise InputValidationError(
+            f"{name} contains NaN or infinite values (rows {rows[:5].tolist()})."
+        )
+    if require_normalized:
+        if (out < 0).any():
+            rows = np.flatnonzero((out < 0).any(axis=1))
+            raise InputValidationError(
+                f"{name} contains negative probabilities (rows {rows[:5].tolist()})."
+            )
+        sums = out.sum(axis=1, dtype=np.float64)
+        bad = np.flatnonzero(np.abs(sums - 1.0) > atol)
+        if bad.size:
+            raise InputValidationError(
+                f"{name} rows must sum to 1 (tolerance {atol}). Row {int(bad[0])} sums to "
+                f"{sums[bad[0]]:.4f} ({bad.size} rows off). Apply a softmax first."
+            )
+    return out
+
+
+def check_topk(topk: ArrayLike, *, n_classes: int | None = None,
+               name: str = "predictions") -> NDArray[np.int64]:
+    """Return an (n, k) int64 array of distinct class ids per row, best first."""
+    arr = np.asarray(topk)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise InputValidationError(f"{name} must have shape (n_samples, k). Got {arr.shape}.")
+    out = check_labels(arr.reshape(-1), n_classes=n_classes, name=name).reshape(arr.shape)
+    if out.shape[1] > 1:
+        s = np.sort(out, axis=1)
+        dup = np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))
+        if dup.size:
+            raise InputValidationError(
+                f"{name}: each row must list distinct classes, but row {int(dup[0])} is "
+                f"{out[dup[0]].tolist()} ({dup.size} rows repeat a class)."
+            )
+    return out
+
+
+def describe(value: Any) -> str:
+    """Short repr for messages."""
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
