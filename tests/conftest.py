@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("RETEST_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("RETEST_SHARED_DATA", REPO.parent / "shared" / "data")
+)
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 

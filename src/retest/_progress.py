@@ -15,7 +15,9 @@ class ProgressCallback(Protocol):
     def __call__(self, task: str, done: int, total: int | None) -> None: ...
 
 
-def report(progress: ProgressCallback | None, task: str, done: int, total: int | None) -> None:
+def report(
+    progress: ProgressCallback | None, task: str, done: int, total: int | None
+) -> None:
     """Call ``progress`` if given."""
     if progress is not None:
         progress(task, done, total)

@@ -32,11 +32,13 @@ def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
     """
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, (int, np.integer, np.random.SeedSequence)) and not isinstance(
-        random_state, bool
-    ):
+    if isinstance(
+        random_state, (int, np.integer, np.random.SeedSequence)
+    ) and not isinstance(random_state, bool):
         if isinstance(random_state, (int, np.integer)) and random_state < 0:
-            raise ConfigError(f"random_state must be a non-negative integer. Got {random_state}.")
+            raise ConfigError(
+                f"random_state must be a non-negative integer. Got {random_state}."
+            )
         return np.random.default_rng(random_state)
     raise ConfigError(
         "random_state must be an int seed, a numpy.random.Generator or a SeedSequence. "
@@ -44,8 +46,14 @@ def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
     )
 
 
-def check_fraction(value: float, name: str, *, low: float = 0.0, high: float = 1.0,
-                   closed: str = "both") -> float:
+def check_fraction(
+    value: float,
+    name: str,
+    *,
+    low: float = 0.0,
+    high: float = 1.0,
+    closed: str = "both",
+) -> float:
     """Check ``low <= value <= high`` (bounds open as ``closed`` says)."""
     v = float(value)
     lo_ok = v >= low if closed in ("both", "left") else v > low
@@ -53,16 +61,21 @@ def check_fraction(value: float, name: str, *, low: float = 0.0, high: float = 1
     if not (lo_ok and hi_ok) or np.isnan(v):
         lb = "[" if closed in ("both", "left") else "("
         rb = "]" if closed in ("both", "right") else ")"
-        raise ConfigError(f"{name} must be in {lb}{low}, {high}{rb}. Got {value!r} instead.")
+        raise ConfigError(
+            f"{name} must be in {lb}{low}, {high}{rb}. Got {value!r} instead."
+        )
     return v
 
 
-def check_labels(labels: ArrayLike, *, n_classes: int | None = None,
-                 name: str = "labels") -> NDArray[np.int64]:
+def check_labels(
+    labels: ArrayLike, *, n_classes: int | None = None, name: str = "labels"
+) -> NDArray[np.int64]:
     """Return labels as a 1-d int64 array in ``[0, n_classes)``."""
     arr = np.asarray(labels)
     if arr.ndim != 1:
-        raise InputValidationError(f"{name} must be 1-dimensional. Got shape {arr.shape}.")
+        raise InputValidationError(
+            f"{name} must be 1-dimensional. Got shape {arr.shape}."
+        )
     if arr.size == 0:
         raise InputValidationError(f"{name} is empty; expected at least one label.")
     if arr.dtype.kind == "f":
@@ -87,13 +100,20 @@ def check_labels(labels: ArrayLike, *, n_classes: int | None = None,
     return out
 
 
-def check_pred_probs(pred_probs: ArrayLike, *, n_samples: int | None = None,
-                     name: str = "pred_probs", require_normalized: bool = False,
-                     atol: float = 1e-3) -> NDArray[np.float32]:
+def check_pred_probs(
+    pred_probs: ArrayLike,
+    *,
+    n_samples: int | None = None,
+    name: str = "pred_probs",
+    require_normalized: bool = False,
+    atol: float = 1e-3,
+) -> NDArray[np.float32]:
     """Return an (n, K) float32 matrix of scores without NaN (and rows summing to 1 if asked)."""
     arr = np.asarray(pred_probs)
     if arr.ndim != 2:
-        raise InputValidationError(f"{name} must have shape (n_samples, n_classes). Got {arr.shape}.")
+        raise InputValidationError(
+            f"{name} must have shape (n_samples, n_classes). Got {arr.shape}."
+        )
     if arr.dtype.kind not in "fiu":
         raise InputValidationError(f"{name} must be numeric. Got dtype {arr.dtype}.")
     out = arr.astype(np.float32, copy=False)
@@ -122,15 +142,20 @@ def check_pred_probs(pred_probs: ArrayLike, *, n_samples: int | None = None,
     return out
 
 
-def check_topk(topk: ArrayLike, *, n_classes: int | None = None,
-               name: str = "predictions") -> NDArray[np.int64]:
+def check_topk(
+    topk: ArrayLike, *, n_classes: int | None = None, name: str = "predictions"
+) -> NDArray[np.int64]:
     """Return an (n, k) int64 array of distinct class ids per row, best first."""
     arr = np.asarray(topk)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[1] == 0:
-        raise InputValidationError(f"{name} must have shape (n_samples, k). Got {arr.shape}.")
-    out = check_labels(arr.reshape(-1), n_classes=n_classes, name=name).reshape(arr.shape)
+        raise InputValidationError(
+            f"{name} must have shape (n_samples, k). Got {arr.shape}."
+        )
+    out = check_labels(arr.reshape(-1), n_classes=n_classes, name=name).reshape(
+        arr.shape
+    )
     if out.shape[1] > 1:
         s = np.sort(out, axis=1)
         dup = np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))

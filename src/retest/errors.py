@@ -54,8 +54,13 @@ class InputValidationError(RetestError, ValueError):
 class UnknownNameError(RetestError, KeyError):
     """A name was not found in a registry; carries close matches."""
 
-    def __init__(self, kind: str, name: str, suggestions: Sequence[str] = (),
-                 available: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        suggestions: Sequence[str] = (),
+        available: Sequence[str] = (),
+    ) -> None:
         self.kind = kind
         self.name = name
         self.suggestions = list(suggestions)
@@ -68,7 +73,11 @@ class UnknownNameError(RetestError, KeyError):
             msg += " Did you mean " + ", ".join(repr(s) for s in self.suggestions) + "?"
         elif self.available:
             shown = ", ".join(self.available[:20])
-            more = "" if len(self.available) <= 20 else f", … ({len(self.available)} in all)"
+            more = (
+                ""
+                if len(self.available) <= 20
+                else f", … ({len(self.available)} in all)"
+            )
             msg += f" Available: {shown}{more}."
         return msg
 

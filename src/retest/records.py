@@ -49,13 +49,17 @@ class Predictions:
 
     def __post_init__(self) -> None:
         if not self.model or not isinstance(self.model, str):
-            raise InputValidationError(f"model name must be a non-empty string. Got {self.model!r}.")
+            raise InputValidationError(
+                f"model name must be a non-empty string. Got {self.model!r}."
+            )
         what = f"predictions of model {self.model!r} on {self.dataset!r}"
         topk = check_topk(self.topk, n_classes=self.n_classes, name=what)
         topk.setflags(write=False)
         object.__setattr__(self, "topk", topk)
         if self.probs is not None:
-            probs = check_pred_probs(self.probs, n_samples=topk.shape[0], name=f"scores of {what}")
+            probs = check_pred_probs(
+                self.probs, n_samples=topk.shape[0], name=f"scores of {what}"
+            )
             if self.n_classes is not None and probs.shape[1] != self.n_classes:
                 raise InputValidationError(
                     f"scores of {what} have {probs.shape[1]} classes, expected {self.n_classes}."
@@ -64,14 +68,29 @@ class Predictions:
             object.__setattr__(self, "probs", probs)
 
     @classmethod
-    def from_labels(cls, model: str, dataset: str, labels: ArrayLike, *,
-                    n_classes: int | None = None) -> Predictions:
+    def from_labels(
+        cls,
+        model: str,
+        dataset: str,
+        labels: ArrayLike,
+        *,
+        n_classes: int | None = None,
+    ) -> Predictions:
         """Predictions known only by the predicted class of each example."""
-        return cls(model, dataset, np.asarray(labels).reshape(-1, 1), n_classes=n_classes)
+        return cls(
+            model, dataset, np.asarray(labels).reshape(-1, 1), n_classes=n_classes
+        )
 
     @classmethod
-    def from_scores(cls, model: str, dataset: str, scores: ArrayLike, *, k: int = 5,
-                    probabilities: bool = True) -> Predictions:
+    def from_scores(
+        cls,
+        model: str,
+        dataset: str,
+        scores: ArrayLike,
+        *,
+        k: int = 5,
+        probabilities: bool = True,
+    ) -> Predictions:
         """Predictions from an (n, K) score matrix; keeps the scores and the top-k ids.
 
         Ties are broken by the lower class id (stable sort), so the result is
@@ -82,7 +101,9 @@ class Predictions:
         s = check_pred_probs(scores, name=what, require_normalized=probabilities)
         kk = min(k, s.shape[1])
         order = np.argsort(-s, axis=1, kind="stable")[:, :kk]
-        return cls(model, dataset, order.astype(np.int64), probs=s, n_classes=s.shape[1])
+        return cls(
+            model, dataset, order.astype(np.int64), probs=s, n_classes=s.shape[1]
+        )
 
     @property
     def n(self) -> int:
@@ -147,7 +168,9 @@ class LabeledSet:
         if self.ids is not None:
             ids = tuple(self.ids)
             if len(ids) != n:
-                raise InputValidationError(f"{self.name!r}: {len(ids)} ids but {n} labels.")
+                raise InputValidationError(
+                    f"{self.name!r}: {len(ids)} ids but {n} labels."
+                )
             object.__setattr__(self, "ids", ids)
 
     @property

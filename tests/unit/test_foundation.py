@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest import InputValidationError, LabeledSet, Predictions, Registry, UnknownNameError
+from retest import (
+    InputValidationError,
+    LabeledSet,
+    Predictions,
+    Registry,
+    UnknownNameError,
+)
 from retest._validation import check_pred_probs, check_random_state, check_topk
 from retest.errors import ConfigError
 
@@ -40,8 +46,12 @@ def test_predictions_validate_rows_and_ranges() -> None:
     with pytest.raises(InputValidationError, match="negative"):
         Predictions.from_scores("m", "d", np.array([[1.2, -0.2], [0.5, 0.5]]))
     with pytest.raises(InputValidationError, match="NaN"):
-        Predictions.from_scores("m", "d", np.array([[np.nan, 1.0]]), probabilities=False)
-    p = Predictions.from_scores("m", "d", np.array([[0.1, 0.6, 0.3], [0.5, 0.5, 0.0]]), k=2)
+        Predictions.from_scores(
+            "m", "d", np.array([[np.nan, 1.0]]), probabilities=False
+        )
+    p = Predictions.from_scores(
+        "m", "d", np.array([[0.1, 0.6, 0.3], [0.5, 0.5, 0.0]]), k=2
+    )
     assert p.topk.tolist() == [[1, 2], [0, 1]]  # tie → lower class id first
     assert p.n_classes == 3 and not p.topk.flags.writeable
 
@@ -65,11 +75,20 @@ def test_validation_helpers() -> None:
 
 # Layers (DESIGN.md): imports point one way only.
 _LAYER = {
-    "errors": 0, "records": 0, "registry": 0, "_validation": 0, "_progress": 0,
-    "build": 1, "evaluate": 1, "issues": 1,
-    "sources": 2, "models": 2, "store": 2,
+    "errors": 0,
+    "records": 0,
+    "registry": 0,
+    "_validation": 0,
+    "_progress": 0,
+    "build": 1,
+    "evaluate": 1,
+    "issues": 1,
+    "sources": 2,
+    "models": 2,
+    "store": 2,
     "pipeline": 3,
-    "cli": 4, "web": 4,
+    "cli": 4,
+    "web": 4,
 }
 
 
@@ -80,7 +99,9 @@ def _layer_of(module: str) -> int | None:
     return _LAYER.get(parts[1])
 
 
-@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+@pytest.mark.parametrize(
+    "path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC))
+)
 def test_imports_point_one_way(path: Path) -> None:
     rel = path.relative_to(SRC).with_suffix("")
     own = _layer_of("retest." + ".".join(rel.parts))

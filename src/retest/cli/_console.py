@@ -64,8 +64,9 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-                title: str | None = None) -> None:
+def print_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+) -> None:
     table = Table(title=title, show_lines=False)
     for i, c in enumerate(columns):
         table.add_column(c, justify="left" if i == 0 else "right")
@@ -82,7 +83,9 @@ class _RateColumn(TextColumn):
         from rich.text import Text
 
         speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed")
+        return Text(
+            "" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed"
+        )
 
 
 @contextmanager

@@ -61,20 +61,31 @@ def _root(
     ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version."
+        ),
     ] = False,
 ) -> None:
     ctx.obj = {"debug": debug}
 
 
-def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int,
-                  file: Any = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Any,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     from retest.cli._console import print_warning
 
     if issubclass(category, RetestWarning):
         print_warning(str(message))
     else:  # pragma: no cover - third-party warnings keep their usual form
-        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+        sys.stderr.write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
 
 
 def _register_commands() -> None:

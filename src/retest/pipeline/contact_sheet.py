@@ -25,7 +25,9 @@ def _as_rgb(img: NDArray[np.generic]) -> NDArray[np.uint8]:
     elif a.ndim == 3 and a.shape[2] == 1:
         a = np.repeat(a, 3, axis=2)
     if a.ndim != 3 or a.shape[2] not in (3, 4):
-        raise InputValidationError(f"contact sheet images must be (H, W[, C]). Got {a.shape}.")
+        raise InputValidationError(
+            f"contact sheet images must be (H, W[, C]). Got {a.shape}."
+        )
     if a.dtype != np.uint8:
         a = np.clip(a, 0, 255).astype(np.uint8)
     return a[:, :, :3]
@@ -72,7 +74,12 @@ def save_contact_sheet(
     ncols = max(1, min(ncols, n))
     nrows = -(-n // ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(cell_inches * ncols, cell_inches * 1.25 * nrows + (0.4 if title else 0)),
+        nrows,
+        ncols,
+        figsize=(
+            cell_inches * ncols,
+            cell_inches * 1.25 * nrows + (0.4 if title else 0),
+        ),
         squeeze=False,
     )
     for i, ax in enumerate(axes.ravel()):
