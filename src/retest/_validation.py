@@ -153,10 +153,11 @@ def check_topk(
         raise InputValidationError(
             f"{name} must have shape (n_samples, k). Got {arr.shape}."
         )
+    n_rows, k = int(arr.shape[0]), int(arr.shape[1])
     out = check_labels(arr.reshape(-1), n_classes=n_classes, name=name).reshape(
-        arr.shape
+        n_rows, k
     )
-    if out.shape[1] > 1:
+    if k > 1:
         s = np.sort(out, axis=1)
         dup = np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))
         if dup.size:

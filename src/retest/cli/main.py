@@ -14,7 +14,6 @@ import sys
 import warnings
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -28,7 +27,7 @@ __all__ = ["app", "main"]
 class _RetestGroup(TyperGroup):
     """Click group that renders retest errors as one line instead of a traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except RetestError as err:
