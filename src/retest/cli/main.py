@@ -27,7 +27,7 @@ __all__ = ["app", "main"]
 class _RetestGroup(TyperGroup):
     """Click group that renders retest errors as one line instead of a traceback."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except RetestError as err:
