@@ -1,0 +1,473 @@
+"""Label-error finders: the five methods of the confident-learning paper.
+
+The methods follow SPEC §9.4 (cleanlab v0.1.0, as used for the paper's CIFAR-10
+benchmark). ``prune-by-class``, ``prune-by-noise-rate`` and ``both`` call
+cleanlab 2.9 (``cleanlab.filter.find_label_issues``) for arrays that fit the
+memory budget, and an equivalent chunked engine otherwise; the two engines give
+identical masks (tested). ``argmax`` and ``confident-joint`` are a few lines and
+are implemented here exactly as SPEC §9.4 items 1–2 say.
+
+Mapping to cleanlab 2.9 and the differences from v0.1.0 (SPEC §9.4)
+---------------------------------------------------------------------
+========================  ==========================  ============================================
+retest name               cleanlab 2.9 ``filter_by``  difference from SPEC §9.4 and what we do
+========================  ==========================  ============================================
+``argmax`` (C_confusion)  ``predicted_neq_given``     none (error iff argmax ≠ given); own code.
+``confident-joint``       ``confident_learning``      2.9 clips thresholds below at 2e-6 and then
+(C_{ỹ,y*})                                            unsets errors whose argmax (with the given
+                                                      label favoured by 1e-6) is the given label;
+                                                      v0.1.0 has neither step, so a row whose only
+                                                      confident class differs from the given label
+                                                      stays an error even when argmax == given.
+                                                      We implement v0.1.0 exactly (own code).
+``prune-by-class`` (PBC)  ``prune_by_class``          v0.1.0 keeps classes with ≤ 5 examples
+``prune-by-noise-rate``   ``prune_by_noise_rate``     unpruned (``MIN_NUM_PER_CLASS=5``); 2.9's
+(PBNR)                                                default is 1, so we pass
+``both`` (C+NR)           ``both``                    ``min_examples_per_class=5`` (changeable).
+========================  ==========================  ============================================
+
+Remaining differences for 3–5, kept from cleanlab 2.9 because no user would
+notice them on real-valued probabilities, documented here for the record:
+(a) 2.9 raises every diagonal count of the confident joint to ≥ 1 before
+calibration; (b) v0.1.0 selects the ``n`` lowest scores with ``np.partition``
+and a strict/loose comparison against the n-th value (ties can add or drop a
+row), 2.9 takes exactly ``argsort(...)[:n]``; (c) the final "unset where
+argmax == given" step favours the given label by 1e-6 in 2.9 (exact argmax in
+v0.1.0), so exact ties between the given label and another class are never
+flagged. On the released CIFAR-10 data (float16 probabilities upcast to
+float32) these change a handful of the ~20,000 flagged rows.
+
+References
+----------
+Northcutt, Jiang, Chuang. "Confident Learning: Estimating Uncertainty in Dataset
+Labels." JAIR 70 (2021).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest._validation import check_labels
+from retest.errors import ConfigError, InputValidationError
+from retest.registry import Registry
+
+__all__ = [
+    "LABEL_ERROR_METHODS",
+    "ConfidentJoint",
+    "LabelErrorMethod",
+    "check_label_error_inputs",
+    "compute_confident_joint",
+    "find_label_errors",
+    "iter_row_chunks",
+]
+
+Engine = Literal["auto", "cleanlab", "chunked"]
+_ELEMENTS_IN_MEMORY = 1 << 27  # float32 arrays up to 512 MiB go to cleanlab directly
+_DEFAULT_CHUNK = 65536
+_FPC = 1e-6  # cleanlab.internal.constants.FLOATING_POINT_COMPARISON
+_THRESHOLD_LOWER_BOUND = 2e-6  # cleanlab CONFIDENT_THRESHOLDS_LOWER_BOUND
+
+
+class LabelErrorMethod(Protocol):
+    """A finder: boolean mask (True = suspected label error) from labels and probs."""
+
+    def __call__(
+        self,
+        labels: NDArray[np.int64],
+        pred_probs: Any,
+        *,
+        min_examples_per_class: int,
+        engine: Engine,
+        chunk_rows: int,
+    ) -> NDArray[np.bool_]: ...
+
+
+LABEL_ERROR_METHODS: Registry[LabelErrorMethod] = Registry(
+    "label-error method", entry_point_group="retest.label_error_methods"
+)
+
+
+def iter_row_chunks(
+    pred_probs: Any, chunk_rows: int = _DEFAULT_CHUNK
+) -> Iterator[tuple[int, NDArray[np.float32]]]:
+    """Yield ``(start, rows as float32)`` so a float16 or memory-mapped matrix is never upcast whole."""
+    n = int(pred_probs.shape[0])
+    for start in range(0, n, chunk_rows):
+        yield (
+            start,
+            np.asarray(pred_probs[start : start + chunk_rows], dtype=np.float32),
+        )
+
+
+def check_label_error_inputs(
+    labels: ArrayLike,
+    pred_probs: Any,
+    *,
+    atol: float = 1e-2,
+    chunk_rows: int = _DEFAULT_CHUNK,
+) -> tuple[NDArray[np.int64], Any]:
+    """Validate labels and an (N, K) probability matrix; return labels as int64.
+
+    Checks, in order: 2-d numeric matrix; same length as ``labels``; at least 2
+    classes; labels in ``[0, K)``; every class has at least one given label;
+    entries finite, non-negative, rows summing to 1 within ``atol`` (float16
+    storage is off by ≈ 2e-3, hence the default). The matrix is scanned in row
+    chunks and returned unchanged (no float32 copy of a large array).
+    """
+    probs = pred_probs if hasattr(pred_probs, "shape") else np.asarray(pred_probs)
+    if len(probs.shape) != 2:
+        raise InputValidationError(
+            f"pred_probs must have shape (n_samples, n_classes). Got {tuple(probs.shape)}."
+        )
+    if np.dtype(probs.dtype).kind not in "fiu":
+        raise InputValidationError(
+            f"pred_probs must be numeric. Got dtype {probs.dtype}."
+        )
+    n, k = int(probs.shape[0]), int(probs.shape[1])
+    arr = np.asarray(labels)
+    if arr.ndim == 1 and arr.shape[0] != n:
+        raise InputValidationError(
+            f"labels and pred_probs must have the same length: {arr.shape[0]} labels, "
+            f"{n} rows of probabilities. Pass the probabilities of the same examples."
+        )
+    if k < 2:
+        raise InputValidationError(
+            f"pred_probs must have at least 2 classes (columns). Got {k}."
+        )
+    y = check_labels(arr, n_classes=k, name="labels")
+    counts = np.bincount(y, minlength=k)
+    if (counts == 0).any():
+        empty = np.flatnonzero(counts == 0)
+        raise InputValidationError(
+            f"every class needs at least one example with that given label; classes "
+            f"{empty[:10].tolist()} have none ({empty.size} of {k}). Remove their "
+            "columns from pred_probs and renumber the labels, or add examples."
+        )
+    for start, chunk in iter_row_chunks(probs, chunk_rows):
+        _check_prob_rows(chunk, start, atol)
+    return y, probs
+
+
+def _check_prob_rows(chunk: NDArray[np.float32], start: int, atol: float) -> None:
+    if not np.isfinite(chunk).all():
+        row = start + int(np.flatnonzero(~np.isfinite(chunk).all(axis=1))[0])
+        raise InputValidationError(
+            f"pred_probs contains NaN or infinite values (row {row})."
+        )
+    if (chunk < 0).any():
+        row = start + int(np.flatnonzero((chunk < 0).any(axis=1))[0])
+        raise InputValidationError(
+            f"pred_probs contains negative values (row {row}); expected probabilities."
+        )
+    sums = chunk.sum(axis=1, dtype=np.float64)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > atol)
+    if bad.size:
+        raise InputValidationError(
+            f"pred_probs rows must sum to 1 (tolerance {atol}). Row {start + int(bad[0])} "
+            f"sums to {sums[bad[0]]:.4f}. Apply a softmax to scores or logits first."
+        )
+
+
+# -- shared passes over the matrix ---------------------------------------------
+
+
+def _self_confidence_and_argmax(
+    labels: NDArray[np.int64], pred_probs: Any, chunk_rows: int
+) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    n = labels.shape[0]
+    sc = np.empty(n, dtype=np.float32)
+    am = np.empty(n, dtype=np.int64)
+    for start, c in iter_row_chunks(pred_probs, chunk_rows):
+        rows = np.arange(c.shape[0])
+        sc[start : start + c.shape[0]] = c[rows, labels[start : start + c.shape[0]]]
+        am[start : start + c.shape[0]] = c.argmax(axis=1)
+    return sc, am
+
+
+def _thresholds(
+    labels: NDArray[np.int64], self_conf: NDArray[np.float32], k: int, *, clip: bool
+) -> NDArray[np.float32]:
+    # np.mean over the same float32 values in the same order as cleanlab's
+    # pred_probs[:, k][labels == k], so the thresholds match bit for bit.
+    t = [np.mean(self_conf[labels == j]) for j in range(k)]
+    if clip:
+        return np.clip(t, a_min=_THRESHOLD_LOWER_BOUND, a_max=None)
+    return np.asarray(t, dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidentJoint:
+    """Raw confident joint and where its off-diagonal examples are.
+
+    Attributes
+    ----------
+    counts : ndarray of shape (K, K)
+        ``counts[i, j]`` = examples with given label ``i`` confidently counted as class ``j``.
+    thresholds : ndarray of shape (K,)
+        Per-class thresholds ``t_j = mean(pred_probs[labels == j, j])``.
+    off_diagonal : ndarray of int
+        Indices of confidently counted examples whose guess differs from the given label.
+    guess : ndarray of shape (N,)
+        Confident class per example, ``-1`` where no class is confident.
+    """
+
+    counts: NDArray[np.int64]
+    thresholds: NDArray[np.float32]
+    off_diagonal: NDArray[np.int64]
+    guess: NDArray[np.int64]
+
+
+def compute_confident_joint(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    *,
+    clip_thresholds: bool = False,
+    chunk_rows: int = _DEFAULT_CHUNK,
+    _self_conf: NDArray[np.float32] | None = None,
+) -> ConfidentJoint:
+    """Confident joint C_{ỹ,y*} (uncalibrated), computed in row chunks.
+
+    SPEC §9.4 item 2: ``confident = pred_probs >= t - 1e-6``; the guess is the
+    argmax when more than one class is confident, else the single confident class.
+    ``clip_thresholds=True`` applies cleanlab 2.9's lower bound (2e-6).
+    """
+    k = int(pred_probs.shape[1])
+    sc = _self_conf
+    if sc is None:
+        sc, _ = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+    t = _thresholds(labels, sc, k, clip=clip_thresholds)
+    guess = np.full(labels.shape[0], -1, dtype=np.int64)
+    for start, c in iter_row_chunks(pred_probs, chunk_rows):
+        conf = c >= t - 1e-6
+        ncf = conf.sum(axis=1)
+        g = np.where(ncf > 1, c.argmax(axis=1), conf.argmax(axis=1))
+        guess[start : start + c.shape[0]] = np.where(ncf > 0, g, -1)
+    ok = guess >= 0
+    counts = np.bincount(labels[ok] * k + guess[ok], minlength=k * k).reshape(k, k)
+    off = np.flatnonzero(ok & (guess != labels))
+    return ConfidentJoint(counts.astype(np.int64), t, off, guess)
+
+
+def _calibrated_prune_counts(
+    labels: NDArray[np.int64], cj: NDArray[np.int64], min_examples_per_class: int
+) -> NDArray[np.int64]:
+    """Calibrated confident joint, transposed and adjusted as cleanlab does for pruning."""
+    from cleanlab.count import calibrate_confident_joint
+    from cleanlab.filter import _keep_at_least_n_per_class
+
+    c = cj.copy()
+    np.fill_diagonal(c, c.diagonal().clip(min=1))
+    cal = calibrate_confident_joint(c, labels)
+    out = _keep_at_least_n_per_class(cal.T, n=min_examples_per_class, frac_noise=1.0)
+    return np.asarray(out, dtype=np.int64)
+
+
+# -- the five methods ------------------------------------------------------------
+
+
+@LABEL_ERROR_METHODS.register("argmax")
+def _argmax(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    *,
+    min_examples_per_class: int = 5,
+    engine: Engine = "auto",
+    chunk_rows: int = _DEFAULT_CHUNK,
+) -> NDArray[np.bool_]:
+    """C_confusion: error iff ``argmax(pred_probs_i) != labels_i`` (ties → lowest class)."""
+    _, am = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+    return np.asarray(am != labels)
+
+
+@LABEL_ERROR_METHODS.register("confident-joint")
+def _confident_joint(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    *,
+    min_examples_per_class: int = 5,
+    engine: Engine = "auto",
+    chunk_rows: int = _DEFAULT_CHUNK,
+) -> NDArray[np.bool_]:
+    """C_{ỹ,y*}: the off-diagonal examples of the confident joint (SPEC §9.4 item 2)."""
+    cj = compute_confident_joint(labels, pred_probs, chunk_rows=chunk_rows)
+    mask = np.zeros(labels.shape[0], dtype=bool)
+    mask[cj.off_diagonal] = True
+    return mask
+
+
+def _make_pruner(filter_by: str) -> LabelErrorMethod:
+    def method(
+        labels: NDArray[np.int64],
+        pred_probs: Any,
+        *,
+        min_examples_per_class: int = 5,
+        engine: Engine = "auto",
+        chunk_rows: int = _DEFAULT_CHUNK,
+    ) -> NDArray[np.bool_]:
+        n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
+        if engine == "auto":
+            small = n * k <= _ELEMENTS_IN_MEMORY and not isinstance(
+                pred_probs, np.memmap
+            )
+            engine = "cleanlab" if small else "chunked"
+        if engine == "cleanlab":
+            return _prune_with_cleanlab(
+                labels, pred_probs, filter_by, min_examples_per_class
+            )
+        if engine != "chunked":
+            raise ConfigError(
+                f"engine must be 'auto', 'cleanlab' or 'chunked'. Got {engine!r}."
+            )
+        return _prune_chunked(
+            labels, pred_probs, filter_by, min_examples_per_class, chunk_rows
+        )
+
+    method.__doc__ = (
+        f"cleanlab ``filter_by={filter_by!r}`` with SPEC §9.4's minimum class size."
+    )
+    return method
+
+
+def _prune_with_cleanlab(
+    labels: NDArray[np.int64], pred_probs: Any, filter_by: str, min_examples: int
+) -> NDArray[np.bool_]:
+    from cleanlab.filter import find_label_issues
+
+    probs = np.ascontiguousarray(pred_probs, dtype=np.float32)
+    with warnings.catch_warnings():
+        # "May not flag all label issues in class k": reported via skipped classes instead.
+        warnings.simplefilter("ignore")
+        mask = find_label_issues(
+            labels,
+            probs,
+            filter_by=filter_by,
+            min_examples_per_class=min_examples,
+            n_jobs=1,
+        )
+    return np.asarray(mask, dtype=bool)
+
+
+def _prune_chunked(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    filter_by: str,
+    min_examples: int,
+    chunk_rows: int,
+) -> NDArray[np.bool_]:
+    """Same result as cleanlab's find_label_issues, with O(N + n_k·K) extra memory."""
+    n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
+    sc, _ = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+    cj = compute_confident_joint(
+        labels, pred_probs, clip_thresholds=True, chunk_rows=chunk_rows, _self_conf=sc
+    )
+    prune = _calibrated_prune_counts(labels, cj.counts, min_examples)
+    by_class = np.zeros(n, dtype=bool)
+    by_rate = np.zeros(n, dtype=bool)
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(k + 1))
+    for c in range(k):
+        rows = order[bounds[c] : bounds[c + 1]]
+        if rows.size <= min_examples:
+            continue
+        if filter_by in ("prune_by_class", "both"):
+            num = int(rows.size - prune[c, c])
+            if num >= 1:
+                by_class[rows[np.argsort(sc[rows])[:num]]] = True
+        if filter_by in ("prune_by_noise_rate", "both"):
+            by_rate[rows[_prune_class_by_rate(pred_probs, rows, c, prune[:, c])]] = True
+    mask = {"prune_by_class": by_class, "prune_by_noise_rate": by_rate}.get(
+        filter_by, by_class & by_rate
+    )
+    return _unset_where_given_is_argmax(mask, labels, pred_probs)
+
+
+def _prune_class_by_rate(
+    pred_probs: Any, rows: NDArray[np.int64], c: int, counts: NDArray[np.int64]
+) -> NDArray[np.bool_]:
+    sub = np.asarray(pred_probs[rows], dtype=np.float32)
+    flagged = np.zeros(rows.size, dtype=bool)
+    for j in np.flatnonzero(counts > 0):
+        if j == c:
+            continue
+        margin = sub[:, j] - sub[:, c]
+        flagged[np.argsort(-margin)[: int(counts[j])]] = True
+    return flagged
+
+
+def _unset_where_given_is_argmax(
+    mask: NDArray[np.bool_], labels: NDArray[np.int64], pred_probs: Any
+) -> NDArray[np.bool_]:
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return mask
+    p = np.asarray(pred_probs[idx], dtype=np.float32)
+    p[np.arange(idx.size), labels[idx]] += _FPC
+    out = mask.copy()
+    out[idx[p.argmax(axis=1) == labels[idx]]] = False
+    return out
+
+
+LABEL_ERROR_METHODS.add("prune-by-class", _make_pruner("prune_by_class"))
+LABEL_ERROR_METHODS.add("prune-by-noise-rate", _make_pruner("prune_by_noise_rate"))
+LABEL_ERROR_METHODS.add("both", _make_pruner("both"))
+
+
+def find_label_errors(
+    labels: ArrayLike,
+    pred_probs: Any,
+    *,
+    method: str = "prune-by-noise-rate",
+    min_examples_per_class: int = 5,
+    engine: Engine = "auto",
+    atol: float = 1e-2,
+    chunk_rows: int = _DEFAULT_CHUNK,
+) -> NDArray[np.bool_]:
+    """Boolean mask of suspected label errors (True = probably mislabeled).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_samples,)
+        Given labels, class ids in ``[0, n_classes)``; every class must occur.
+    pred_probs : ndarray of shape (n_samples, n_classes)
+        Out-of-sample predicted probabilities (float16/32/64, may be memory-mapped).
+    method : str
+        A name in ``LABEL_ERROR_METHODS``: ``argmax``, ``confident-joint``,
+        ``prune-by-class``, ``prune-by-noise-rate`` (default) or ``both``.
+    min_examples_per_class : int
+        Classes with at most this many given labels are not pruned (SPEC: 5).
+    engine : {"auto", "cleanlab", "chunked"}
+        For the pruning methods: cleanlab on an in-memory float32 copy, or the
+        chunked equivalent (memory-bounded). ``auto`` picks cleanlab below 2**27 entries.
+    atol : float
+        Tolerance on row sums.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8]])
+    >>> find_label_errors([0, 1, 1, 1], p, method="argmax").tolist()
+    [False, True, False, False]
+    """
+    fn = LABEL_ERROR_METHODS.get(method)
+    if min_examples_per_class < 0:
+        raise ConfigError(
+            f"min_examples_per_class must be >= 0. Got {min_examples_per_class}."
+        )
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be >= 1. Got {chunk_rows}.")
+    y, probs = check_label_error_inputs(
+        labels, pred_probs, atol=atol, chunk_rows=chunk_rows
+    )
+    return fn(
+        y,
+        probs,
+        min_examples_per_class=min_examples_per_class,
+        engine=engine,
+        chunk_rows=chunk_rows,
+    )
