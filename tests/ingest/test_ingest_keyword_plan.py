@@ -22,7 +22,18 @@ from retest.build.keywords import (
 )
 from retest.errors import ConfigError
 
-CIFAR = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
 
 
 def test_v6_hand_checked_example_with_ties() -> None:
@@ -48,7 +59,11 @@ def test_v6_drops_zero_keywords_and_respects_top_k() -> None:
 
 
 def test_top_k_is_stable_with_respect_to_first_occurrence() -> None:
-    assert top_k_keywords({"a": 2, "b": 3, "c": 2, "d": 3}, 3) == [("b", 3), ("d", 3), ("a", 2)]
+    assert top_k_keywords({"a": 2, "b": 3, "c": 2, "d": 3}, 3) == [
+        ("b", 3),
+        ("d", 3),
+        ("a", 2),
+    ]
 
 
 @settings(max_examples=50, deadline=None)
@@ -60,7 +75,10 @@ def test_top_k_is_stable_with_respect_to_first_occurrence() -> None:
     top_k=st.integers(1, 50),
 )
 def test_v6_gives_exactly_size_over_classes(counts, per_class, top_k) -> None:
-    classes = {f"c{i}": {f"k{i}_{j}": n for j, n in enumerate(cs)} for i, cs in enumerate(counts)}
+    classes = {
+        f"c{i}": {f"k{i}_{j}": n for j, n in enumerate(cs)}
+        for i, cs in enumerate(counts)
+    }
     size = per_class * len(classes)
     plan = allocate_v6(classes, size=size, top_k=top_k)
     assert plan.totals() == dict.fromkeys(classes, size // len(classes))
@@ -74,8 +92,12 @@ def test_v6_gives_exactly_size_over_classes(counts, per_class, top_k) -> None:
 
 
 def test_v6_reports_a_keyword_in_two_classes() -> None:
-    plan = allocate_v6({"automobile": {"coupe": 5, "cruiser": 5}, "ship": {"cruiser": 3}}, size=20)
-    assert [(c.keyword, c.classes) for c in plan.conflicts] == [("cruiser", ("automobile", "ship"))]
+    plan = allocate_v6(
+        {"automobile": {"coupe": 5, "cruiser": 5}, "ship": {"cruiser": 3}}, size=20
+    )
+    assert [(c.keyword, c.classes) for c in plan.conflicts] == [
+        ("cruiser", ("automobile", "ship"))
+    ]
 
 
 def test_v6_needs_a_divisible_size() -> None:
@@ -98,23 +120,37 @@ def test_v4_skip_list_and_exclusions() -> None:
     counts["truck"] = {"ambulance": 30, "ford": 20}
     counts["automobile"]["ambulance"] = 10
     counts["ship"]["ambulance"] = 5
-    plan = allocate_v4(counts, original_size=60000, size=2000, exclude=["ford"], class_order=CIFAR)
+    plan = allocate_v4(
+        counts, original_size=60000, size=2000, exclude=["ford"], class_order=CIFAR
+    )
     # published skip list: cruiser ignores ship (8), ambulance ignores truck and ship
     assert plan.allocation["automobile"]["cruiser"] == math.ceil(90 / 30)
     assert "cruiser" not in plan.allocation["ship"]
     assert plan.allocation["automobile"]["ambulance"] == math.ceil(45 / 30)
-    assert "ford" not in plan.allocation["automobile"] and "ford" not in plan.allocation["truck"]
-    assert plan.allocation["automobile"]["coupe"] == 26 and plan.allocation["ship"]["liner"] == 3
+    assert (
+        "ford" not in plan.allocation["automobile"]
+        and "ford" not in plan.allocation["truck"]
+    )
+    assert (
+        plan.allocation["automobile"]["coupe"] == 26
+        and plan.allocation["ship"]["liner"] == 3
+    )
     assert not plan.conflicts
     assert CIFAR10_V4_SKIP["toy"] == (2, 8, 3)
 
 
 def test_v4_reports_unresolved_shared_keywords() -> None:
     plan = allocate_v4(
-        {"a": {"pet": 30, "x": 5}, "b": {"pet": 60}}, original_size=600, size=20, skip={}
+        {"a": {"pet": 30, "x": 5}, "b": {"pet": 60}},
+        original_size=600,
+        size=20,
+        skip={},
     )
     assert plan.allocation == {"a": {}, "b": {"pet": 3}}
-    assert plan.conflicts[0].keyword == "pet" and plan.conflicts[0].classes == ("a", "b")
+    assert plan.conflicts[0].keyword == "pet" and plan.conflicts[0].classes == (
+        "a",
+        "b",
+    )
 
 
 def test_needed_vs_available() -> None:
@@ -129,11 +165,19 @@ def test_needed_vs_available() -> None:
 def test_unique_keyword_choice_follows_the_published_rule() -> None:
     # class 0 counts over all matches: cat 2 (img0, img2), kitty 3 (img0, img1 twice)
     matches = [["cat", "kitty"], ["kitty", "kitty"], ["cat"], ["zz", "aa"], []]
-    assert choose_unique_keywords(matches, [0, 0, 0, 1, 1]) == ["kitty", "kitty", "cat", "zz", None]
+    assert choose_unique_keywords(matches, [0, 0, 0, 1, 1]) == [
+        "kitty",
+        "kitty",
+        "cat",
+        "zz",
+        None,
+    ]
 
 
 def test_exact_matches_and_histogram() -> None:
-    m = find_exact_matches(["h1", "h2", "h1"], [("h1", 4, "a"), ("h3", 5, "b"), ("h1", 9, "c")])
+    m = find_exact_matches(
+        ["h1", "h2", "h1"], [("h1", 4, "a"), ("h3", 5, "b"), ("h1", 9, "c")]
+    )
     assert m == [[(4, "a"), (9, "c")], [], [(4, "a"), (9, "c")]]
     h = keyword_histogram([1, 0, 1, 1], ["x", "y", None, "x"], ["c0", "c1"])
     assert h == {"c0": {"y": 1}, "c1": {"x": 2}}

@@ -17,11 +17,19 @@ from retest.sources.tinyimages import (
     write_tinyimages,
 )
 
-KEYWORDS = ["Alley_Cat"] * 40 + ["alley_cat"] * 10 + ["bird"] * 120 + ["Dog"] * 90 + ["zebra"] * 40
+KEYWORDS = (
+    ["Alley_Cat"] * 40
+    + ["alley_cat"] * 10
+    + ["bird"] * 120
+    + ["Dog"] * 90
+    + ["zebra"] * 40
+)
 
 
 @pytest.fixture
-def ti_pair(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndarray, list[str]]:
+def ti_pair(
+    tmp_path: Path, rng: np.random.Generator
+) -> tuple[Path, np.ndarray, list[str]]:
     images = rng.integers(0, 256, size=(len(KEYWORDS), 32, 32, 3), dtype=np.uint8)
     write_tinyimages(tmp_path, images, KEYWORDS)
     return tmp_path, images, KEYWORDS
@@ -54,13 +62,15 @@ def test_decoded_record_equals_the_written_array(ti_pair) -> None:
     np.testing.assert_array_equal(ti.image(137), images[137])
     np.testing.assert_array_equal(ti.image_range(5, 9), images[5:9])
     # canonical single-record decode of SPEC §1.1
-    rec = np.frombuffer((root / "tiny_images.bin").read_bytes()[3072 * 7 : 3072 * 8], np.uint8)
+    rec = np.frombuffer(
+        (root / "tiny_images.bin").read_bytes()[3072 * 7 : 3072 * 8], np.uint8
+    )
     np.testing.assert_array_equal(rec.reshape(32, 32, 3, order="F"), images[7])
     np.testing.assert_array_equal(decode_records(encode_images(images)), images)
 
 
 def test_zero_based_indices_for_both_files(ti_pair) -> None:
-    root, images, kws = ti_pair
+    root, images, _kws = ti_pair
     ti = TinyImages(root)
     # record 49 is the last alley_cat, 50 the first bird: an off-by-one would swap them
     assert ti.keyword(49) == "alley_cat" and ti.keyword(50) == "bird"
@@ -87,7 +97,7 @@ def test_keyword_index_is_correct(ti_pair) -> None:
 def test_keyword_index_scans_in_chunks(ti_pair, monkeypatch) -> None:
     import retest.sources.tinyimages as mod
 
-    root, _, kws = ti_pair
+    root, _, _kws = ti_pair
     full = build_keyword_index(root / "tiny_metadata.bin")
     for chunk in (1, 7, 50, 51):  # run boundaries on and off chunk edges
         monkeypatch.setattr(mod, "_SCAN_CHUNK", chunk)
@@ -96,18 +106,24 @@ def test_keyword_index_scans_in_chunks(ti_pair, monkeypatch) -> None:
 
 def test_unsorted_file_gives_several_ranges(tmp_path: Path, rng) -> None:
     kws = ["a", "a", "b", "a", "c"]
-    write_tinyimages(tmp_path, rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8), kws)
+    write_tinyimages(
+        tmp_path, rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8), kws
+    )
     index = build_keyword_index(tmp_path / "tiny_metadata.bin")
     assert not index.sorted_by_keyword
     assert index.indices("a").tolist() == [0, 1, 3]
 
 
-@pytest.mark.parametrize("name,record", [("tiny_images.bin", 3072), ("tiny_metadata.bin", 768)])
+@pytest.mark.parametrize(
+    "name,record", [("tiny_images.bin", 3072), ("tiny_metadata.bin", 768)]
+)
 def test_wrong_file_size_is_a_clear_error(ti_pair, name: str, record: int) -> None:
     root, _, _ = ti_pair
     with (root / name).open("ab") as fh:
         fh.write(b"\0" * 100)
-    with pytest.raises(DataIntegrityError, match=rf"{name}.*not a multiple of the {record}-byte"):
+    with pytest.raises(
+        DataIntegrityError, match=rf"{name}.*not a multiple of the {record}-byte"
+    ):
         TinyImages(root)
 
 
@@ -120,5 +136,5 @@ def test_record_counts_must_agree(ti_pair) -> None:
 
 
 def test_missing_file_names_it(tmp_path: Path) -> None:
-    with pytest.raises(DataIntegrityError, match="tiny_images.bin is missing"):
+    with pytest.raises(DataIntegrityError, match=r"tiny_images\.bin is missing"):
         TinyImages(tmp_path)
