@@ -1,0 +1,266 @@
+"""The ``label-errors`` stage: find, rank and report suspected label errors.
+
+Inputs are resolved into a :class:`LabelErrorInputs` (labels + an (N, K)
+probability matrix + optional true labels, images and class names) by
+:func:`load_label_error_inputs`; a project-based resolver (a revision, the
+original test set) only needs to build the same record. :func:`run_label_errors`
+then writes, atomically, into ``out_dir``:
+
+``label_errors.csv`` / ``label_errors.json``
+    Every flagged example, most suspicious first: rank, index, given label,
+    suggested label, score (label quality, lower = worse), self-confidence,
+    probability of the suggested class (+ class names when known).
+``report.json``
+    Method, counts, estimated errors per class (confident learning), the
+    detection report (precision / recall / F1) when true labels are known, and
+    where the probabilities came from (file or ensemble of which models).
+``contact_sheet.png``
+    The top suspects with given vs suggested class, when images are given.
+
+Rerunning with the same inputs rewrites identical files (idempotent).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest.errors import DataIntegrityError, InputValidationError
+from retest.issues import (
+    DetectionReport,
+    LabelError,
+    check_label_error_inputs,
+    detection_report,
+    ensemble_pred_probs,
+    estimate_noise,
+    find_label_errors,
+    rank_label_errors,
+)
+from retest.issues.ranking import RankBy
+from retest.sources.predictions import atomic_write_bytes, read_labels, read_testbed
+
+__all__ = [
+    "LabelErrorInputs",
+    "LabelErrorRun",
+    "NpyFoldCache",
+    "load_label_error_inputs",
+    "run_label_errors",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelErrorInputs:
+    """Everything the stage needs, already loaded and length-checked."""
+
+    labels: NDArray[np.int64]
+    pred_probs: Any
+    source: dict[str, Any]
+    true_labels: NDArray[np.int64] | None = None
+    images: NDArray[np.uint8] | None = field(default=None, repr=False)
+    class_names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelErrorRun:
+    """What the stage found and wrote."""
+
+    method: str
+    n_examples: int
+    ranked: tuple[LabelError, ...]
+    detection: DetectionReport | None
+    report: dict[str, Any]
+    paths: dict[str, Path]
+    class_names: tuple[str, ...] | None = None
+
+
+class NpyFoldCache:
+    """:class:`~retest.issues.crossval.FoldCache` backed by ``<dir>/<key>.npy`` files."""
+
+    def __init__(self, directory: PathLike) -> None:
+        self.directory = Path(directory)
+
+    def load(self, key: str) -> NDArray[np.float32] | None:
+        p = self.directory / f"{key}.npy"
+        if not p.is_file():
+            return None
+        try:
+            return np.asarray(np.load(p, allow_pickle=False), dtype=np.float32)
+        except (OSError, ValueError):  # truncated by a crash: recompute that fold
+            return None
+
+    def save(self, key: str, probs: NDArray[np.float32]) -> None:
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(probs, dtype=np.float32), allow_pickle=False)
+        atomic_write_bytes(self.directory / f"{key}.npy", buf.getvalue())
+
+
+def _load_npy(path: PathLike, what: str) -> NDArray[Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise DataIntegrityError(f"{p}: {what} file not found. Check the path.")
+    try:
+        return np.asarray(np.load(p, allow_pickle=False))
+    except (OSError, ValueError) as err:
+        raise DataIntegrityError(
+            f"{p}: cannot read {what} as .npy ({err}). Re-create the file."
+        ) from None
+
+
+def load_label_error_inputs(
+    *,
+    labels: PathLike,
+    pred_probs: PathLike | None = None,
+    predictions_dir: PathLike | None = None,
+    true_labels: PathLike | None = None,
+    images: PathLike | None = None,
+    class_names: tuple[str, ...] | None = None,
+    smoothing: float = 0.1,
+) -> LabelErrorInputs:
+    """Read the arrays a user brings (exactly one of ``pred_probs`` / ``predictions_dir``).
+
+    ``predictions_dir`` is a testbed folder (one file per model, read by
+    :func:`retest.sources.predictions.read_testbed`); the models are pooled with
+    :func:`retest.issues.ensemble_pred_probs` (mean probabilities, else votes).
+    """
+    if (pred_probs is None) == (predictions_dir is None):
+        raise InputValidationError(
+            "give exactly one of pred_probs (an (N, K) .npy file) or predictions_dir "
+            "(a folder of per-model prediction files)."
+        )
+    k = len(class_names) if class_names else None
+    y = read_labels(labels, n_classes=k)
+    source: dict[str, Any] = {"labels": str(labels)}
+    if pred_probs is not None:
+        probs: Any = _load_npy(pred_probs, "pred_probs")
+        source["pred_probs"] = str(pred_probs)
+    else:
+        assert predictions_dir is not None
+        k = k or int(y.max()) + 1
+        testbed = read_testbed(predictions_dir, n_classes=k)
+        ens = ensemble_pred_probs(
+            list(testbed.values()), n_classes=k, smoothing=smoothing
+        )
+        probs = ens.pred_probs
+        source.update(
+            predictions_dir=str(predictions_dir),
+            ensemble=ens.mode,
+            smoothing=smoothing if ens.mode == "votes" else None,
+            models=list(ens.models),
+        )
+    y_true = read_labels(true_labels, n_classes=k) if true_labels is not None else None
+    if y_true is not None and y_true.shape != y.shape:
+        raise InputValidationError(
+            f"{true_labels}: {y_true.size} true labels but {y.size} given labels."
+        )
+    imgs = _load_npy(images, "images") if images is not None else None
+    if imgs is not None and (imgs.shape[0] != y.size or imgs.dtype != np.uint8):
+        raise InputValidationError(
+            f"{images}: expected uint8 images (N={y.size}, H, W[, C]). "
+            f"Got {imgs.dtype} {imgs.shape}."
+        )
+    return LabelErrorInputs(y, probs, source, y_true, imgs, class_names)
+
+
+def _csv_bytes(rows: list[dict[str, Any]]) -> bytes:
+    buf = io.StringIO()
+    cols = list(rows[0]) if rows else ["rank", "index", "given", "suggested", "score"]
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2) + "\n").encode()
+
+
+def _name(c: int, names: tuple[str, ...] | None) -> str:
+    return names[c] if names else str(c)
+
+
+def _contact_sheet(
+    inputs: LabelErrorInputs, ranked: tuple[LabelError, ...], top: int, path: Path
+) -> Path | None:
+    if inputs.images is None or not ranked:
+        return None
+    from retest.pipeline.contact_sheet import save_contact_sheet
+
+    shown = ranked[:top]
+    names = inputs.class_names
+    caps = [
+        f"#{e.index}\ngiven {_name(e.given, names)}\n→ {_name(e.suggested, names)} "
+        f"({e.suggested_prob:.2f})"
+        for e in shown
+    ]
+    return save_contact_sheet(
+        [inputs.images[e.index] for e in shown],
+        caps,
+        path,
+        ncols=8,
+        title=f"top {len(shown)} suspected label errors",
+    )
+
+
+def run_label_errors(
+    inputs: LabelErrorInputs,
+    out_dir: PathLike,
+    *,
+    method: str = "prune-by-noise-rate",
+    rank_by: RankBy = "self_confidence",
+    top: int = 20,
+    min_examples_per_class: int = 5,
+) -> LabelErrorRun:
+    """Find label errors with ``method``, rank them and write the stage's files."""
+    y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
+    if inputs.class_names is not None and len(inputs.class_names) != probs.shape[1]:
+        raise InputValidationError(
+            f"{len(inputs.class_names)} class names for {probs.shape[1]} classes "
+            "(columns of the probabilities)."
+        )
+    mask = find_label_errors(
+        y, probs, method=method, min_examples_per_class=min_examples_per_class
+    )
+    ranked = rank_label_errors(y, probs, mask, rank_by=rank_by)
+    noise = estimate_noise(y, probs)
+    det = (
+        detection_report(mask, inputs.true_labels != y)
+        if inputs.true_labels is not None
+        else None
+    )
+    names = inputs.class_names
+    rows = [e.as_dict(names) for e in ranked]
+    report = {
+        "method": method,
+        "rank_by": rank_by,
+        "min_examples_per_class": min_examples_per_class,
+        "n_examples": int(y.size),
+        "n_classes": int(probs.shape[1]),
+        "n_flagged": int(mask.sum()),
+        "estimated_errors": noise.n_errors,
+        "estimated_errors_per_class": noise.errors_per_class.tolist(),
+        "class_names": list(names) if names else None,
+        "detection": det.as_dict() if det is not None else None,
+        "source": inputs.source,
+    }
+    out = Path(out_dir)
+    paths = {
+        "csv": atomic_write_bytes(out / "label_errors.csv", _csv_bytes(rows)),
+        "json": atomic_write_bytes(
+            out / "label_errors.json", _json_bytes({"method": method, "errors": rows})
+        ),
+        "report": atomic_write_bytes(out / "report.json", _json_bytes(report)),
+    }
+    sheet = _contact_sheet(inputs, ranked, top, out / "contact_sheet.png")
+    if sheet is not None:
+        paths["contact_sheet"] = sheet
+    return LabelErrorRun(method, int(y.size), ranked, det, report, paths, names)
