@@ -1,0 +1,361 @@
+"""Files of a project: atomic writes with sha256, the manifest, and pixel arrays.
+
+* :func:`atomic_write_bytes` / :func:`write_npy` / :func:`write_json` /
+  :func:`write_parquet` write to a temporary file in the target directory, fsync, then
+  ``os.replace`` — a reader never sees half a file — and return the sha256.
+* :func:`record_artifact` adds the manifest entry (path, sha256, stage, params,
+  package version) to the store; :func:`save_npy` / :func:`save_json` do both.
+* :class:`PixelArray` is an append-only, memory-mapped uint8 array of fixed-shape
+  images (``arrays/<name>.u8`` + header ``arrays/<name>.json``) that ingest appends
+  to. The header's ``count`` is the commit point: pixels are fsynced before it is
+  advanced, bytes past it (from a writer killed mid-append) are ignored by readers and
+  truncated by the next append. Callers write database rows only after
+  :meth:`PixelArray.append` has returned, so a row never points at missing pixels; a
+  crash between the two leaves unreferenced rows, which are harmless.
+* :func:`write_image_file` stores an image file content-addressed as
+  ``images/<sha256>``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest.errors import DataIntegrityError, InputValidationError, StoreError
+from retest.store.base import ArtifactRecord, Store, file_content_id, utc_now
+
+__all__ = [
+    "PixelArray",
+    "atomic_write_bytes",
+    "dumps_json",
+    "read_npy",
+    "record_artifact",
+    "save_json",
+    "save_npy",
+    "sha256_file",
+    "verify_file",
+    "write_image_file",
+    "write_json",
+    "write_npy",
+    "write_parquet",
+]
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    """sha256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_file(path: str | Path, sha256: str) -> None:
+    """Raise :class:`~retest.errors.DataIntegrityError` unless ``path`` has ``sha256``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataIntegrityError(f"{p} is missing; re-run the stage that writes it.")
+    got = sha256_file(p)
+    if got != sha256:
+        raise DataIntegrityError(
+            f"{p}: sha256 mismatch (expected {sha256[:12]}…, found {got[:12]}…). "
+            "The file changed after it was written; re-run the stage that writes it."
+        )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> str:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename); returns sha256."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(p.parent)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_npy(path: str | Path, array: ArrayLike) -> str:
+    """Save one array as ``.npy`` (no pickles) atomically; returns sha256."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    return atomic_write_bytes(path, buf.getbuffer())
+
+
+def dumps_json(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, 2-space indent, UTF-8, trailing newline."""
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_json(path: str | Path, obj: Any) -> str:
+    """Save ``obj`` as deterministic JSON (:func:`dumps_json`) atomically; returns sha256."""
+    return atomic_write_bytes(path, dumps_json(obj).encode())
+
+
+def write_parquet(path: str | Path, table: Any) -> str:
+    """Save a ``pyarrow.Table`` (or pandas DataFrame) as Parquet atomically.
+
+    Written uncompressed-metadata-stable (zstd, no statistics timestamps) so the same
+    table gives the same bytes; returns sha256.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as err:  # pragma: no cover - pyarrow is a dev dependency
+        raise StoreError(
+            "writing Parquet needs pyarrow: pip install 'retest[parquet]'."
+        ) from err
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", write_statistics=False)
+    return atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def read_npy(path: str | Path, *, mmap: bool = True) -> NDArray[Any]:
+    """Load a ``.npy`` file, memory-mapped read-only by default."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataIntegrityError(f"{p} is missing; re-run the stage that writes it.")
+    try:
+        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as err:
+        raise DataIntegrityError(f"{p} is not a readable .npy file: {err}.") from err
+
+
+def record_artifact(
+    store: Store,
+    root: str | Path,
+    path: str | Path,
+    *,
+    name: str | None = None,
+    stage: str = "",
+    params: Mapping[str, Any] | None = None,
+    sha256: str | None = None,
+) -> ArtifactRecord:
+    """Add (or replace) the manifest entry of a file under the project ``root``.
+
+    ``name`` defaults to the path relative to ``root``; ``sha256`` is computed when
+    not given.
+    """
+    from retest import __version__
+
+    rel = Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    rec = ArtifactRecord(
+        name=name or rel,
+        path=rel,
+        sha256=sha256 or sha256_file(Path(root) / rel),
+        stage=stage,
+        params=dict(params or {}),
+        version=__version__,
+        created=utc_now(),
+    )
+    store.artifacts.put(rec)
+    return rec
+
+
+def save_npy(
+    store: Store,
+    root: str | Path,
+    rel_path: str,
+    array: ArrayLike,
+    *,
+    stage: str,
+    params: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> ArtifactRecord:
+    """:func:`write_npy` under ``root`` plus its manifest entry."""
+    sha = write_npy(Path(root) / rel_path, array)
+    return record_artifact(
+        store, root, Path(root) / rel_path, name=name, stage=stage, params=params,
+        sha256=sha,
+    )  # fmt: skip
+
+
+def save_json(
+    store: Store,
+    root: str | Path,
+    rel_path: str,
+    obj: Any,
+    *,
+    stage: str,
+    params: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> ArtifactRecord:
+    """:func:`write_json` under ``root`` plus its manifest entry."""
+    sha = write_json(Path(root) / rel_path, obj)
+    return record_artifact(
+        store, root, Path(root) / rel_path, name=name, stage=stage, params=params,
+        sha256=sha,
+    )  # fmt: skip
+
+
+def write_image_file(images_dir: str | Path, data: bytes) -> tuple[str, Path]:
+    """Store image bytes content-addressed as ``images_dir/<sha256>``; idempotent.
+
+    Returns ``(sha256, path)``; the sha256 is also the candidate id
+    (:func:`~retest.store.base.file_content_id`).
+    """
+    sha = file_content_id(data)
+    path = Path(images_dir) / sha
+    if not path.is_file():
+        atomic_write_bytes(path, data)
+    return sha, path
+
+
+class PixelArray:
+    """Append-only uint8 array of images of one shape, memory-mapped for reading.
+
+    Files: ``<root>/<name>.u8`` (raw C-order rows) and ``<root>/<name>.json``
+    (``{"count": n, "dtype": "uint8", "shape": [h, w, c]}``, the commit point).
+    Appends from several processes are serialised by an ``flock`` on
+    ``<root>/<name>.lock``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     px = PixelArray.create(d, "cifar", shape=(32, 32, 3))
+    ...     rows = px.append(np.zeros((4, 32, 32, 3), np.uint8))
+    ...     (rows, len(px), px.read([1, 3]).shape)
+    (range(0, 4), 4, (2, 32, 32, 3))
+    """
+
+    def __init__(self, root: str | Path, name: str) -> None:
+        self.root = Path(root)
+        self.name = name
+        header = self._read_header()
+        self.shape: tuple[int, ...] = tuple(int(x) for x in header["shape"])
+        self.row_bytes = int(np.prod(self.shape, dtype=np.int64))
+
+    # -- files
+    @property
+    def data_path(self) -> Path:
+        return self.root / f"{self.name}.u8"
+
+    @property
+    def header_path(self) -> Path:
+        return self.root / f"{self.name}.json"
+
+    def _read_header(self) -> dict[str, Any]:
+        try:
+            header: dict[str, Any] = json.loads(self.header_path.read_text())
+        except FileNotFoundError:
+            raise StoreError(
+                f"pixel array {self.name!r} does not exist under {self.root} "
+                f"(no {self.header_path.name}). Create it with PixelArray.create()."
+            ) from None
+        except json.JSONDecodeError as err:
+            raise DataIntegrityError(
+                f"{self.header_path} is not valid JSON: {err}."
+            ) from err
+        return header
+
+    @classmethod
+    def create(
+        cls, root: str | Path, name: str, *, shape: tuple[int, ...]
+    ) -> PixelArray:
+        """Create the array, or open it if it exists with the same ``shape``."""
+        root = Path(root)
+        shape = tuple(int(s) for s in shape)
+        header = root / f"{name}.json"
+        if header.is_file():
+            px = cls(root, name)
+            if px.shape != shape:
+                raise InputValidationError(
+                    f"pixel array {name!r} holds images of shape {px.shape}, "
+                    f"not {shape}. Use another array name for this shape."
+                )
+            return px
+        root.mkdir(parents=True, exist_ok=True)
+        with cls._locked(root, name):
+            if not header.is_file():
+                (root / f"{name}.u8").touch()
+                write_json(header, {"count": 0, "dtype": "uint8", "shape": list(shape)})
+        return cls(root, name)
+
+    @staticmethod
+    @contextmanager
+    def _locked(root: Path, name: str) -> Iterator[None]:
+        with open(root / f"{name}.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def __len__(self) -> int:
+        return int(self._read_header()["count"])
+
+    def append(self, images: ArrayLike) -> range:
+        """Append ``images`` of shape ``(n, *shape)`` durably; returns their rows."""
+        arr = np.ascontiguousarray(images, dtype=np.uint8)
+        if arr.shape[1:] != self.shape:
+            raise InputValidationError(
+                f"pixel array {self.name!r} holds images of shape {self.shape}. "
+                f"Got a batch of shape {arr.shape}."
+            )
+        with self._locked(self.root, self.name):
+            count = len(self)
+            with open(self.data_path, "r+b") as f:
+                # drop bytes a writer killed mid-append left past the commit point
+                f.truncate(count * self.row_bytes)
+                f.seek(count * self.row_bytes)
+                f.write(arr.data)
+                f.flush()
+                os.fsync(f.fileno())
+            n = arr.shape[0]
+            write_json(
+                self.header_path,
+                {"count": count + n, "dtype": "uint8", "shape": list(self.shape)},
+            )
+        return range(count, count + n)
+
+    def array(self) -> NDArray[np.uint8]:
+        """All committed rows, memory-mapped read-only, shape ``(len, *shape)``."""
+        n = len(self)
+        if n == 0:
+            return np.empty((0, *self.shape), np.uint8)
+        size = self.data_path.stat().st_size
+        if size < n * self.row_bytes:
+            raise DataIntegrityError(
+                f"{self.data_path} holds {size} bytes but its header commits {n} rows "
+                f"of {self.row_bytes} bytes. The file was truncated; re-ingest."
+            )
+        return np.memmap(self.data_path, np.uint8, "r", shape=(n, *self.shape))
+
+    def read(self, rows: ArrayLike) -> NDArray[np.uint8]:
+        """A copy of the given rows (any order, repeats allowed)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        n = len(self)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise InputValidationError(
+                f"rows of pixel array {self.name!r} must lie in [0, {n}). "
+                f"Got {int(idx.min())}..{int(idx.max())}."
+            )
+        return np.array(self.array()[idx])
