@@ -1,0 +1,321 @@
+"""CIFAR-10, python pickle version (SPEC §1.2).
+
+The archive ``cifar-10-python.tar.gz`` unpacks to ``cifar-10-batches-py/`` with
+``data_batch_1..5``, ``test_batch`` and ``batches.meta``. Each batch is a pickled
+dict with byte-string keys: ``b"data"`` uint8 (N, 3072) channel-planar rows (1024
+R values row-major, then G, then B), ``b"labels"`` list of int, ``b"filenames"``,
+``b"batch_label"``. Decode: ``reshape(N, 3, 32, 32).transpose(0, 2, 3, 1)`` → HWC.
+
+Pickles are read with a restricted unpickler that only rebuilds numpy arrays, so a
+hostile file cannot run code.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest.errors import DataIntegrityError, InputValidationError
+from retest.records import LabeledSet
+from retest.sources.base import DatasetSource, RemoteFile
+from retest.sources.download import atomic_write_bytes
+
+__all__ = [
+    "CIFAR10",
+    "CIFAR10_CLASSES",
+    "read_cifar_batch",
+    "read_cifar_meta",
+    "write_cifar10_archive",
+    "write_cifar_batch",
+    "write_cifar_meta",
+]
+
+CIFAR10_CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+BATCH_DIR = "cifar-10-batches-py"
+TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+TEST_BATCH = "test_batch"
+META = "batches.meta"
+
+_ALLOWED_GLOBALS = {
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+    ("__builtin__", "bytes"),
+    ("builtins", "bytes"),
+}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        # Pickles written by numpy 1.x name numpy.core; numpy 2 moved it to _core.
+        if module.startswith("numpy.core"):
+            module = "numpy._core" + module[len("numpy.core") :]
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
+        return super().find_class(module, name)
+
+
+def _unpickle(path: Path) -> dict[bytes, Any]:
+    try:
+        with open(path, "rb") as f:
+            obj = _ArrayUnpickler(f, encoding="bytes").load()
+    except FileNotFoundError:
+        raise DataIntegrityError(f"CIFAR batch {path} does not exist.") from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as err:
+        raise DataIntegrityError(
+            f"CIFAR batch {path} is not a readable CIFAR pickle ({err})."
+        ) from err
+    if not isinstance(obj, dict):
+        raise DataIntegrityError(
+            f"CIFAR batch {path} holds a {type(obj).__name__}, expected a dict."
+        )
+    return {(k.encode() if isinstance(k, str) else k): v for k, v in obj.items()}
+
+
+def read_cifar_batch(
+    path: str | os.PathLike[str],
+) -> tuple[NDArray[np.uint8], NDArray[np.int64], list[str]]:
+    """Read one CIFAR python batch.
+
+    Returns
+    -------
+    images : ndarray of shape (n, 32, 32, 3), uint8, HWC RGB
+    labels : ndarray of shape (n,), int64
+    filenames : list of str (empty strings when the batch has none)
+    """
+    p = Path(path)
+    d = _unpickle(p)
+    if b"data" not in d or not ({b"labels", b"fine_labels"} & d.keys()):
+        raise DataIntegrityError(
+            f"CIFAR batch {p} lacks keys b'data'/b'labels'; found {sorted(d)[:6]}."
+        )
+    data = np.asarray(d[b"data"])
+    labels = np.asarray(d.get(b"labels", d.get(b"fine_labels")), dtype=np.int64)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        raise DataIntegrityError(
+            f"CIFAR batch {p}: b'data' must be uint8 (n, 3072). Got {data.dtype} "
+            f"{data.shape}."
+        )
+    if labels.shape != (data.shape[0],):
+        raise DataIntegrityError(
+            f"CIFAR batch {p}: {data.shape[0]} images but {labels.shape[0]} labels."
+        )
+    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    raw_names = d.get(b"filenames") or [b""] * len(labels)
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in raw_names]
+    return np.ascontiguousarray(images), labels, names
+
+
+def _batch_bytes(
+    images: ArrayLike,
+    labels: ArrayLike,
+    filenames: Sequence[str] | None,
+    batch_label: str,
+) -> bytes:
+    imgs = np.asarray(images)
+    labs = np.asarray(labels)
+    if imgs.dtype != np.uint8 or imgs.ndim != 4 or imgs.shape[1:] != (32, 32, 3):
+        raise InputValidationError(
+            f"CIFAR images must be uint8 (n, 32, 32, 3) HWC. Got {imgs.dtype} {imgs.shape}."
+        )
+    if labs.shape != (imgs.shape[0],):
+        raise InputValidationError(
+            f"CIFAR batch: {imgs.shape[0]} images but labels of shape {labs.shape}."
+        )
+    if filenames is not None and len(filenames) != imgs.shape[0]:
+        raise InputValidationError(
+            f"CIFAR batch: {imgs.shape[0]} images but {len(filenames)} filenames."
+        )
+    names = (
+        filenames
+        if filenames is not None
+        else [f"{i:05d}.png" for i in range(len(labs))]
+    )
+    obj = {
+        b"batch_label": batch_label.encode(),
+        b"labels": [int(x) for x in labs],
+        b"data": np.ascontiguousarray(imgs.transpose(0, 3, 1, 2).reshape(-1, 3072)),
+        b"filenames": [n.encode() for n in names],
+    }
+    return pickle.dumps(obj, protocol=2)
+
+
+def write_cifar_batch(
+    path: str | os.PathLike[str],
+    images: ArrayLike,
+    labels: ArrayLike,
+    *,
+    filenames: Sequence[str] | None = None,
+    batch_label: str = "",
+) -> None:
+    """Write a CIFAR python batch (HWC uint8 in → channel-planar rows), atomically.
+
+    Inverse of :func:`read_cifar_batch`; same inputs give byte-identical files.
+    """
+    atomic_write_bytes(path, _batch_bytes(images, labels, filenames, batch_label))
+
+
+def read_cifar_meta(path: str | os.PathLike[str]) -> list[str]:
+    """Class names from ``batches.meta`` (``b"label_names"``)."""
+    p = Path(path)
+    d = _unpickle(p)
+    names = d.get(b"label_names")
+    if not isinstance(names, list):
+        raise DataIntegrityError(f"CIFAR meta {p} lacks b'label_names'.")
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+def _meta_bytes(label_names: Sequence[str], num_cases_per_batch: int) -> bytes:
+    obj = {
+        b"label_names": [n.encode() for n in label_names],
+        b"num_cases_per_batch": int(num_cases_per_batch),
+        b"num_vis": 3072,
+    }
+    return pickle.dumps(obj, protocol=2)
+
+
+def write_cifar_meta(
+    path: str | os.PathLike[str],
+    label_names: Sequence[str] = CIFAR10_CLASSES,
+    *,
+    num_cases_per_batch: int = 10000,
+) -> None:
+    """Write ``batches.meta``."""
+    atomic_write_bytes(path, _meta_bytes(label_names, num_cases_per_batch))
+
+
+def write_cifar10_archive(
+    path: str | os.PathLike[str],
+    train: tuple[ArrayLike, ArrayLike],
+    test: tuple[ArrayLike, ArrayLike],
+    *,
+    label_names: Sequence[str] = CIFAR10_CLASSES,
+    n_train_batches: int = 5,
+) -> None:
+    """Write a ``cifar-10-python.tar.gz``-layout archive (deterministic bytes).
+
+    ``train`` is split into ``n_train_batches`` consecutive batches in order.
+    """
+    tr_x, tr_y = np.asarray(train[0]), np.asarray(train[1])
+    parts = np.array_split(np.arange(len(tr_y)), n_train_batches)
+    members = [
+        (
+            f"data_batch_{i + 1}",
+            _batch_bytes(tr_x[ix], tr_y[ix], None, f"training batch {i + 1}"),
+        )
+        for i, ix in enumerate(parts)
+    ]
+    members.append((TEST_BATCH, _batch_bytes(test[0], test[1], None, "testing batch")))
+    members.append((META, _meta_bytes(label_names, len(parts[0]) if parts else 0)))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(f"{BATCH_DIR}/{name}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tf.addfile(info, io.BytesIO(data))
+    atomic_write_bytes(path, buf.getvalue())
+
+
+class CIFAR10(DatasetSource):
+    """CIFAR-10 (Krizhevsky 2009): 50,000 train + 10,000 test 32×32 RGB images.
+
+    ``load("train")`` concatenates batches 1..5 in order, so row i is global CIFAR
+    index i; ``load("test")`` is ``test_batch`` (global index 50000 + j).
+    """
+
+    name = "cifar10"
+    description = "CIFAR-10, python pickle archive (50k train / 10k test, 32×32 RGB)"
+    homepage = "https://www.cs.toronto.edu/~kriz/cifar.html"
+    license = "no explicit license; see the homepage"
+    citation = (
+        "Krizhevsky, A. (2009). Learning Multiple Layers of Features from Tiny Images."
+    )
+    splits = ("train", "test")
+
+    # sha256 published with keras.datasets.cifar10 (md5 c58f30108f718f92721af3b95e74349a
+    # in torchvision); 170,498,071 bytes.
+    ARCHIVE = RemoteFile(
+        "cifar-10-python.tar.gz",
+        "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+        "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+        size=170_498_071,
+    )
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return CIFAR10_CLASSES
+
+    def _remote_files(self) -> list[RemoteFile]:
+        return [self.ARCHIVE]
+
+    def _batch_problems(self, *, hash_files: bool = True) -> dict[str, str]:
+        bad = self._extracted_problems(BATCH_DIR, hash_files=hash_files)
+        if BATCH_DIR in bad:
+            return bad
+        for name in (*TRAIN_BATCHES, TEST_BATCH, META):
+            if not (self.root / BATCH_DIR / name).is_file():
+                bad[f"{BATCH_DIR}/{name}"] = "missing"
+        return bad
+
+    def is_ready(self) -> bool:
+        return not self._batch_problems()
+
+    def _prepare(self, progress: Any) -> None:
+        if self._batch_problems():
+            self._require_files()
+            self._extract(self.ARCHIVE.filename, BATCH_DIR)
+
+    def status(self) -> dict[str, str]:
+        out = super().status()
+        bad = self._batch_problems()
+        out[BATCH_DIR] = (
+            "ok" if not bad else "missing" if BATCH_DIR in bad else "corrupt"
+        )
+        return out
+
+    def load(self, split: str = "test") -> LabeledSet:
+        self._check_split(split)
+        bad = self._batch_problems()
+        if bad:
+            raise self._integrity_error(bad)
+        names = TRAIN_BATCHES if split == "train" else (TEST_BATCH,)
+        try:
+            parts = [read_cifar_batch(self.root / BATCH_DIR / n) for n in names]
+            meta = read_cifar_meta(self.root / BATCH_DIR / META)
+        except DataIntegrityError as err:
+            raise DataIntegrityError(
+                f"{err} Delete {self.root / BATCH_DIR} and run `{self.fetch_hint()}`."
+            ) from err
+        images = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
+        classes = tuple(meta) or CIFAR10_CLASSES
+        return LabeledSet(
+            f"{self.name}-{split}", labels, class_names=classes, images=images
+        )
