@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,12 +37,14 @@ __all__ = [
     "FrequencyStat",
     "TargetHistogram",
     "TaskRecord",
+    "aggregate_item_events",
     "class_target_histograms",
     "compute_selection_frequencies",
     "selection_frequency_from_counts",
 ]
 
 VALID_STATUSES = frozenset({"submitted", "approved"})
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,36 @@ def compute_selection_frequencies(
         key: FrequencyStat(k[key] / n[key] if n[key] else 0.0, n[key])
         for key in sorted(n)
     }
+
+
+def aggregate_item_events(
+    events: Iterable[tuple[str, K, str | None, int]],
+) -> dict[tuple[str, K], FrequencyStat]:
+    """Selection frequencies from per-(assignment, image) events.
+
+    Each event is ``(image_id, class, assignment_status, value)`` with value 1 when
+    the worker selected the image, one event per image shown in the assignment
+    (the project store's ``kind="task"`` convention). This equals
+    :func:`compute_selection_frequencies` on the same assignments. Status ``None``
+    (a labeler outside a crowd platform) counts as valid; otherwise only
+    Submitted/Approved do.
+
+    Examples
+    --------
+    >>> ev = [("a", 3, "Approved", 1), ("a", 3, "Rejected", 1), ("a", 3, None, 0)]
+    >>> aggregate_item_events(ev)
+    {('a', 3): FrequencyStat(frequency=0.5, n_assignments=2)}
+    """
+    n: dict[tuple[str, K], int] = defaultdict(int)
+    k: dict[tuple[str, K], int] = defaultdict(int)
+    for item, cls, status, value in events:
+        key = (item, cls)
+        if status is not None and status.lower() not in VALID_STATUSES:
+            n.setdefault(key, 0)
+            continue
+        n[key] += 1
+        k[key] += int(value > 0)
+    return {key: FrequencyStat(k[key] / n[key] if n[key] else 0.0, n[key]) for key in n}
 
 
 def selection_frequency_from_counts(

@@ -1,0 +1,238 @@
+"""Sampling inputs from the project store: selection frequencies, target histograms,
+the candidate pool, and one call that runs a registered sampler on them.
+
+Classes are identified by *name* in the pure samplers and by *id* in the store;
+this module translates. Item ids are the store's (candidate sha256 or
+``"<split>:<index>"`` for original images).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from retest.build.eligibility import CandidateInfo
+from retest.build.histogram import DEFAULT_BINS
+from retest.build.sampling import SAMPLERS, SampleResult
+from retest.build.selection_frequency import (
+    FrequencyStat,
+    TargetHistogram,
+    aggregate_item_events,
+    class_target_histograms,
+)
+from retest.errors import ConfigError, StageError
+from retest.store.base import Store
+
+__all__ = [
+    "REVISION_STRATEGIES",
+    "candidate_pool",
+    "class_names",
+    "draw_sample",
+    "selection_frequencies",
+    "target_histograms",
+    "verified_candidates",
+]
+
+REVISION_STRATEGIES = (
+    "threshold",
+    "matched-frequency",
+    "top-images",
+    "class-balanced",
+    "keyword-count",
+)
+
+
+def class_names(store: Store) -> dict[int, str]:
+    """``class_id → name`` of the project's classes."""
+    return {c.id: c.name for c in store.classes.list()}
+
+
+def selection_frequencies(store: Store) -> dict[tuple[str, int], FrequencyStat]:
+    """Selection frequency of every (item, class id) shown in a crowd/grid task.
+
+    Computed from the append-only ``kind="task"`` annotation events (one per
+    assignment and image shown); Rejected assignments are ignored (SPEC §3.2).
+    Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
+    """
+    events = store.annotations.list(kind="task")
+    return aggregate_item_events(
+        (e.item_id, e.class_id, e.assignment_status, e.value) for e in events
+    )
+
+
+def target_histograms(
+    store: Store,
+    *,
+    split: str | None = None,
+    bins: Sequence[float] = DEFAULT_BINS,
+    min_annotations: int = 10,
+    min_images: int = 20,
+    stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
+) -> dict[str, TargetHistogram]:
+    """Each class's histogram of original images over selection-frequency bins.
+
+    Uses the original (reference) images of ``split`` (all splits if None) that
+    were shown in tasks of their own class, with ≥ ``min_annotations`` valid
+    assignments; a class with fewer than ``min_images`` of them is invalid.
+    """
+    stats = selection_frequencies(store) if stats is None else stats
+    names = class_names(store)
+    freq: list[float] = []
+    n: list[int] = []
+    cls: list[str] = []
+    for ref in store.references.list(split=split):
+        st = stats.get((ref.id, ref.class_id))
+        if st is None:
+            continue
+        freq.append(st.frequency)
+        n.append(st.n_assignments)
+        cls.append(names.get(ref.class_id, str(ref.class_id)))
+    return class_target_histograms(
+        freq,
+        n,
+        cls,
+        bins=bins,
+        min_annotations=min_annotations,
+        min_images=min_images,
+        all_classes=names.values(),
+    )
+
+
+def verified_candidates(store: Store) -> set[str]:
+    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2)."""
+    latest: dict[str, int] = {}
+    for e in store.annotations.list(kind="verify"):
+        latest[e.item_id] = e.value
+    return {k for k, v in latest.items() if v > 0}
+
+
+def _default_near_duplicates(store: Store) -> set[str]:
+    # Without a resolved near-duplicate set from the dedup stage, any candidate
+    # with a confirmed duplicate verdict is excluded (the conservative choice).
+    return {c for c, _ in store.neardup.duplicate_pairs()}
+
+
+def candidate_pool(
+    store: Store,
+    *,
+    stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
+    near_duplicates: Collection[str] | None = None,
+    unreviewed: Collection[str] = (),
+    verified_only: bool = False,
+) -> list[CandidateInfo]:
+    """Every candidate with a class, as :class:`CandidateInfo`, in insertion order.
+
+    Parameters
+    ----------
+    store : Store
+    stats : mapping, optional
+        Selection frequencies (computed when omitted).
+    near_duplicates : collection of str, optional
+        Resolved near-duplicate candidate ids from the dedup stage; default: every
+        candidate with a confirmed duplicate verdict.
+    unreviewed : collection of str
+        Candidates whose near-duplicate review is not sufficient (SPEC §4.2).
+    verified_only : bool
+        Keep only candidates verified in CIFAR stage 2 (keyword sampler).
+    """
+    stats = selection_frequencies(store) if stats is None else stats
+    names = class_names(store)
+    black = store.blacklist.current()
+    ndup = (
+        _default_near_duplicates(store)
+        if near_duplicates is None
+        else set(near_duplicates)
+    )
+    todo = set(unreviewed)
+    keep = verified_candidates(store) if verified_only else None
+    pool = []
+    for row in store.candidates.iter():
+        if row.class_id is None or (keep is not None and row.id not in keep):
+            continue
+        st = stats.get((row.id, row.class_id), FrequencyStat(0.0, 0))
+        nn = row.extra.get("nn_distance") if row.extra else None
+        pool.append(
+            CandidateInfo(
+                row.id,
+                names.get(row.class_id, str(row.class_id)),
+                st.frequency,
+                st.n_assignments,
+                blacklisted=row.id in black,
+                near_duplicate=row.id in ndup,
+                reviewed=row.id not in todo,
+                keyword=row.keyword,
+                nn_distance=None if nn is None else float(nn),
+            )
+        )
+    return pool
+
+
+def draw_sample(
+    store: Store,
+    strategy: str,
+    *,
+    seed: int,
+    per_class: int = 10,
+    previous: Iterable[str] | None = None,
+    threshold: float = 0.7,
+    class_thresholds: Mapping[str, float] | None = None,
+    min_annotations: int | None = None,
+    allow_upward: bool = True,
+    keyword_counts: Mapping[str, Mapping[str, int]] | None = None,
+    near_duplicates: Collection[str] | None = None,
+    unreviewed: Collection[str] = (),
+    reference_split: str | None = None,
+) -> SampleResult:
+    """Run the sampler ``strategy`` on the project's current pool.
+
+    ``min_annotations`` defaults to 10, except 0 for ``class-balanced``;
+    ``keyword_counts`` (``{class name: {keyword: n}}``) is required for
+    ``keyword-count``.
+    """
+    SAMPLERS.get(strategy)  # unknown names fail with suggestions
+    if strategy not in REVISION_STRATEGIES:
+        raise ConfigError(
+            f"strategy {strategy!r} does not make a test-set revision; choose one of "
+            f"{', '.join(REVISION_STRATEGIES)}."
+        )
+    stats = selection_frequencies(store)
+    pool = candidate_pool(
+        store,
+        stats=stats,
+        near_duplicates=near_duplicates,
+        unreviewed=unreviewed,
+        verified_only=strategy == "keyword-count",
+    )
+    classes = sorted(class_names(store).values())
+    if not classes:
+        raise StageError("the project has no classes; add them before sampling.")
+    prev = None if previous is None else list(previous)
+    if strategy == "keyword-count":
+        if not keyword_counts:
+            raise ConfigError(
+                "strategy 'keyword-count' needs keyword counts {class: {keyword: n}}; "
+                "run `retest plan` and pass its counts."
+            )
+        return SAMPLERS.get(strategy)(
+            pool, keyword_counts, random_state=seed, previous=prev
+        )
+    mina = (
+        (0 if strategy == "class-balanced" else 10)
+        if min_annotations is None
+        else min_annotations
+    )
+    common: dict[str, Any] = {
+        "random_state": seed,
+        "per_class": per_class,
+        "previous": prev,
+        "classes": classes,
+        "min_annotations": mina,
+    }
+    if strategy == "threshold":
+        common.update(threshold=threshold, class_thresholds=class_thresholds)
+    if strategy == "matched-frequency":
+        targets = target_histograms(store, split=reference_split, stats=stats)
+        return SAMPLERS.get(strategy)(
+            pool, targets, allow_upward=allow_upward, **common
+        )
+    return SAMPLERS.get(strategy)(pool, **common)

@@ -1,0 +1,223 @@
+"""Revisions on a real SQLite project store: sample → blacklist → resample loop,
+review carry-over, diff, statistics, naming and determinism."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from retest.errors import NotFoundError, StoreError, UnknownNameError
+from retest.pipeline.revisions import (
+    create_revision,
+    diff_revisions,
+    next_revision_name,
+    review_states,
+    revision_statistics,
+    set_class_review,
+)
+from retest.pipeline.sample import selection_frequencies, target_histograms
+from retest.store import open_store
+from retest.store.base import (
+    AnnotationEvent,
+    BlacklistEvent,
+    CandidateRow,
+    ClassRow,
+    DuplicateVerdict,
+    ReferenceRow,
+    Store,
+)
+
+CLASSES = ["cat", "dog", "fox"]
+# selected-out-of-10 counts giving one value per bin: 0.1, 0.3, 0.5, 0.7, 0.9
+PER_BIN = [1, 3, 5, 7, 9]
+
+
+def _votes(
+    item: str, cid: int, k: int, n: int = 10, rejected: int = 2
+) -> list[AnnotationEvent]:
+    ev = [
+        AnnotationEvent(
+            "crowd",
+            "task",
+            cid,
+            item,
+            int(j < k),
+            task_id=f"t-{cid}",
+            assignment_id=f"{item}-{j}",
+            assignment_status="Approved",
+        )
+        for j in range(n)
+    ]
+    # rejected assignments that selected everything must not count
+    ev += [
+        AnnotationEvent(
+            "crowd",
+            "task",
+            cid,
+            item,
+            1,
+            task_id=f"t-{cid}",
+            assignment_id=f"{item}-r{j}",
+            assignment_status="Rejected",
+        )
+        for j in range(rejected)
+    ]
+    return ev
+
+
+def _populate(store: Store) -> None:
+    store.classes.put([ClassRow(i, n) for i, n in enumerate(CLASSES)])
+    refs, cands, events = [], [], []
+    for cid in range(len(CLASSES)):
+        # 25 originals: bins (0,5,5,5,10) → target for 10 = (0,2,2,2,4)
+        for j, b in enumerate([1] * 5 + [2] * 5 + [3] * 5 + [4] * 10):
+            idx = cid * 100 + j
+            refs.append(ReferenceRow("test", idx, cid, f"ref{idx}"))
+            events += _votes(f"test:{idx}", cid, PER_BIN[b])
+        for b in range(5):
+            for j in range(5):
+                cand = f"{CLASSES[cid]}-{b}-{j}"
+                cands.append(CandidateRow(cand, "arrays", cand, class_id=cid))
+                events += _votes(cand, cid, PER_BIN[b])
+    store.references.add(refs)
+    store.candidates.add(cands)
+    store.annotations.add(events)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with open_store(tmp_path / "retest.db") as st:
+        _populate(st)
+        yield st
+
+
+def test_selection_frequencies_and_targets_from_store(store: Store) -> None:
+    stats = selection_frequencies(store)
+    assert stats[("cat-3-0", 0)].frequency == pytest.approx(0.7)
+    assert stats[("cat-3-0", 0)].n_assignments == 10  # 2 rejected ignored
+    th = target_histograms(store)
+    assert th["dog"].counts == (0, 5, 5, 5, 10) and th["dog"].target(10) == (
+        0,
+        2,
+        2,
+        2,
+        4,
+    )
+
+
+def test_sample_blacklist_resample_loop(store: Store) -> None:
+    first = create_revision(store, project="demo", strategy="matched-frequency", seed=5)
+    rev0 = first.revision
+    assert rev0.name == "demo-b-0" and rev0.valid and rev0.parent is None
+    members0 = store.revisions.members(rev0.name)
+    assert Counter(m.class_id for m in members0) == {0: 10, 1: 10, 2: 10}
+    for cid in range(3):
+        assert Counter(m.bin for m in members0 if m.class_id == cid) == {
+            1: 2,
+            2: 2,
+            3: 2,
+            4: 4,
+        }
+    assert rev0.params["histogram_bins"] == [0.2, 0.4, 0.6, 0.8] and rev0.seed == 5
+
+    # review every class; fox is marked problematic
+    for cid in range(3):
+        set_class_review(
+            store, rev0.name, cid, reviewed=True, problematic=cid == 2, who="rev"
+        )
+    # blacklist two cat members (one in bin 4, one in bin 1)
+    cat = sorted(m.item_id for m in members0 if m.class_id == 0)
+    bad = [
+        next(i for i in cat if i.startswith("cat-4")),
+        next(i for i in cat if i.startswith("cat-1")),
+    ]
+    store.blacklist.add([BlacklistEvent(i, "drawing", "rev") for i in bad])
+
+    stats0 = revision_statistics(store, rev0.name)
+    assert [c.blacklisted for c in stats0.classes] == [2, 0, 0]
+
+    second = create_revision(
+        store, project="demo", strategy="matched-frequency", seed=6, parent=rev0.name
+    )
+    rev1 = second.revision
+    assert rev1.name == "demo-b-1" and rev1.parent == "demo-b-0" and rev1.valid
+    members1 = store.revisions.members(rev1.name)
+    ids0 = {m.item_id for m in members0}
+    ids1 = {m.item_id for m in members1}
+    assert ids0 - set(bad) <= ids1  # every untouched member kept
+    assert not set(bad) & ids1  # blacklisted ones replaced
+    assert Counter(m.class_id for m in members1) == {0: 10, 1: 10, 2: 10}
+    assert {m.origin for m in members1 if m.item_id in ids0} == {"carried"}
+    new_cat = sorted(ids1 - ids0)
+    assert len(new_cat) == 2 and {i[:5] for i in new_cat} == {"cat-1", "cat-4"}
+
+    # review carries over only for the unchanged, unproblematic class (dog)
+    assert second.reviews_carried == ("dog",)
+    states = review_states(store, rev1.name)
+    assert [states[c].reviewed for c in range(3)] == [False, True, False]
+
+    diff = {d.class_name: d for d in diff_revisions(store, rev0.name, rev1.name)}
+    assert set(diff["cat"].removed) == set(bad) and diff["cat"].added == tuple(new_cat)
+    assert diff["dog"].added == () and diff["dog"].kept == 10
+
+    st1 = revision_statistics(store, rev1.name)
+    d = st1.as_dict()
+    assert d["n_images"] == 30 and d["blacklisted"] == 0 and d["upward"] == 0
+    cat_stats = st1.classes[0]
+    assert cat_stats.by_bin == (0, 2, 2, 2, 4) and cat_stats.carried == 8
+    assert (
+        cat_stats.min_frequency == pytest.approx(0.3)
+        and cat_stats.min_assignments == 10
+    )
+    assert st1.review_coverage == pytest.approx(1 / 3)
+
+
+def test_short_class_gives_invalid_revision_with_shortfall(store: Store) -> None:
+    # blacklist all of fox's bin-4 candidates and mark bin-3 ones near-duplicates
+    store.blacklist.add([BlacklistEvent(f"fox-4-{j}", "x", "rev") for j in range(5)])
+    store.neardup.add_verdicts(
+        [DuplicateVerdict(f"fox-3-{j}", "test:0", "l2", True, "rev") for j in range(5)]
+    )
+    out = create_revision(store, project="demo", strategy="matched-frequency", seed=1)
+    rev = out.revision
+    assert not rev.valid
+    assert set(rev.shortfall) == {"fox"}
+    fox = rev.shortfall["fox"]
+    assert fox["needed"] == 10 and fox["got"] == 4 and fox["missing"] == 6
+    assert dict(map(tuple, fox["detail"])) == {"bin 3": 2, "bin 4": 4}
+    assert Counter(m.class_id for m in store.revisions.members(rev.name))[2] == 4
+    # other strategies: threshold at 0.7 has exactly 10 (bins 3, 4) per class, fox 0
+    thr = create_revision(store, project="demo", strategy="threshold", seed=1)
+    assert thr.revision.name == "demo-a-0"
+    assert not thr.revision.valid and thr.revision.shortfall["fox"]["got"] == 0
+
+
+def test_same_seed_identical_members_and_immutable_names(store: Store) -> None:
+    a = create_revision(
+        store, project="p", strategy="class-balanced", seed=3, per_class=7
+    )
+    b = create_revision(
+        store, project="p", strategy="class-balanced", seed=3, per_class=7
+    )
+    c = create_revision(
+        store, project="p", strategy="class-balanced", seed=4, per_class=7
+    )
+    assert (a.revision.name, b.revision.name) == (
+        "p-class-balanced-0",
+        "p-class-balanced-1",
+    )
+    ma = store.revisions.members(a.revision.name)
+    assert ma == store.revisions.members(b.revision.name)
+    mc = store.revisions.members(c.revision.name)
+    assert ma != mc and len(mc) == len(ma) == 21
+    assert next_revision_name(store, "p", "top-images") == "p-c-0"
+    with pytest.raises(StoreError, match="immutable"):
+        create_revision(
+            store, project="p", strategy="top-images", seed=1, name=a.revision.name
+        )
+    with pytest.raises(NotFoundError):
+        create_revision(store, project="p", strategy="threshold", seed=1, parent="nope")
+    with pytest.raises(UnknownNameError, match="matched-frequency"):
+        create_revision(store, project="p", strategy="matched-frequncy", seed=1)
