@@ -115,6 +115,8 @@ class CandidateSource(ABC):
     kind: ClassVar[str]
     #: ``"array"`` (pixels into arrays/) or ``"file"`` (bytes into images/).
     storage: ClassVar[str] = "array"
+    #: Class names in label-id order when the source knows them (CIFAR meta).
+    label_names: list[str] | None = None
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -288,6 +290,8 @@ class ArraySource(_ArrayLikeSource):
                 lk = next((k for k in ("labels", "y") if k in z.files), None)
                 labels = None if lk is None else z[lk].astype(np.int64)
                 kws = [str(k) for k in z["keywords"]] if "keywords" in z.files else None
+                if "class_names" in z.files:
+                    self.label_names = [str(c) for c in z["class_names"]]
         else:
             imgs = np.load(self.path, mmap_mode="r", allow_pickle=False)
         self.images = _check_images(imgs, self.path)
