@@ -4,6 +4,7 @@ review carry-over, diff, statistics, naming and determinism."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,76 +21,16 @@ from retest.pipeline.revisions import (
 from retest.pipeline.sample import selection_frequencies, target_histograms
 from retest.store import open_store
 from retest.store.base import (
-    AnnotationEvent,
     BlacklistEvent,
-    CandidateRow,
-    ClassRow,
     DuplicateVerdict,
-    ReferenceRow,
     Store,
 )
 
-CLASSES = ["cat", "dog", "fox"]
-# selected-out-of-10 counts giving one value per bin: 0.1, 0.3, 0.5, 0.7, 0.9
-PER_BIN = [1, 3, 5, 7, 9]
-
-
-def _votes(
-    item: str, cid: int, k: int, n: int = 10, rejected: int = 2
-) -> list[AnnotationEvent]:
-    ev = [
-        AnnotationEvent(
-            "crowd",
-            "task",
-            cid,
-            item,
-            int(j < k),
-            task_id=f"t-{cid}",
-            assignment_id=f"{item}-{j}",
-            assignment_status="Approved",
-        )
-        for j in range(n)
-    ]
-    # rejected assignments that selected everything must not count
-    ev += [
-        AnnotationEvent(
-            "crowd",
-            "task",
-            cid,
-            item,
-            1,
-            task_id=f"t-{cid}",
-            assignment_id=f"{item}-r{j}",
-            assignment_status="Rejected",
-        )
-        for j in range(rejected)
-    ]
-    return ev
-
-
-def _populate(store: Store) -> None:
-    store.classes.put([ClassRow(i, n) for i, n in enumerate(CLASSES)])
-    refs, cands, events = [], [], []
-    for cid in range(len(CLASSES)):
-        # 25 originals: bins (0,5,5,5,10) → target for 10 = (0,2,2,2,4)
-        for j, b in enumerate([1] * 5 + [2] * 5 + [3] * 5 + [4] * 10):
-            idx = cid * 100 + j
-            refs.append(ReferenceRow("test", idx, cid, f"ref{idx}"))
-            events += _votes(f"test:{idx}", cid, PER_BIN[b])
-        for b in range(5):
-            for j in range(5):
-                cand = f"{CLASSES[cid]}-{b}-{j}"
-                cands.append(CandidateRow(cand, "arrays", cand, class_id=cid))
-                events += _votes(cand, cid, PER_BIN[b])
-    store.references.add(refs)
-    store.candidates.add(cands)
-    store.annotations.add(events)
-
 
 @pytest.fixture
-def store(tmp_path: Path):
+def store(tmp_path: Path, populate: Callable[[Store], None]):
     with open_store(tmp_path / "retest.db") as st:
-        _populate(st)
+        populate(st)
         yield st
 
 

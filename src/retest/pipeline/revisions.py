@@ -47,6 +47,7 @@ __all__ = [
     "next_revision_name",
     "review_states",
     "revision_statistics",
+    "revision_summaries",
     "set_class_review",
 ]
 
@@ -63,11 +64,12 @@ def _store(obj: Store | _HasStore) -> Store:
 
 
 def next_revision_name(store: Store | _HasStore, project: str, strategy: str) -> str:
-    """``<project>-<tag>-<r>`` with ``r`` = 1 + the highest existing ``r`` (else 0)."""
-    if not project or not re.fullmatch(r"[A-Za-z0-9_.-]+", project):
-        raise ConfigError(
-            f"project name must be letters, digits, '_', '.' or '-'. Got {project!r}."
-        )
+    """``<project>-<tag>-<r>`` with ``r`` = 1 + the highest existing ``r`` (else 0).
+
+    Characters other than letters, digits, ``_``, ``.`` and ``-`` in the project
+    name become ``-``.
+    """
+    project = re.sub(r"[^A-Za-z0-9_.-]+", "-", project).strip("-") or "project"
     prefix = f"{project}-{STRATEGY_TAGS.get(strategy, strategy)}-"
     taken = [
         int(r.name[len(prefix) :])
@@ -161,6 +163,28 @@ def create_revision(
     carried = carry_over_reviews(st, rev.name) if parent is not None else []
     names = class_names(st)
     return CreatedRevision(rev, result, tuple(names[c] for c in carried))
+
+
+def revision_summaries(store: Store | _HasStore) -> list[dict[str, Any]]:
+    """One row per revision in creation order: name, strategy, parent, seed,
+    validity, images, classes short and creation time."""
+    st = _store(store)
+    rows = []
+    for r in st.revisions.list():
+        members = st.revisions.members(r.name)
+        rows.append(
+            {
+                "name": r.name,
+                "strategy": r.strategy,
+                "parent": r.parent,
+                "seed": r.seed,
+                "valid": r.valid,
+                "n_images": len(members),
+                "short_classes": sorted(r.shortfall),
+                "created": r.created,
+            }
+        )
+    return rows
 
 
 def _members_by_class(store: Store, name: str) -> dict[int, frozenset[str]]:

@@ -1,0 +1,243 @@
+"""``retest sample``, ``retest revisions``, ``retest diff``: draw and compare revisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from retest.errors import ConfigError, InputValidationError
+
+__all__ = ["register"]
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", help="Project directory (default: the current one)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _class_thresholds(values: list[str]) -> dict[str, float]:
+    out = {}
+    for v in values:
+        name, sep, num = v.rpartition("=")
+        try:
+            out[name] = float(num)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise ConfigError(
+                f"--class-threshold must look like CLASS=0.6. Got {v!r} instead."
+            )
+    return out
+
+
+def _keyword_counts(path: Path | None) -> dict[str, dict[str, int]] | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputValidationError(
+            f"{path}: cannot read keyword counts ({err}). Expected JSON "
+            '{"class": {"keyword": n}}.'
+        ) from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, dict) for v in data.values()
+    ):
+        raise InputValidationError(
+            f'{path}: keyword counts must be a JSON object {{"class": {{"keyword": n}}}}.'
+        )
+    return data
+
+
+def sample(
+    strategy: Annotated[
+        str,
+        typer.Option(
+            "--strategy",
+            help="threshold, matched-frequency, top-images, class-balanced, "
+            "keyword-count.",
+        ),
+    ],
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every random draw.")],
+    per_class: Annotated[
+        int, typer.Option("--per-class", min=1, help="Images per class.")
+    ] = 10,
+    parent: Annotated[
+        str | None,
+        typer.Option("--from", help="Start from this revision (carry-over)."),
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Selection-frequency threshold τ.")
+    ] = 0.7,
+    class_threshold: Annotated[
+        list[str] | None,
+        typer.Option("--class-threshold", help="Per-class τ override CLASS=0.6."),
+    ] = None,
+    min_annotations: Annotated[
+        int | None,
+        typer.Option("--min-annotations", help="Valid assignments a candidate needs."),
+    ] = None,
+    no_upward: Annotated[
+        bool, typer.Option("--no-upward", help="Disable upward sampling.")
+    ] = False,
+    keyword_counts: Annotated[
+        Path | None,
+        typer.Option("--keyword-counts", help="JSON {class: {keyword: n}}."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Explicit revision name.")
+    ] = None,
+    project: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sample a new immutable revision of the test set."""
+    from retest.cli._console import console, print_json, print_table, print_warning
+    from retest.pipeline.project import Project
+    from retest.pipeline.revisions import create_revision
+
+    with Project.open(project) as proj:
+        out = create_revision(
+            proj,
+            project=proj.config.name,
+            strategy=strategy,
+            seed=seed,
+            per_class=per_class,
+            parent=parent,
+            name=name,
+            threshold=threshold,
+            class_thresholds=_class_thresholds(class_threshold or []),
+            min_annotations=min_annotations,
+            allow_upward=not no_upward,
+            keyword_counts=_keyword_counts(keyword_counts),
+        )
+    rev, result = out.revision, out.result
+    if as_json:
+        print_json(
+            {
+                "name": rev.name,
+                "parent": rev.parent,
+                "seed": rev.seed,
+                "valid": rev.valid,
+                "reviews_carried": list(out.reviews_carried),
+                **{k: v for k, v in result.as_dict().items() if k != "seed"},
+            }
+        )
+        return
+    rows = []
+    short = {s.class_name: s for s in result.shortfall}
+    by_class = result.by_class()
+    for c in short:
+        by_class.setdefault(c, [])
+    for cls, members in sorted(by_class.items()):
+        hows = [m.how for m in members]
+        s = short.get(cls)
+        rows.append(
+            [
+                cls,
+                len(members),
+                hows.count("carried"),
+                hows.count("sampled"),
+                hows.count("upward"),
+                "" if s is None else f"-{s.missing} ({s.reason})",
+            ]
+        )
+    print_table(
+        ["class", "images", "carried", "sampled", "upward", "short"],
+        rows,
+        title=f"revision {rev.name}",
+    )
+    state = "valid" if rev.valid else "INVALID"
+    console.print(
+        f"{rev.name}: {len(result.members)} images, {state}"
+        + (f", from {rev.parent}" if rev.parent else "")
+        + (
+            f"; review carried over for {len(out.reviews_carried)} classes"
+            if out.reviews_carried
+            else ""
+        )
+    )
+    if not rev.valid:
+        print_warning(
+            f"{len(short)} classes are short of eligible candidates: "
+            f"{', '.join(sorted(short)[:10])}. Add candidates or annotations, then "
+            f"sample again with --from {rev.name}."
+        )
+
+
+def revisions(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
+    """List the project's revisions."""
+    from retest.cli._console import print_json, print_table
+    from retest.pipeline.project import Project
+    from retest.pipeline.revisions import revision_summaries
+
+    with Project.open(project) as proj:
+        rows = revision_summaries(proj)
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ["revision", "strategy", "parent", "seed", "valid", "images", "created"],
+        [
+            [
+                r["name"],
+                r["strategy"],
+                r["parent"] or "-",
+                r["seed"],
+                "yes" if r["valid"] else "no",
+                r["n_images"],
+                r["created"],
+            ]
+            for r in rows
+        ],
+    )
+
+
+def diff(
+    a: Annotated[str, typer.Argument(help="Older revision.")],
+    b: Annotated[str, typer.Argument(help="Newer revision.")],
+    ids: Annotated[
+        bool, typer.Option("--ids", help="List the added/removed ids.")
+    ] = False,
+    project: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Added and removed members per class from revision A to B."""
+    from retest.cli._console import console, print_json, print_table
+    from retest.pipeline.project import Project
+    from retest.pipeline.revisions import diff_revisions
+
+    with Project.open(project) as proj:
+        rows = diff_revisions(proj, a, b)
+    if as_json:
+        print_json(
+            [
+                {
+                    "class": d.class_name,
+                    "kept": d.kept,
+                    "added": list(d.added),
+                    "removed": list(d.removed),
+                }
+                for d in rows
+            ]
+        )
+        return
+    table: list[list[Any]] = [
+        [d.class_name, d.kept, len(d.added), len(d.removed)] for d in rows
+    ]
+    print_table(["class", "kept", "added", "removed"], table, title=f"{a} → {b}")
+    if ids:
+        for d in rows:
+            for i in d.removed:
+                console.print(f"- {d.class_name} {i}")
+            for i in d.added:
+                console.print(f"+ {d.class_name} {i}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sample")(sample)
+    app.command("revisions")(revisions)
+    app.command("diff")(diff)

@@ -1,0 +1,133 @@
+"""`retest sample`, `retest revisions`, `retest diff` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from retest.cli.main import app
+from retest.pipeline.project import Project
+from retest.store.base import BlacklistEvent, Store
+
+runner = CliRunner()
+
+
+def _project(tmp_path: Path, populate: Callable[[Store], None]) -> Path:
+    root = tmp_path / "proj"
+    with Project.init(root, name="demo", classes=["cat", "dog", "fox"]) as p:
+        populate(p.store)
+    return root
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_sample_resample_diff_and_list(tmp_path: Path, populate) -> None:
+    root = _project(tmp_path, populate)
+    p = str(root)
+    r = _run(
+        "sample",
+        "--strategy",
+        "matched-frequency",
+        "--per-class",
+        "10",
+        "--seed",
+        "5",
+        "--project",
+        p,
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["name"] == "demo-b-0" and out["valid"] and len(out["members"]) == 30
+    victim = next(m["id"] for m in out["members"] if m["class_name"] == "dog")
+    with Project.open(root) as proj:
+        proj.store.blacklist.add([BlacklistEvent(victim, "blurry", "me")])
+
+    r = _run(
+        "sample",
+        "--strategy",
+        "matched-frequency",
+        "--from",
+        "demo-b-0",
+        "--seed",
+        "6",
+        "--project",
+        p,
+    )
+    assert r.exit_code == 0, r.output
+    assert "demo-b-1: 30 images, valid, from demo-b-0" in r.stdout
+
+    r = _run("diff", "demo-b-0", "demo-b-1", "--project", p, "--json")
+    assert r.exit_code == 0, r.output
+    d = {row["class"]: row for row in json.loads(r.stdout)}
+    assert d["dog"]["removed"] == [victim] and len(d["dog"]["added"]) == 1
+    assert d["cat"]["kept"] == 10 and d["cat"]["added"] == []
+    r = _run("diff", "demo-b-0", "demo-b-1", "--project", p, "--ids")
+    assert f"- dog {victim}" in r.stdout
+
+    r = _run("revisions", "--project", p, "--json")
+    rows = json.loads(r.stdout)
+    assert [x["name"] for x in rows] == ["demo-b-0", "demo-b-1"]
+    assert rows[1]["parent"] == "demo-b-0" and rows[1]["n_images"] == 30
+    r = _run("revisions", "--project", p)
+    assert r.exit_code == 0 and "demo-b-1" in r.stdout
+
+
+def test_sample_threshold_short_class_warns(tmp_path: Path, populate) -> None:
+    root = _project(tmp_path, populate)
+    r = _run(
+        "sample",
+        "--strategy",
+        "threshold",
+        "--per-class",
+        "12",
+        "--seed",
+        "1",
+        "--class-threshold",
+        "fox=0.5",
+        "--project",
+        str(root),
+    )
+    assert r.exit_code == 0, r.output
+    assert "INVALID" in r.stdout and "short of eligible" in r.output
+    assert "-2 (too_few_eligible)" in r.stdout  # cat/dog: 10 ≥ 0.7, need 12
+
+
+def test_sample_errors_are_one_line(tmp_path: Path, populate) -> None:
+    root = _project(tmp_path, populate)
+    p = str(root)
+    r = _run("sample", "--strategy", "matched-frequncy", "--seed", "1", "--project", p)
+    assert r.exit_code == 2 and "Did you mean 'matched-frequency'" in r.output
+    r = _run(
+        "sample",
+        "--strategy",
+        "threshold",
+        "--seed",
+        "1",
+        "--class-threshold",
+        "fox",
+        "--project",
+        p,
+    )
+    assert r.exit_code == 2 and "CLASS=0.6" in r.output
+    r = _run(
+        "sample",
+        "--strategy",
+        "threshold",
+        "--seed",
+        "1",
+        "--from",
+        "nope",
+        "--project",
+        p,
+    )
+    assert r.exit_code == 1 and "nope" in r.output and "Traceback" not in r.output
+    r = _run("sample", "--strategy", "keyword-count", "--seed", "1", "--project", p)
+    assert r.exit_code == 2 and "keyword counts" in r.output
+    r = _run("diff", "a", "b", "--project", p)
+    assert r.exit_code == 1 and "does not exist" in r.output
