@@ -1,0 +1,61 @@
+"""``retest init DIR``: create a project (retest.toml, retest.db, data folders)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retest.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def _split_classes(value: str) -> list[str]:
+    names = [n.strip() for n in value.split(",")]
+    if any(not n for n in names):
+        raise ConfigError(
+            f"--classes must be a comma-separated list of class names. Got {value!r}."
+        )
+    return names
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Project directory (created).")],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Project name (default: DIR's name).")
+    ] = None,
+    classes: Annotated[
+        str | None,
+        typer.Option("--classes", help="Class names in id order, e.g. cat,dog,bird."),
+    ] = None,
+    classes_from: Annotated[
+        str | None,
+        typer.Option(
+            "--classes-from",
+            help="Class names of a known dataset: cifar10, fashion-mnist.",
+        ),
+    ] = None,
+) -> None:
+    """Create a replication project in DIR."""
+    from retest.cli._console import console
+    from retest.pipeline.project import Project
+
+    if classes is None and classes_from is None:
+        raise ConfigError(
+            "retest init needs the classes: pass --classes a,b,c or "
+            "--classes-from cifar10|fashion-mnist."
+        )
+    names = _split_classes(classes) if classes is not None else ()
+    with Project.init(
+        directory, name=name, classes=names, classes_from=classes_from
+    ) as project:
+        console.print(
+            f"Created project {project.config.name!r} with "
+            f"{len(project.class_names)} classes in {project.root}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)

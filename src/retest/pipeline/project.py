@@ -1,0 +1,247 @@
+"""A user's project on disk: ``retest.toml``, ``retest.db`` and the data folders.
+
+::
+
+    my-replication/
+      retest.toml        classes, keywords, sources, thresholds, seeds
+      retest.db          SQLite store (candidates, annotations, decisions, revisions)
+      arrays/            pixel and feature arrays (memory-mapped), predictions
+      images/            content-addressed image files (images/<sha256>)
+      revisions/<name>/  exported datasets + manifest.json
+      reports/           tables and figures
+
+:meth:`Project.init` creates one, :meth:`Project.open` finds one (in a directory or
+any of its parents). :meth:`Project.pixels` loads the pixels of any item id
+(candidate or original image) wherever they are stored.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest.config import CONFIG_NAME, ProjectConfig, load_config, save_config
+from retest.errors import ConfigError, DataIntegrityError, StoreError
+from retest.store.artifacts import PixelArray
+from retest.store.base import ClassRow, Store, split_reference_id
+from retest.store.sqlite import SQLiteStore
+
+__all__ = ["CLASS_PRESETS", "DB_NAME", "Project"]
+
+DB_NAME = "retest.db"
+CLASS_PRESETS: dict[str, tuple[str, ...]] = {
+    "cifar10": (
+        "airplane", "automobile", "bird", "cat", "deer",
+        "dog", "frog", "horse", "ship", "truck",
+    ),
+    "fashion-mnist": (
+        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+        "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+    ),
+}  # fmt: skip
+"""Class names in id order of known datasets (``retest init --classes-from``)."""
+
+_DIRS = ("arrays", "images", "revisions", "reports")
+
+
+def _find_root(start: Path) -> Path | None:
+    for d in (start, *start.parents):
+        if (d / CONFIG_NAME).is_file():
+            return d
+    return None
+
+
+@dataclass
+class Project:
+    """An open project: its root, its configuration and its store.
+
+    Use as a context manager (closes the store) or call :meth:`close`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with Project.init(d, name="demo", classes=["cat", "dog"]) as p:
+    ...         [c.name for c in p.store.classes.list()]
+    ['cat', 'dog']
+    """
+
+    root: Path
+    config: ProjectConfig
+    store: Store
+
+    # -- paths
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def arrays_dir(self) -> Path:
+        return self.root / "arrays"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def revisions_dir(self) -> Path:
+        return self.root / "revisions"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return self.config.classes
+
+    # -- lifecycle
+    @classmethod
+    def init(
+        cls,
+        root: str | Path,
+        *,
+        name: str | None = None,
+        classes: Sequence[str] = (),
+        classes_from: str | None = None,
+    ) -> Project:
+        """Create a project in ``root`` (created if missing) and open it.
+
+        Parameters
+        ----------
+        root : path-like
+            Project directory; must not already hold a ``retest.toml``.
+        name : str, optional
+            Project name; defaults to the directory name.
+        classes : sequence of str
+            Class names in id order.
+        classes_from : {"cifar10", "fashion-mnist"}, optional
+            Take the class names of a known dataset instead.
+        """
+        root = Path(root).resolve()
+        if (root / CONFIG_NAME).exists():
+            raise ConfigError(
+                f"{root} is already a retest project ({CONFIG_NAME} exists). "
+                "Open it with --project, or init another directory."
+            )
+        if classes_from is not None:
+            if classes:
+                raise ConfigError("pass either classes or classes_from, not both.")
+            if classes_from not in CLASS_PRESETS:
+                from retest.errors import UnknownNameError
+
+                raise UnknownNameError(
+                    "class preset", classes_from, (), list(CLASS_PRESETS)
+                )
+            classes = CLASS_PRESETS[classes_from]
+        config = ProjectConfig(name=name or root.name, classes=tuple(classes))
+        root.mkdir(parents=True, exist_ok=True)
+        for d in _DIRS:
+            (root / d).mkdir(exist_ok=True)
+        store = SQLiteStore(root / DB_NAME)
+        store.classes.put(ClassRow(i, c) for i, c in enumerate(config.classes))
+        save_config(root / CONFIG_NAME, config)  # last: its presence marks a project
+        return cls(root, config, store)
+
+    @classmethod
+    def open(cls, root: str | Path | None = None) -> Project:
+        """Open the project in ``root`` or the nearest parent holding ``retest.toml``
+        (``root`` defaults to the current directory)."""
+        start = Path(root if root is not None else ".").resolve()
+        found = _find_root(start)
+        if found is None:
+            raise ConfigError(
+                f"{start} is not a retest project (no {CONFIG_NAME} in it or its "
+                "parents). Run `retest init DIR` first, or pass --project DIR."
+            )
+        config = load_config(found / CONFIG_NAME)
+        store = SQLiteStore(found / DB_NAME)
+        project = cls(found, config, store)
+        project._sync_classes()
+        return project
+
+    def _sync_classes(self) -> None:
+        stored = [c.name for c in self.store.classes.list()]
+        if not stored:
+            self.store.classes.put(
+                ClassRow(i, c) for i, c in enumerate(self.class_names)
+            )
+        elif tuple(stored) != self.class_names:
+            raise ConfigError(
+                f"{self.config_path}: classes {list(self.class_names)} differ from the "
+                f"classes in {self.db_path} {stored}. Restore the file's class list; "
+                "class ids must not change within a project."
+            )
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- data access
+    def pixel_array(self, name: str) -> PixelArray:
+        """The append-only pixel array ``arrays/<name>``."""
+        return PixelArray(self.arrays_dir, name)
+
+    def _location(self, item_id: str) -> tuple[str | None, int | None, str | None]:
+        if split_reference_id(item_id) is not None:
+            ref = self.store.references.get(item_id)
+            return ref.array_name, ref.array_row, None
+        cand = self.store.candidates.get(item_id)
+        return cand.array_name, cand.array_row, cand.file_path
+
+    def pixels(self, item_ids: Sequence[str]) -> list[NDArray[np.uint8]]:
+        """uint8 pixels (H×W×C, or H×W for grayscale arrays) of each item, in order.
+
+        Rows of the same array are read together; files are decoded with PIL (EXIF
+        orientation applied, converted to RGB).
+        """
+        locs = [self._location(i) for i in item_ids]
+        out: list[Any] = [None] * len(item_ids)
+        by_array: dict[str, list[tuple[int, int]]] = {}
+        for k, (arr, row, path) in enumerate(locs):
+            if arr is not None and row is not None:
+                by_array.setdefault(arr, []).append((k, row))
+            elif path is not None:
+                out[k] = _decode_file(self.root / path)
+            else:
+                raise StoreError(
+                    f"item {item_ids[k]!r} has no stored pixels (neither an array row "
+                    "nor a file). Re-ingest its source."
+                )
+        for arr, pairs in by_array.items():
+            imgs = self.pixel_array(arr).read([row for _, row in pairs])
+            for (k, _), img in zip(pairs, imgs, strict=True):
+                out[k] = img
+        return out
+
+    def file_bytes(self, item_id: str) -> bytes | None:
+        """The stored image file of a file-backed item, or None for array-backed."""
+        _, _, path = self._location(item_id)
+        return None if path is None else (self.root / path).read_bytes()
+
+
+def _decode_file(path: Path) -> NDArray[np.uint8]:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(path.read_bytes())) as im:
+            return np.asarray(ImageOps.exif_transpose(im).convert("RGB"), np.uint8)
+    except FileNotFoundError:
+        raise DataIntegrityError(f"image file {path} is missing.") from None
+    except (UnidentifiedImageError, OSError) as err:
+        raise DataIntegrityError(f"{path} is not a readable image: {err}.") from err
