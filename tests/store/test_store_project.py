@@ -120,7 +120,7 @@ def test_pixels_from_arrays_files_and_references(tmp_path: Path) -> None:
 
         buf = io.BytesIO()
         Image.fromarray(imgs[2]).save(buf, format="PNG")
-        sha, path = write_image_file(p.images_dir, buf.getvalue())
+        sha, _ = write_image_file(p.images_dir, buf.getvalue())
         assert sha == file_content_id(buf.getvalue())
         p.store.candidates.add(
             [CandidateRow(sha, "folder", "x.png", 1, file_path=f"images/{sha}")]
