@@ -85,8 +85,8 @@ def to_axis(
     p = np.asarray(acc, dtype=np.float64)
     if not np.all(np.isfinite(p)) or (p < 0).any() or (p > 1).any():
         raise InputValidationError(
-            f"accuracies must be fractions in [0, 1]. Got min {np.nanmin(p)!r}, "
-            f"max {np.nanmax(p)!r}."
+            f"accuracies must be fractions in [0, 1]. Got min {np.nanmin(p):g}, "
+            f"max {np.nanmax(p):g}."
         )
     if ax.clamps:
         if n is not None:

@@ -21,7 +21,7 @@ from retest.evaluate.table import ComparisonTable
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_comparison"]
+__all__ = ["figure_bytes", "plot_comparison"]
 
 _TICKS = np.array(
     [0.1, 0.5, 1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 98, 99, 99.5, 99.9]
@@ -147,3 +147,20 @@ def plot_comparison(
     if title:
         ax.set_title(title)
     return fig
+
+
+def figure_bytes(fig: Figure, fmt: str, *, dpi: int = 150) -> bytes:
+    """Render ``fig`` as ``fmt`` (png, svg, pdf) bytes, reproducibly.
+
+    SVG element ids are seeded and PDF/SVG dates left out, so the same figure
+    gives the same bytes on every run.
+    """
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    meta = {"Date": None} if fmt in ("svg", "pdf") else {}
+    with matplotlib.rc_context({"svg.hashsalt": "retest"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+    return buf.getvalue()

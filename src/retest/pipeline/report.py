@@ -16,18 +16,15 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from retest.errors import ConfigError
 from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonRow, ComparisonTable
 from retest.sources.predictions import atomic_write_bytes
 
-
-class _Figure(Protocol):
-    """What :func:`save_figure` needs of a matplotlib ``Figure``."""
-
-    def savefig(self, fname: Any, **kwargs: Any) -> None: ...
+if TYPE_CHECKING:
+    from retest.evaluate.plots import Figure
 
 
 __all__ = [
@@ -161,7 +158,7 @@ def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(clean(obj), indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def save_figure(fig: _Figure, path: str | os.PathLike[str]) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
     """Save ``fig`` atomically; the format follows the suffix (png, svg, pdf)."""
     p = Path(path)
     fmt = p.suffix.lstrip(".").lower()
@@ -169,11 +166,9 @@ def save_figure(fig: _Figure, path: str | os.PathLike[str]) -> Path:
         raise ConfigError(
             f"figure format must be one of {', '.join(FIGURE_FORMATS)}. Got {fmt!r}."
         )
-    buf = io.BytesIO()
-    # Fixed metadata keeps SVG/PDF bytes reproducible across runs.
-    meta = {"Date": None} if fmt in ("svg", "pdf") else {}
-    fig.savefig(buf, format=fmt, dpi=150, metadata=meta)
-    return atomic_write_bytes(p, buf.getvalue())
+    from retest.evaluate.plots import figure_bytes
+
+    return atomic_write_bytes(p, figure_bytes(fig, fmt))
 
 
 def write_report(
