@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
@@ -76,6 +77,19 @@ def test_sample_resample_diff_and_list(tmp_path: Path, populate) -> None:
     assert rows[1]["parent"] == "demo-b-0" and rows[1]["n_images"] == 30
     r = _run("revisions", "--project", p)
     assert r.exit_code == 0 and "demo-b-1" in r.stdout
+
+    r = _run("status", "demo-b-0", "--project", p, "--json")
+    assert r.exit_code == 0, r.output
+    st = json.loads(r.stdout)["revision_statistics"]
+    assert st["name"] == "demo-b-0" and st["n_images"] == 30 and st["blacklisted"] == 1
+    dog = next(c for c in st["classes"] if c["class_name"] == "dog")
+    assert dog["by_bin"] == [0, 2, 2, 2, 4] and dog["blacklisted"] == 1
+    assert dog["mean_frequency"] == pytest.approx(
+        (2 * 0.3 + 2 * 0.5 + 2 * 0.7 + 4 * 0.9) / 10
+    )
+    r = _run("status", "demo-b-1", "--project", p)
+    assert r.exit_code == 0, r.output
+    assert "30 images, valid; 0 upward-sampled" in r.stdout
 
 
 def test_sample_threshold_short_class_warns(tmp_path: Path, populate) -> None:

@@ -10,11 +10,16 @@ import typer
 
 from retest.errors import ConfigError, InputValidationError
 
-__all__ = ["register"]
+__all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
 
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project", help="Project directory (default: the current one)."),
+    typer.Option(
+        "--project",
+        "-p",
+        envvar="RETEST_PROJECT",
+        help="Project directory (default: the current directory or a parent).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -235,6 +240,49 @@ def diff(
                 console.print(f"- {d.class_name} {i}")
             for i in d.added:
                 console.print(f"+ {d.class_name} {i}")
+
+
+def revision_statistics_data(project: Any, name: str) -> dict[str, Any]:
+    """JSON-ready statistics of revision ``name`` (for ``retest status REV``)."""
+    from retest.pipeline.revisions import revision_statistics
+
+    return revision_statistics(project, name).as_dict()
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def print_revision_statistics(data: dict[str, Any]) -> None:
+    """Render :func:`revision_statistics_data` as a table and a summary line."""
+    from retest.cli._console import console, print_table
+
+    rows = [
+        [
+            c["class_name"],
+            c["n_images"],
+            _fmt(c["mean_frequency"]),
+            _fmt(c["min_frequency"]),
+            "/".join(str(b) for b in c["by_bin"]),
+            c["upward"],
+            c["near_duplicates"],
+            c["blacklisted"],
+            "problematic" if c["problematic"] else ("yes" if c["reviewed"] else "no"),
+        ]
+        for c in data["classes"]
+    ]
+    print_table(
+        ["class", "images", "mean freq", "min freq", "by bin", "upward",
+         "near-dups", "blacklisted", "reviewed"],
+        rows,
+        title=f"revision {data['name']} ({data['strategy']}, seed {data['seed']})",
+    )  # fmt: skip
+    console.print(
+        f"{data['n_images']} images, {'valid' if data['valid'] else 'INVALID'}; "
+        f"{data['upward']} upward-sampled; {data['near_duplicates']} near-duplicates "
+        f"and {data['blacklisted']} blacklisted members; "
+        f"{data['review_coverage']:.0%} of classes reviewed"
+    )
 
 
 def register(app: typer.Typer) -> None:
