@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retest.build.tasks import (
     Task,
@@ -40,6 +41,7 @@ __all__ = [
     "create_tasks",
     "export_mturk",
     "import_mturk",
+    "project_secret",
     "task_from_row",
     "worker_report",
 ]
@@ -328,9 +330,7 @@ def import_mturk(
     return result
 
 
-def worker_report(
-    store: Store, *, min_accuracy: float = 0.5
-) -> list[dict[str, object]]:
+def worker_report(store: Store, *, min_accuracy: float = 0.5) -> list[dict[str, Any]]:
     """Per worker: assignments, mean control accuracy and a suggested approve/reject.
 
     Computed from the stored events, so it covers every import so far.
@@ -367,3 +367,22 @@ def worker_report(
             }
         )
     return report
+
+
+def project_secret(root: str | os.PathLike[str]) -> bytes:
+    """The project's secret for image tokens and worker-id hashes.
+
+    Created once (``.retest-secret``, mode 0600) and never shown to workers; losing it
+    makes exported batches unreadable, so it lives next to ``retest.db``.
+    """
+    path = Path(root) / ".retest-secret"
+    if not path.exists():
+        import secrets
+
+        fd = os.open(
+            path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+        )
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        os.replace(path.with_suffix(".tmp"), path)
+    return bytes.fromhex(path.read_text().strip())

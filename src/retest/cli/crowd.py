@@ -1,0 +1,137 @@
+"""``retest crowd``: grid tasks, MTurk batch export and results import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+crowd_app = typer.Typer(
+    help="Crowd labeling tasks (MTurk batch files).", no_args_is_help=True
+)
+ProjectOpt = Annotated[
+    Path | None, typer.Option("--project", "-p", help="Project directory.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@crowd_app.command("tasks")
+def tasks_cmd(
+    project: ProjectOpt = None,
+    images_per_task: Annotated[int, typer.Option(help="Grid size.")] = 48,
+    controls: Annotated[
+        int, typer.Option(help="Positive and negative controls each.")
+    ] = 3,
+    nearest: Annotated[
+        Path | None, typer.Option(help="JSON {class: nearest class} map.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for composition and shuffles.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make grid tasks for candidates that still need annotations."""
+    from retest.cli._console import console, print_json
+    from retest.pipeline.crowd import create_tasks
+    from retest.pipeline.project import Project
+
+    near = None
+    if nearest is not None:
+        near = {int(k): int(v) for k, v in json.loads(nearest.read_text()).items()}
+    with Project.open(project) as proj:
+        rows = create_tasks(
+            proj.store,
+            nearest_class=near,
+            images_per_task=images_per_task,
+            pos_controls=controls,
+            neg_controls=controls,
+            seed=seed,
+        )
+    if as_json:
+        print_json({"tasks": [r.id for r in rows]})
+    else:
+        console.print(f"{len(rows)} tasks created")
+
+
+@crowd_app.command("export")
+def export_cmd(
+    out: Annotated[Path, typer.Option(help="Output folder.")],
+    base_url: Annotated[
+        str, typer.Option(help="Where the images/ folder will be hosted.")
+    ],
+    project: ProjectOpt = None,
+) -> None:
+    """Write question.html, batch_input.csv and token-named images for MTurk."""
+    import io
+
+    from PIL import Image
+
+    from retest.cli._console import console
+    from retest.pipeline.crowd import export_mturk, project_secret
+    from retest.pipeline.project import Project
+
+    with Project.open(project) as proj:
+
+        def jpeg(item: str) -> bytes:
+            buf = io.BytesIO()
+            Image.fromarray(proj.pixels([item])[0]).convert("RGB").save(
+                buf, "JPEG", quality=90
+            )
+            return buf.getvalue()
+
+        files = export_mturk(
+            proj.store,
+            proj.store.tasks.list(),
+            out,
+            secret=project_secret(proj.root),
+            base_url=base_url,
+            image_bytes=jpeg,
+        )
+    for k, v in files.items():
+        console.print(f"{k}: {v}")
+
+
+@crowd_app.command("import")
+def import_cmd(
+    results: Annotated[Path, typer.Argument(help="MTurk batch results CSV.")],
+    project: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import an MTurk batch results CSV; bad rows are listed, the rest imported."""
+    from retest.cli._console import console, print_json, print_table
+    from retest.pipeline.crowd import import_mturk, project_secret, worker_report
+    from retest.pipeline.project import Project
+
+    with Project.open(project) as proj:
+        res = import_mturk(proj.store, results, secret=project_secret(proj.root))
+        workers = worker_report(proj.store)
+    if as_json:
+        print_json(
+            {
+                "assignments": res.assignments,
+                "events": res.events,
+                "rejected_rows": res.rejected_rows,
+                "workers": workers,
+            }
+        )
+        return
+    console.print(f"imported {res.assignments} assignments ({res.events} events)")
+    for line, reason in res.rejected_rows:
+        console.print(f"  rejected row {line}: {reason}")
+    print_table(
+        ["worker", "assignments", "control accuracy", "decision"],
+        [
+            (
+                w["worker"][:12],
+                w["assignments"],
+                f"{w['control_accuracy']:.2f}",
+                w["decision"],
+            )
+            for w in workers
+        ],
+        title="Workers",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(crowd_app, name="crowd")

@@ -1,0 +1,129 @@
+"""A small real project (SQLite, pixel arrays) and a live server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import uvicorn
+
+from retest.pipeline.crowd import create_tasks, project_secret
+from retest.pipeline.project import Project
+from retest.store.artifacts import PixelArray
+from retest.store.base import (
+    CandidateRow,
+    KeywordRow,
+    NeighbourList,
+    ReferenceRow,
+    Revision,
+    RevisionMember,
+    content_id,
+)
+from retest.web.app import create_app
+
+TOKEN = "test-token-123"
+
+
+@dataclass
+class WebProject:
+    project: Project
+    candidates: list[str]
+    references: list[str]
+
+
+def build_project(root: Path) -> WebProject:
+    proj = Project.init(root, name="webtest", classes=["cat", "dog"])
+    rng = np.random.default_rng(0)
+    refs = rng.integers(0, 255, (20, 8, 8, 3), dtype=np.uint8)
+    cands = rng.integers(0, 255, (12, 8, 8, 3), dtype=np.uint8)
+    ref_arr = PixelArray.create(proj.arrays_dir, "ref_test", shape=(8, 8, 3))
+    ref_arr.append(refs)
+    cand_arr = PixelArray.create(proj.arrays_dir, "pool", shape=(8, 8, 3))
+    cand_arr.append(cands)
+    proj.store.classes.put_keywords(
+        [KeywordRow(0, "tabby", 5), KeywordRow(1, "puppy", 5)]
+    )
+    proj.store.references.add(
+        ReferenceRow(
+            "test",
+            i,
+            i % 2,
+            content_id(refs[i]),
+            "tabby" if i % 2 == 0 else "puppy",
+            "ref_test",
+            i,
+        )
+        for i in range(20)
+    )
+    cand_ids = [content_id(c) for c in cands]
+    proj.store.candidates.add(
+        CandidateRow(
+            id=cid,
+            source="arrays",
+            source_ref=str(i),
+            class_id=i % 2,
+            keyword="tabby" if i % 2 == 0 else "puppy",
+            array_name="pool",
+            array_row=i,
+            date_taken=f"2013-01-{i + 1:02d}",
+        )
+        for i, cid in enumerate(cand_ids)
+    )
+    cats = [c for i, c in enumerate(cand_ids) if i % 2 == 0]
+    proj.store.neardup.put_neighbours(
+        [
+            NeighbourList(cats[0], "pixels", ("test:0", cats[1]), (10.0, 20.0)),
+            NeighbourList(cats[2], "pixels", ("test:2",), (5000.0,)),  # above threshold
+        ]
+    )
+    proj.store.revisions.create(
+        Revision("webtest-a-0", "threshold", {"per_class": 3}, seed=1),
+        [RevisionMember(c, i % 2) for i, c in enumerate(cand_ids[:6])],
+    )
+    create_tasks(proj.store, images_per_task=10, pos_controls=2, neg_controls=2, seed=3)
+    return WebProject(proj, cand_ids, [f"test:{i}" for i in range(20)])
+
+
+@pytest.fixture
+def web_project(tmp_path: Path) -> Iterator[WebProject]:
+    wp = build_project(tmp_path / "proj")
+    yield wp
+    wp.project.close()
+
+
+@pytest.fixture
+def app(web_project: WebProject):
+    return create_app(
+        web_project.project,
+        token=TOKEN,
+        secret=project_secret(web_project.project.root),
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def live_server(app) -> Iterator[str]:
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)

@@ -1,0 +1,110 @@
+"""Real browser (Debian's Chromium driven by Playwright) against a live server."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.web
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+TOKEN = "test-token-123"  # the web conftest's token
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def page(live_server: str) -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not shutil.which("chromium"):
+        pytest.skip("Chromium is absent: apt-get install chromium chromium-driver")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page()
+        pg.goto(f"{live_server}/?token={TOKEN}")
+        pg.fill("#annotator-name", "alice")
+        pg.click("#identity-form button")
+        pg.wait_for_selector("text=annotator: alice")
+        yield pg
+        browser.close()
+
+
+def _submit_and_wait(pg) -> None:  # type: ignore[no-untyped-def]
+    with pg.expect_response(lambda r: "/api/" in r.url) as resp:
+        pg.click("#submit")
+    assert resp.value.status == 200, resp.value.text()
+    pg.wait_for_load_state("load")
+
+
+def test_labeler_select_then_verify(page, live_server, web_project) -> None:
+    store = web_project.project.store
+    cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
+    page.goto(f"{live_server}/label/0/tabby?stage=select")
+    page.check(f"input[value='{cats[0]}']")
+    page.check(f"input[value='{cats[1]}']")
+    _submit_and_wait(page)
+    page.goto(f"{live_server}/label/0/tabby?stage=verify")
+    assert page.is_checked(f"input[value='{cats[0]}']")  # stage-2 starts pre-checked
+    page.uncheck(f"input[value='{cats[1]}']")
+    _submit_and_wait(page)
+    sel = {(e.item_id, e.value) for e in store.annotations.list(kind="select")}
+    assert sel == {(c, int(c in cats[:2])) for c in cats}
+    ver = [(e.who, e.item_id, e.value) for e in store.annotations.list(kind="verify")]
+    assert sorted(ver) == sorted([("alice", cats[0], 1), ("alice", cats[1], 0)])
+
+
+def test_annotator_answers_a_task_grid(page, live_server, web_project) -> None:
+    store = web_project.project.store
+    task = store.tasks.list()[0]
+    page.goto(f"{live_server}/task/{task.id}")
+    boxes = page.locator("input[name=selected]")
+    assert boxes.count() == len(task.items)
+    boxes.nth(0).check()
+    boxes.nth(3).check()
+    _submit_and_wait(page)
+    events = store.annotations.list(kind="task", task_id=task.id)
+    assert len(events) == len(task.items)
+    assert sorted(e.item_id for e in events if e.value) == sorted(
+        [task.items[0], task.items[3]]
+    )
+    assert len({e.assignment_id for e in events}) == 1
+
+
+def test_reviewer_marks_duplicate_and_blacklists(
+    page, live_server, web_project
+) -> None:
+    store = web_project.project.store
+    cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
+    page.goto(f"{live_server}/neardup?metric=pixels")
+    form = page.locator(f"form[data-candidate='{cats[0]}']")
+    form.locator("input[value='test:0']").check()
+    with page.expect_response(lambda r: "/api/neardup" in r.url) as resp:
+        form.locator("button").click()
+    assert resp.value.status == 200
+    verdicts = {
+        (v.candidate_id, v.ref_id, v.is_duplicate) for v in store.neardup.verdicts()
+    }
+    assert verdicts == {(cats[0], "test:0", True), (cats[0], cats[1], False)}
+    assert [r.reviewer for r in store.neardup.reviews(candidate_id=cats[0])] == [
+        "alice"
+    ]
+
+    page.goto(f"{live_server}/review/webtest-a-0/0")
+    assert page.locator(".hist").is_visible()
+    page.check(f"input[name=blacklist][value='{cats[1]}']")
+    page.check("input[name=reviewed]")
+    _submit_and_wait(page)
+    assert store.blacklist.current() == {
+        cats[1]: "invalid image (selected in the class review)"
+    }
+    state = store.revisions.reviews("webtest-a-0")[0]
+    assert state.reviewed and not state.problematic and state.who == "alice"
+    assert store.annotations.count() == 0  # review writes no label events
