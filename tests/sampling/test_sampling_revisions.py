@@ -21,8 +21,12 @@ from retest.pipeline.revisions import (
 from retest.pipeline.sample import selection_frequencies, target_histograms
 from retest.store import open_store
 from retest.store.base import (
+    AnnotationEvent,
     BlacklistEvent,
+    CandidateRow,
+    ClassRow,
     DuplicateVerdict,
+    NeighbourList,
     Store,
 )
 
@@ -162,3 +166,76 @@ def test_same_seed_identical_members_and_immutable_names(store: Store) -> None:
         create_revision(store, project="p", strategy="threshold", seed=1, parent="nope")
     with pytest.raises(UnknownNameError, match="matched-frequency"):
         create_revision(store, project="p", strategy="matched-frequncy", seed=1)
+
+
+def test_keyword_count_revision_uses_verified_and_nearest_original(
+    tmp_path: Path,
+) -> None:
+    with open_store(tmp_path / "kw.db") as st:
+        st.classes.put([ClassRow(0, "cat"), ClassRow(1, "car")])
+        rows = [CandidateRow(f"tabby{i}", "tiny", str(i), 0, "tabby") for i in range(6)]
+        rows += [
+            CandidateRow(f"coupe{i}", "tiny", str(10 + i), 1, "coupe") for i in range(4)
+        ]
+        st.candidates.add(rows)
+        verdict = {r.id: int(r.id != "tabby5") for r in rows}  # tabby5 rejected
+        st.annotations.add(
+            AnnotationEvent("B", "verify", r.class_id or 0, r.id, v)
+            for r, v in zip(rows, verdict.values(), strict=True)
+        )
+        # tabby0's nearest original is too close (≤ 1000); a closer *candidate*
+        # neighbour of tabby1 is ignored
+        st.neardup.put_neighbours(
+            [
+                NeighbourList("tabby0", "pixels", ("test:3",), (800.0,)),
+                NeighbourList("tabby1", "pixels", ("tabby2", "test:4"), (10.0, 1500.0)),
+            ]
+        )
+        plan = {"cat": {"tabby": 4}, "car": {"coupe": 2}}
+        v4 = create_revision(
+            st, project="c10", strategy="keyword-count", seed=0, keyword_counts=plan
+        )
+        ids4 = {m.item_id for m in st.revisions.members(v4.revision.name)}
+        assert v4.revision.name == "c10-keyword-count-0" and v4.revision.valid
+        assert ids4 == {"tabby1", "tabby2", "tabby3", "tabby4"} | (
+            ids4 & {f"coupe{i}" for i in range(4)}
+        )
+        assert v4.revision.params["mode"] == "v4"
+        st.blacklist.add([BlacklistEvent("tabby3", "blurry", "B")])
+        plan6 = {"cat": {"tabby": 3}, "car": {"coupe": 3}}
+        v6 = create_revision(
+            st,
+            project="c10",
+            strategy="keyword-count",
+            seed=1,
+            keyword_counts=plan6,
+            parent=v4.revision.name,
+        )
+        ids6 = {m.item_id for m in st.revisions.members(v6.revision.name)}
+        assert v6.revision.valid and v6.revision.params["mode"] == "v6"
+        assert ids6 & {f"tabby{i}" for i in range(6)} == {"tabby1", "tabby2", "tabby4"}
+        assert ids4 & {f"coupe{i}" for i in range(4)} <= ids6
+
+
+def test_class_balanced_demo_scale(tmp_path: Path) -> None:
+    """Demo-sized pool (10 classes × 1,000 held-out images, 30 near-duplicates)."""
+    with open_store(tmp_path / "demo.db") as st:
+        st.classes.put([ClassRow(i, f"c{i}") for i in range(10)])
+        st.candidates.add(
+            CandidateRow(f"{k:02d}-{i:04d}", "arrays", str(i), k)
+            for k in range(10)
+            for i in range(1000)
+        )
+        ndup = {f"{k:02d}-{i:04d}" for k in range(10) for i in range(3)}
+        out = create_revision(
+            st,
+            project="fm",
+            strategy="class-balanced",
+            seed=0,
+            per_class=200,
+            near_duplicates=ndup,
+        )
+        members = st.revisions.members(out.revision.name)
+        assert out.revision.valid and len(members) == 2000
+        assert Counter(m.class_id for m in members) == dict.fromkeys(range(10), 200)
+        assert not {m.item_id for m in members} & ndup

@@ -21,13 +21,14 @@ from retest.build.selection_frequency import (
     class_target_histograms,
 )
 from retest.errors import ConfigError, StageError
-from retest.store.base import Store
+from retest.store.base import Store, split_reference_id
 
 __all__ = [
     "REVISION_STRATEGIES",
     "candidate_pool",
     "class_names",
     "draw_sample",
+    "nearest_original_distances",
     "selection_frequencies",
     "target_histograms",
     "verified_candidates",
@@ -112,6 +113,23 @@ def _default_near_duplicates(store: Store) -> set[str]:
     return {c for c, _ in store.neardup.duplicate_pairs()}
 
 
+def nearest_original_distances(
+    store: Store, *, metric: str = "pixels"
+) -> dict[str, float]:
+    """Distance from each candidate to its nearest *original* image under ``metric``.
+
+    Read from the stored neighbour lists (closest first); neighbours that are other
+    candidates are skipped. ``"pixels"`` is the CIFAR rule's sqrt L2 on raw pixels.
+    """
+    out: dict[str, float] = {}
+    for nl in store.neardup.iter_neighbours(metric=metric):
+        for ref, dist in zip(nl.ref_ids, nl.distances, strict=False):
+            if split_reference_id(ref) is not None:
+                out[nl.candidate_id] = float(dist)
+                break
+    return out
+
+
 def candidate_pool(
     store: Store,
     *,
@@ -119,6 +137,7 @@ def candidate_pool(
     near_duplicates: Collection[str] | None = None,
     unreviewed: Collection[str] = (),
     verified_only: bool = False,
+    nn_metric: str | None = None,
 ) -> list[CandidateInfo]:
     """Every candidate with a class, as :class:`CandidateInfo`, in insertion order.
 
@@ -134,6 +153,10 @@ def candidate_pool(
         Candidates whose near-duplicate review is not sufficient (SPEC §4.2).
     verified_only : bool
         Keep only candidates verified in CIFAR stage 2 (keyword sampler).
+    nn_metric : str, optional
+        Take ``nn_distance`` from the neighbour lists of this metric (see
+        :func:`nearest_original_distances`); a candidate's ``extra["nn_distance"]``
+        wins when present.
     """
     stats = selection_frequencies(store) if stats is None else stats
     names = class_names(store)
@@ -145,12 +168,15 @@ def candidate_pool(
     )
     todo = set(unreviewed)
     keep = verified_candidates(store) if verified_only else None
+    nn_map = (
+        {} if nn_metric is None else nearest_original_distances(store, metric=nn_metric)
+    )
     pool = []
     for row in store.candidates.iter():
         if row.class_id is None or (keep is not None and row.id not in keep):
             continue
         st = stats.get((row.id, row.class_id), FrequencyStat(0.0, 0))
-        nn = row.extra.get("nn_distance") if row.extra else None
+        nn = (row.extra or {}).get("nn_distance", nn_map.get(row.id))
         pool.append(
             CandidateInfo(
                 row.id,
@@ -202,6 +228,7 @@ def draw_sample(
         near_duplicates=near_duplicates,
         unreviewed=unreviewed,
         verified_only=strategy == "keyword-count",
+        nn_metric="pixels" if strategy == "keyword-count" else None,
     )
     classes = sorted(class_names(store).values())
     if not classes:
