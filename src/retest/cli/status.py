@@ -34,7 +34,14 @@ def status(
 
     with Project.open(project_dir) as project:
         result = project_status(project, revision=revision)
+        rev_stats = None
+        if revision is not None:  # revision statistics (sampling, SPEC §5.7)
+            from retest.cli.sample import revision_statistics_data
+
+            rev_stats = revision_statistics_data(project, revision)
     data = result.to_dict()
+    if rev_stats is not None:
+        data["revision_statistics"] = rev_stats
     if as_json:
         print_json(data)
         return
@@ -46,6 +53,10 @@ def status(
     ]  # fmt: skip
     title = f"{result.project} — revision {result.revision or '(none)'}"
     print_table([*cols, "reviewed"], rows, title=title)
+    if rev_stats is not None:
+        from retest.cli.sample import print_revision_statistics
+
+        print_revision_statistics(rev_stats)
 
 
 def register(app: typer.Typer) -> None:
