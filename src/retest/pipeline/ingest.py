@@ -20,6 +20,7 @@ twice. The final report (``reports/ingest/<job>.json``) is recorded as an artifa
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from retest._progress import ProgressCallback, report
-from retest.sources.candidates import CandidateSource, SourceBatch, SourceItem
+from retest.errors import ConfigError, StageError
+from retest.sources.candidates import (
+    CandidateSource,
+    SourceBatch,
+    SourceItem,
+    make_source,
+    read_keywords_file,
+)
 from retest.sources.tinyimages import KeywordIndex, build_keyword_index
 from retest.store.artifacts import (
     PixelArray,
@@ -52,6 +60,7 @@ from retest.store.base import (
 __all__ = [
     "INGEST_STAGE",
     "IngestReport",
+    "add_source",
     "ingest_job_key",
     "ingest_source",
     "list_ingests",
@@ -141,17 +150,30 @@ def ingest_job_key(source: CandidateSource) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def resolve_class_ids(store: Store, names: Iterable[str | None]) -> dict[str, int]:
-    """Class name → id; names not yet in the project are added with the next ids."""
+def resolve_class_ids(
+    store: Store, names: Iterable[str | None], *, add: bool = False
+) -> dict[str, int]:
+    """Class name → id for the project's classes.
+
+    Names not in the project raise :class:`~retest.errors.StageError`, or are added
+    with the next ids when ``add`` is true.
+    """
     rows = store.classes.list()
     known = {c.name: c.id for c in rows}
     nxt = max((c.id for c in rows), default=-1) + 1
     new: list[ClassRow] = []
     for n in names:
-        if n is not None and n not in known:
-            known[n] = nxt
-            new.append(ClassRow(nxt, n))
-            nxt += 1
+        if n is None or n in known:
+            continue
+        if not add:
+            raise StageError(
+                f"class {n!r} is not a class of the project (classes: "
+                f"{', '.join(known) or 'none'}). Pass --class with a project class, "
+                "or fix the source's class folders / keyword file."
+            )
+        known[n] = nxt
+        new.append(ClassRow(nxt, n))
+        nxt += 1
     if new:
         store.classes.put(new)
     return known
@@ -239,17 +261,28 @@ def _array_name(shape: Sequence[int]) -> str:
 class _Writer:
     """Turns source batches into stored candidates."""
 
-    def __init__(self, store: Store, root: Path, name: str) -> None:
+    def __init__(self, store: Store, root: Path, name: str, add_classes: bool) -> None:
         self.store, self.root, self.name = store, root, name
+        self.add_classes = add_classes
         self.class_ids = {c.name: c.id for c in store.classes.list()}
+        self.ids = set(self.class_ids.values())
         self.arrays: dict[tuple[int, ...], PixelArray] = {}
         self.check_own = False
 
     def _class_id(self, item: SourceItem) -> int | None:
         if item.class_name is None:
-            return item.class_id
+            cid = item.class_id
+            if cid is not None and self.ids and cid not in self.ids:
+                raise StageError(
+                    f"{self.name}: item {item.ref} has label {cid}, but the project's "
+                    f"class ids are 0..{max(self.ids)}. Check the labels file."
+                )
+            return cid
         if item.class_name not in self.class_ids:
-            self.class_ids = resolve_class_ids(self.store, [item.class_name])
+            self.class_ids = resolve_class_ids(
+                self.store, [item.class_name], add=self.add_classes
+            )
+            self.ids = set(self.class_ids.values())
         return self.class_ids[item.class_name]
 
     def _row(self, item: SourceItem, cid: str, **where: Any) -> CandidateRow:
@@ -301,13 +334,20 @@ class _Writer:
                 )
         elif keep:
             for i in keep:
-                data = batch.items[i].data or b""
-                sha, _ = write_image_file(self.root / IMAGE_DIR, data)
-                rows.append(
-                    self._row(batch.items[i], sha, file_path=f"{IMAGE_DIR}/{sha}")
-                )
+                rows.append(self._file_row(batch.items[i]))
         self.store.candidates.add(rows)
         return len(rows), dups
+
+    def _file_row(self, item: SourceItem) -> CandidateRow:
+        sha, _ = write_image_file(self.root / IMAGE_DIR, item.data or b"")
+        if item.derived:
+            derived = {
+                k: f"{IMAGE_DIR}/{write_image_file(self.root / IMAGE_DIR, v)[0]}"
+                for k, v in sorted(item.derived.items())
+            }
+            extra = {**item.fields.get("extra", {}), "derived": derived}
+            item = dataclasses.replace(item, fields={**item.fields, "extra": extra})
+        return self._row(item, sha, file_path=f"{IMAGE_DIR}/{sha}")
 
     def _array(self, shape: tuple[int, ...]) -> PixelArray:
         if shape not in self.arrays:
@@ -336,6 +376,7 @@ def ingest_source(
     name: str | None = None,
     batch_size: int | None = None,
     progress: ProgressCallback | None = None,
+    add_classes: bool | None = None,
 ) -> IngestReport:
     """Ingest every item of ``source`` into the project at ``root``.
 
@@ -355,10 +396,19 @@ def ingest_source(
         Items per batch (one transaction, one checkpoint); default 16,384 for
         array sources and 256 for file sources.
     progress : ProgressCallback, optional
+    add_classes : bool, optional
+        Add class names the project does not know (default: only when the store
+        has no classes at all, e.g. a bare store in a notebook). A project created
+        by ``retest init`` fixes its classes, so unknown names are an error.
 
     Returns
     -------
     IngestReport
+
+    Raises
+    ------
+    StageError
+        An item's class is not a project class.
     """
     root = Path(root)
     job = ingest_job_key(source)
@@ -372,9 +422,10 @@ def ingest_source(
     store.stages.mark(
         StageCheckpoint(INGEST_STAGE, job, done=False, artifact=report_rel)
     )
-    if source.label_names and not store.classes.list():
+    fresh = not store.classes.list()
+    if source.label_names and fresh:
         store.classes.put(ClassRow(i, n) for i, n in enumerate(source.label_names))
-    writer = _Writer(store, root, name)
+    writer = _Writer(store, root, name, fresh if add_classes is None else add_classes)
     redo = resume > 0 or log_path.is_file()
     total = len(source)
 
@@ -443,3 +494,66 @@ def list_ingests(store: Store, root: str | os.PathLike[str]) -> list[dict[str, A
             row["complete"] = False
         out.append(row)
     return out
+
+
+def add_source(
+    store: Store,
+    root: str | os.PathLike[str],
+    kind: str,
+    path: str | os.PathLike[str],
+    *,
+    keywords: Sequence[str] | Mapping[str, str | None] | None = None,
+    keywords_file: str | os.PathLike[str] | None = None,
+    class_name: str | None = None,
+    name: str | None = None,
+    labels_path: str | os.PathLike[str] | None = None,
+    images_dir: str | os.PathLike[str] | None = None,
+    batch_size: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> IngestReport:
+    """Build the source ``kind`` at ``path`` and ingest it (``retest source add``).
+
+    ``keywords`` / ``keywords_file`` select TinyImages records (the file may map
+    classes to keywords, see :func:`~retest.sources.candidates.read_keywords_file`);
+    the TinyImages keyword index is built once and kept in the project.
+    ``labels_path`` is the IDX labels file, ``images_dir`` the Flickr download
+    folder. Options that do not apply to ``kind`` are refused.
+    """
+    opts: dict[str, Any] = {}
+    if class_name is not None:
+        opts["class_name"] = class_name
+    kw = _keywords(keywords, keywords_file)
+    extra = {"keywords": kw, "labels_path": labels_path, "images_dir": images_dir}
+    allowed = {"tinyimages": "keywords", "idx": "labels_path", "flickr": "images_dir"}
+    for opt, value in extra.items():
+        if value is not None and allowed.get(kind) != opt:
+            raise ConfigError(f"option {opt} does not apply to source kind {kind!r}.")
+        if value is not None:
+            opts[opt] = value
+    if kind == "tinyimages":
+        if kw is None:
+            raise ConfigError("tinyimages needs --keywords a,b or --keywords-file F.")
+        src_path = Path(path)
+        folder = src_path if src_path.is_dir() else src_path.parent
+        opts["index"] = load_tinyimages_index(
+            store, root, folder / "tiny_metadata.bin", progress=progress
+        )
+    if kind == "flickr" and images_dir is None:
+        raise ConfigError("flickr needs --images DIR, the downloader's output folder.")
+    source = make_source(kind, path, **opts)
+    return ingest_source(
+        store, root, source, name=name, batch_size=batch_size, progress=progress
+    )
+
+
+def _keywords(
+    keywords: Sequence[str] | Mapping[str, str | None] | None,
+    keywords_file: str | os.PathLike[str] | None,
+) -> Mapping[str, str | None] | None:
+    if keywords is not None and keywords_file is not None:
+        raise ConfigError("pass either --keywords or --keywords-file, not both.")
+    if keywords_file is not None:
+        return read_keywords_file(keywords_file)
+    if keywords is None:
+        return None
+    return dict(keywords) if isinstance(keywords, Mapping) else dict.fromkeys(keywords)

@@ -38,6 +38,7 @@ from retest.sources.cifar10 import (
     read_cifar_batch,
     read_cifar_meta,
 )
+from retest.sources.flickr import SIZE_DIRS, load_search_results
 from retest.sources.idx import read_idx
 from retest.sources.images import ImageDecodeError, decode_image, image_to_array
 from retest.sources.tinyimages import KeywordIndex, TinyImages
@@ -47,6 +48,7 @@ __all__ = [
     "ArraySource",
     "CandidateSource",
     "CifarSource",
+    "FlickrSource",
     "FolderSource",
     "IdxSource",
     "SkippedItem",
@@ -79,6 +81,8 @@ class SourceItem:
     width: int | None = None
     height: int | None = None
     fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Extra files of a file item (e.g. ``scaled_256``), stored next to ``data``.
+    derived: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,3 +609,110 @@ def _split_by_shape(
     ]
     parts.append(SourceBatch(s, e, files, None, skipped))
     yield from parts
+
+
+# ------------------------------------------------------------------ Flickr
+
+_FLICKR_EXTRA = (
+    "id_ours", "id_search_engine", "url_type", "wnid", "search_engine", "uploader",
+    "date_upload_our_db", "min_taken_date", "max_taken_date", "min_uploaded_date",
+    "max_uploaded_date", "search_sort", "max_images", "batch", "source_filename",
+)  # fmt: skip
+
+
+@CANDIDATE_SOURCES.register("flickr")
+class FlickrSource(CandidateSource):
+    """Flickr search-result records (SPEC §1.4) and their downloaded images.
+
+    ``path`` is a search-result JSON file or a folder of them (read with
+    :func:`retest.sources.flickr.load_search_results`: sorted by file name,
+    first ``id_ours`` wins, blacklisted ids dropped). ``images_dir`` is the
+    downloader's output (``original/<id_ours>.jpg`` plus ``scaled_256`` and
+    ``scaled_500``). A record whose image is not downloaded is skipped (and
+    reported); a rerun after downloading more picks it up, since the ingest key
+    includes the number of downloaded files.
+
+    The class is the record's ``wnid``, the keyword its ``search_key``; the
+    search parameters and Flickr ids go to the row's ``extra``; ``ref`` is the
+    Flickr photo id.
+    """
+
+    kind = "flickr"
+    storage = "file"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        images_dir: str | os.PathLike[str],
+        blacklist: str | os.PathLike[str] | None = None,
+        class_name: str | None = None,
+    ) -> None:
+        super().__init__(path)
+        self.images_dir = Path(images_dir)
+        if not (self.images_dir / "original").is_dir():
+            raise DataIntegrityError(
+                f"{self.images_dir} has no original/ folder of downloaded images. "
+                "Download the candidates first (retest.sources.flickr.download_candidates)."
+            )
+        self.blacklist = blacklist
+        self.pool = load_search_results(self.path, blacklist=blacklist)
+        self.records = list(self.pool.candidates.values())
+        self.class_name = class_name
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def options(self) -> dict[str, Any]:
+        n_files = sum(1 for _ in (self.images_dir / "original").glob("*.jpg"))
+        return {
+            "images_dir": str(self.images_dir.resolve()),
+            "blacklist": str(self.blacklist) if self.blacklist else None,
+            "class_name": self.class_name,
+            "downloaded": n_files,
+        }
+
+    def _item(self, rec: Mapping[str, Any]) -> SourceItem | SkippedItem:
+        ref = str(rec.get("id_search_engine") or rec["id_ours"])
+        paths = {d: self.images_dir / d / f"{rec['id_ours']}.jpg" for d in SIZE_DIRS}
+        if not paths["original"].is_file():
+            return SkippedItem(ref, f"image {paths['original']} not downloaded")
+        data = paths["original"].read_bytes()
+        try:
+            img = decode_image(data, source=str(paths["original"]))
+        except ImageDecodeError as err:
+            return SkippedItem(ref, str(err))
+        derived = {
+            d: p.read_bytes()
+            for d, p in paths.items()
+            if d != "original" and p.is_file()
+        }
+        extra = {k: rec[k] for k in _FLICKR_EXTRA if rec.get(k) is not None}
+        fields = {
+            "date_taken": rec.get("date_taken"),
+            "date_uploaded": rec.get("date_upload_search_engine"),
+            "url": rec.get("url"),
+            "license": rec.get("license"),
+            "extra": extra,
+        }
+        return SourceItem(
+            ref,
+            class_name=self.class_name or rec.get("wnid"),
+            keyword=rec.get("search_key"),
+            data=data,
+            suffix=".jpg",
+            width=img.size[0],
+            height=img.size[1],
+            fields=fields,
+            derived=derived,
+        )
+
+    def iter_batches(
+        self, *, start: int = 0, batch_size: int = 256
+    ) -> Iterator[SourceBatch]:
+        for s in range(start, len(self), batch_size):
+            e = min(len(self), s + batch_size)
+            got = [self._item(r) for r in self.records[s:e]]
+            items = [g for g in got if isinstance(g, SourceItem)]
+            skipped = [g for g in got if isinstance(g, SkippedItem)]
+            yield SourceBatch(s, e, items, None, skipped)
