@@ -133,6 +133,9 @@ def test_rank_orders_by_score_then_margin_then_index() -> None:
 def test_estimate_noise_is_consistent() -> None:
     y, s, p = _synthetic(5, n=4000, k=4)
     est = estimate_noise(s, p)
+    from cleanlab.count import compute_confident_joint as cleanlab_cj
+
+    np.testing.assert_array_equal(est.confident_joint, cleanlab_cj(s, p))
     assert est.confident_joint.sum() == s.size
     np.testing.assert_array_equal(est.confident_joint.sum(axis=1), np.bincount(s))
     np.testing.assert_allclose(est.noise_matrix.sum(axis=0), 1, atol=1e-6)

@@ -249,9 +249,12 @@ def compute_confident_joint(
         g = np.where(ncf > 1, c.argmax(axis=1), conf.argmax(axis=1))
         guess[start : start + c.shape[0]] = np.where(ncf > 0, g, -1)
     ok = guess >= 0
-    counts = np.bincount(labels[ok] * k + guess[ok], minlength=k * k).reshape(k, k)
+    # Built as the transpose of a (guess, given) table, like cleanlab's
+    # confusion_matrix(...).T: calibration sums depend on the memory layout, and the
+    # same (Fortran) layout makes the pruning counts match cleanlab's bit for bit.
+    counts = np.bincount(guess[ok] * k + labels[ok], minlength=k * k).reshape(k, k).T
     off = np.flatnonzero(ok & (guess != labels))
-    return ConfidentJoint(counts.astype(np.int64), t, off, guess)
+    return ConfidentJoint(counts.astype(np.int64, order="K"), t, off, guess)
 
 
 def _calibrated_prune_counts(
@@ -261,7 +264,7 @@ def _calibrated_prune_counts(
     from cleanlab.count import calibrate_confident_joint
     from cleanlab.filter import _keep_at_least_n_per_class
 
-    c = cj.copy()
+    c = cj.copy(order="K")
     np.fill_diagonal(c, c.diagonal().clip(min=1))
     cal = calibrate_confident_joint(c, labels)
     out = _keep_at_least_n_per_class(cal.T, n=min_examples_per_class, frac_noise=1.0)

@@ -190,7 +190,7 @@ def estimate_noise(
     y, probs = check_label_error_inputs(labels, pred_probs, chunk_rows=chunk_rows)
     cj = compute_confident_joint(
         y, probs, clip_thresholds=True, chunk_rows=chunk_rows
-    ).counts.copy()
+    ).counts.copy(order="K")
     np.fill_diagonal(cj, cj.diagonal().clip(min=1))  # as cleanlab 2.9
     cal = np.asarray(calibrate_confident_joint(cj, y), dtype=np.int64)
     py, nm, inv = estimate_latent(cal, y, py_method="cnt")
