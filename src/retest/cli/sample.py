@@ -272,8 +272,7 @@ def print_revision_statistics(data: dict[str, Any]) -> None:
         for c in data["classes"]
     ]
     print_table(
-        ["class", "images", "mean freq", "min freq", "by bin", "upward",
-         "near-dups", "blacklisted", "reviewed"],
+        ["class", "n", "mean f", "min f", "bins", "up", "ndup", "black", "reviewed"],
         rows,
         title=f"revision {data['name']} ({data['strategy']}, seed {data['seed']})",
     )  # fmt: skip
