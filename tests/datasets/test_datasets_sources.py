@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,8 @@ def cifar_server(http_server, tmp_path: Path, rng: np.random.Generator):  # type
     archive = tmp_path / "src" / "cifar-10-python.tar.gz"
     write_cifar10_archive(archive, train, test)
     body = archive.read_bytes()
+    write_cifar10_archive(tmp_path / "again.tar.gz", train, test)
+    assert (tmp_path / "again.tar.gz").read_bytes() == body  # deterministic bytes
     http_server.add("/cifar-10-python.tar.gz", body)
     return http_server, train, test, sha(body)
 
@@ -284,6 +287,13 @@ def test_extract_archive_refuses_path_traversal(tmp_path: Path) -> None:
     with pytest.raises(DataIntegrityError, match="outside"):
         extract_archive(evil, tmp_path / "out")
     assert not (tmp_path / "escaped.txt").exists()
+    evil_zip = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil_zip, "w") as zf:
+        zf.writestr("ok/a.txt", b"a")
+        zf.writestr("../../escaped_zip.txt", b"x")
+    with pytest.raises(DataIntegrityError, match="escaped_zip.txt"):
+        extract_archive(evil_zip, tmp_path / "out2")
+    assert not (tmp_path / "out2" / "ok" / "a.txt").exists()  # checked before writing
     with pytest.raises(ConfigError, match=r"\.tar\.gz.*\.zip"):
         extract_archive(tmp_path / "x.rar")
 
