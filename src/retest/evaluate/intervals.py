@@ -6,7 +6,7 @@ interval built from the two Clopper-Pearson intervals (not a paper number; an
 added, documented choice).
 
 All functions are vectorised over arrays of ``(k, n)`` and return float64
-arrays with the broadcast shape (0-d inputs give numpy scalars).
+arrays with the broadcast shape (scalar inputs give Python floats).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _check_counts(k: ArrayLike, n: ArrayLike) -> tuple[FloatArray, FloatArray]:
 
 
 def _out(a: FloatArray) -> Any:
-    return a[()] if a.ndim == 0 else a
+    return float(a) if a.ndim == 0 else a
 
 
 @INTERVALS.register("clopper-pearson")
