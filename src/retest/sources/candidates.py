@@ -358,14 +358,23 @@ class CifarSource(_ArrayLikeSource):
     kind = "cifar"
 
     def __init__(
-        self, path: str | os.PathLike[str], *, class_name: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        class_name: str | None = None,
+        split: str | None = None,
     ) -> None:
         super().__init__(path)
         folder = self.path
         if folder.is_dir() and (folder / BATCH_DIR).is_dir():
             folder = folder / BATCH_DIR
+        wanted = {None: (*TRAIN_BATCHES, TEST_BATCH), "train": TRAIN_BATCHES,
+                  "test": (TEST_BATCH,)}.get(split)  # fmt: skip
+        if wanted is None:
+            raise ConfigError(f"CIFAR split must be train or test. Got {split!r}.")
+        self.split = split
         if folder.is_dir():
-            names = [n for n in (*TRAIN_BATCHES, TEST_BATCH) if (folder / n).is_file()]
+            names = [n for n in wanted if (folder / n).is_file()]
             if not names:
                 raise DataIntegrityError(
                     f"{folder} holds no CIFAR batches (data_batch_1..5, test_batch)."
@@ -412,6 +421,7 @@ class CifarSource(_ArrayLikeSource):
         return {
             "batches": [p.name for p in self.batch_files],
             "class_name": self.class_name,
+            "split": self.split,
         }
 
 

@@ -1,0 +1,76 @@
+"""``retest plan --rule v4|v6``: images needed per class and keyword."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def plan(
+    rule: Annotated[
+        str, typer.Option("--rule", help="v4 (ceil, 0.5 cut) or v6 (balanced).")
+    ],
+    size: Annotated[
+        int, typer.Option("--size", min=1, help="Target dataset size.")
+    ] = 2000,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", min=1, help="Keywords per class (v4: 25, v6: 50)."),
+    ] = None,
+    exclude: Annotated[
+        str | None,
+        typer.Option(
+            "--exclude",
+            help="v4: keywords forced to zero, kw1,kw2 (default: published list for CIFAR-10).",
+        ),
+    ] = None,
+    project_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            "-p",
+            envvar="RETEST_PROJECT",
+            help="Project directory (default: the current directory or a parent).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Plan how many new images each keyword needs (CIFAR-10.1 rules, SPEC §2)."""
+    from retest.cli._console import print_json, print_table, print_warning
+    from retest.pipeline.plan import make_plan
+    from retest.pipeline.project import Project
+
+    excl = (
+        [e.strip() for e in exclude.split(",") if e.strip()]
+        if exclude is not None
+        else None
+    )
+    with Project.open(project_dir) as project:
+        result = make_plan(
+            project.store, project.root, rule=rule, size=size, top_k=top_k, exclude=excl
+        )
+    if as_json:
+        print_json(result.to_json())
+        return
+    rows = [
+        [r["class"], r["keyword"], r["needed"], r["available"], r["missing"] or ""]
+        for r in result.table
+    ]
+    title = f"plan {rule}: {result.plan.total} images, saved to {result.path}"
+    print_table(
+        ["class", "keyword", "needed", "verified", "missing"], rows, title=title
+    )
+    totals = ", ".join(f"{c} {n}" for c, n in result.plan.totals().items())
+    print_table(["per class"], [[totals]])
+    for c in result.plan.conflicts:
+        print_warning(
+            f"keyword {c.keyword!r} is planned in {', '.join(c.classes)}: {c.resolution}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -1,0 +1,135 @@
+"""The plan stage: images needed per class and keyword (``retest plan``).
+
+Reads the reference keyword histogram (first-occurrence order, train before test),
+applies a rule of :mod:`retest.build.keyword_plan`, adds the number of verified
+candidates per keyword (latest ``verify`` annotation says yes), and saves the plan
+as ``reports/plan_<rule>.json`` (recorded in the artifact manifest).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retest.build.keyword_plan import (
+    CIFAR10_V4_EXCLUDE,
+    CIFAR10_V4_SKIP,
+    KeywordPlan,
+    allocate_v4,
+    allocate_v6,
+    needed_vs_available,
+)
+from retest.errors import ConfigError, StageError
+from retest.pipeline.reference import reference_keyword_histogram
+from retest.store.artifacts import save_json
+from retest.store.base import Store
+
+__all__ = ["PlanResult", "make_plan", "verified_per_keyword"]
+
+_CIFAR10 = (
+    "airplane", "automobile", "bird", "cat", "deer",
+    "dog", "frog", "horse", "ship", "truck",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    """A keyword plan plus the needed-vs-available table and where it was saved."""
+
+    plan: KeywordPlan
+    table: list[dict[str, Any]]
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        short = [r for r in self.table if r["missing"] > 0]
+        return {
+            **self.plan.to_json(),
+            "table": self.table,
+            "missing_total": sum(r["missing"] for r in short),
+            "keywords_short": len(short),
+            "path": self.path,
+        }
+
+
+def verified_per_keyword(store: Store) -> dict[tuple[str, str], int]:
+    """``(class name, keyword) → candidates whose latest verify annotation is yes``."""
+    latest: dict[tuple[str, int], int] = {}
+    for ev in store.annotations.list(kind="verify"):
+        latest[(ev.item_id, ev.class_id)] = ev.value
+    yes = [(item, cls) for (item, cls), v in latest.items() if v > 0]
+    if not yes:
+        return {}
+    names = {c.id: c.name for c in store.classes.list()}
+    known = store.candidates.existing(item for item, _ in yes)
+    rows = {r.id: r for r in store.candidates.get_many(sorted(known))}
+    out: dict[tuple[str, str], int] = {}
+    for item, cls in yes:
+        row = rows.get(item)
+        if row is not None and row.keyword is not None:
+            key = (names.get(cls, str(cls)), row.keyword)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def make_plan(
+    store: Store,
+    root: str | os.PathLike[str],
+    *,
+    rule: str,
+    size: int = 2000,
+    top_k: int | None = None,
+    exclude: Sequence[str] | None = None,
+    original_size: int | None = None,
+) -> PlanResult:
+    """Compute and save the keyword plan of the project's reference dataset.
+
+    Parameters
+    ----------
+    rule : {"v4", "v6"}
+    size : int
+        Target size of the new dataset.
+    top_k : int, optional
+        Keywords per class (default 25 for v4, 50 for v6).
+    exclude : sequence of str, optional
+        v4 keywords forced to zero. Default: the published list when the project's
+        classes are CIFAR-10's (the published skip list applies then too), else none.
+    original_size : int, optional
+        v4's original size (default: number of reference images).
+    """
+    hist = reference_keyword_histogram(store)
+    if not any(hist.values()):
+        raise StageError(
+            "the reference images have no keywords: register them with keywords or "
+            "run `retest reference keywords TINYIMAGES_DIR` first."
+        )
+    classes = [c.name for c in sorted(store.classes.list(), key=lambda c: c.id)]
+    cifar = tuple(classes) == _CIFAR10
+    if rule == "v6":
+        if exclude:
+            raise ConfigError("--exclude applies to the v4 rule only.")
+        plan = allocate_v6(hist, size=size, top_k=top_k or 50, class_order=classes)
+    elif rule == "v4":
+        plan = allocate_v4(
+            hist,
+            original_size=original_size or store.references.count(),
+            size=size,
+            top_k=top_k or 25,
+            exclude=exclude
+            if exclude is not None
+            else (CIFAR10_V4_EXCLUDE if cifar else ()),
+            skip=CIFAR10_V4_SKIP if cifar else {},
+            class_order=classes,
+        )
+    else:
+        from retest.errors import UnknownNameError
+
+        raise UnknownNameError("keyword plan rule", rule, (), ["v4", "v6"])
+    table = needed_vs_available(plan, verified_per_keyword(store))
+    rel = f"reports/plan_{rule}.json"
+    result = PlanResult(plan, table, rel)
+    save_json(store, Path(root), rel, result.to_json(), stage="plan",
+              params={"rule": rule, "size": size, "top_k": top_k})  # fmt: skip
+    return result
