@@ -301,3 +301,55 @@ def test_cli_missing_options_is_a_usage_error(tmp_path: Path) -> None:
     _expect_error(
         ["compare", "--out", str(tmp_path)], "--labels-orig", "--example", code=2
     )
+
+
+def test_cli_top5_needs_ranked_files_and_names_the_file(tmp_path: Path) -> None:
+    paths = _make(tmp_path)
+    _expect_error(
+        _args(paths, tmp_path / "o", "--metric", "top5"),
+        str(paths["predictions_orig"] / "m_a_predictions.json"),
+        "top 5 classes",
+    )
+
+
+def test_cli_top5_on_score_files_and_custom_names(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    y_o, y_n = rng.integers(0, K, N_ORIG), rng.integers(0, K, N_NEW)
+    for sub, y in (("po", y_o), ("pn", y_n)):
+        (tmp_path / sub).mkdir()
+        for j in range(4):
+            scores = rng.normal(0, 1, (y.size, K))
+            scores[np.arange(y.size), y] += j  # better models put more mass on y
+            np.save(tmp_path / sub / f"model{j}.npy", scores)
+    write_labels(y_o, tmp_path / "yo.npy")
+    write_labels(y_n, tmp_path / "yn.csv")
+    paths = {
+        "labels_orig": tmp_path / "yo.npy",
+        "labels_new": tmp_path / "yn.csv",
+        "predictions_orig": tmp_path / "po",
+        "predictions_new": tmp_path / "pn",
+    }
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app,
+        _args(
+            paths,
+            out,
+            "--metric",
+            "top5",
+            "--name-orig",
+            "A",
+            "--name-new",
+            "B",
+            "--json",
+        ),
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["table"]["dataset_orig"] == "A" and data["table"]["metric"] == "top5"
+    # Independent top-5 count for one model.
+    s = np.load(tmp_path / "pn" / "model3.npy")
+    top5 = np.argsort(-s, axis=1, kind="stable")[:, :5]
+    k = int((top5 == y_n[:, None]).any(axis=1).sum())
+    row = next(r for r in data["table"]["rows"] if r["model"] == "model3")
+    assert row["new_k"] == k

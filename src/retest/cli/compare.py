@@ -133,6 +133,12 @@ def register(app: typer.Typer) -> None:
         num_classes: Annotated[
             int | None, typer.Option(help="Number of classes (default: inferred).")
         ] = None,
+        name_orig: Annotated[
+            str | None, typer.Option(help="Name of the original test set.")
+        ] = None,
+        name_new: Annotated[
+            str | None, typer.Option(help="Name of the new test set.")
+        ] = None,
         label: Annotated[
             list[str] | None,
             typer.Option("--label", help="Model to label in the figure."),
@@ -158,6 +164,8 @@ def register(app: typer.Typer) -> None:
             "n_boot": bootstrap,
             "seed": seed,
             "num_classes": num_classes,
+            "name_orig": name_orig,
+            "name_new": name_new,
             "label_models": tuple(label or ()),
         }
         run: Callable[[Any], Any] = lambda cb: _run(example, out, kwargs, cb)  # noqa: E731

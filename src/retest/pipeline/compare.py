@@ -56,8 +56,10 @@ def _read_side(
     *,
     dataset: str,
     model_names: Mapping[str, str] | None,
+    metric: str,
 ) -> tuple[dict[str, Predictions], dict[str, Path]]:
     files = list_prediction_files(directory, model_names=model_names)
+    need = int(getattr(METRICS.get(metric), "required_k", 1))
     testbed = {}
     for m, f in files.items():
         p = read_predictions(f, model=m, dataset=dataset)
@@ -65,6 +67,11 @@ def _read_side(
             raise InputValidationError(
                 f"{f}: {p.n} predictions but {labels_path} has {labels.shape[0]} labels; "
                 "predictions and labels must cover the same images in the same order."
+            )
+        if p.k < need and (p.n_classes is None or p.k < p.n_classes):
+            raise InputValidationError(
+                f"{f}: metric {metric!r} needs the top {need} classes per image but "
+                f"the file has {p.k}. Use --metric top1 or top-{need} predictions/scores."
             )
         testbed[m] = p
     return testbed, files
@@ -146,6 +153,8 @@ def run_compare(
     n_boot: int = 100_000,
     seed: int = 0,
     num_classes: int | None = None,
+    name_orig: str | None = None,
+    name_new: str | None = None,
     label_models: Sequence[str] = (),
     figure_formats: Sequence[str] = ("png", "pdf"),
     progress: ProgressCallback | None = None,
@@ -156,7 +165,8 @@ def run_compare(
     :class:`~retest.errors.DroppedModelWarning`. The number of classes is
     ``num_classes``, else the width of the score matrices, else the largest label
     + 1 over both label files; labels and predictions outside ``[0, K)`` are errors
-    naming the file.
+    naming the file. Test-set names (table title, figure axes) default to the
+    labels file names without ``_labels`` and the suffix.
 
     Returns
     -------
@@ -168,8 +178,13 @@ def run_compare(
     y_o, y_n = read_labels(lp_o), read_labels(lp_n)
     names = read_model_names(model_names) if model_names is not None else None
     ds_o, ds_n = _dataset_name(lp_o), _dataset_name(lp_n)
-    tb_o, f_o = _read_side(predictions_orig, y_o, lp_o, dataset=ds_o, model_names=names)
-    tb_n, f_n = _read_side(predictions_new, y_n, lp_n, dataset=ds_n, model_names=names)
+    ds_o, ds_n = name_orig or ds_o, name_new or ds_n
+    tb_o, f_o = _read_side(
+        predictions_orig, y_o, lp_o, dataset=ds_o, model_names=names, metric=metric
+    )
+    tb_n, f_n = _read_side(
+        predictions_new, y_n, lp_n, dataset=ds_n, model_names=names, metric=metric
+    )
     k = _infer_classes(num_classes, [y_o, y_n], [tb_o, tb_n])
     _check_classes(k, [(y_o, lp_o), (y_n, lp_n)], f_o, [tb_o])
     _check_classes(k, [], f_n, [tb_n])
