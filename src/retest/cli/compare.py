@@ -96,9 +96,6 @@ def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any
     return run_compare(out=out, progress=progress, **kwargs)
 
 
-_PathOpt = Annotated[Path | None, typer.Option(dir_okay=False)]
-
-
 def register(app: typer.Typer) -> None:
     """Add ``retest compare``."""
 

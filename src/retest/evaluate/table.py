@@ -142,7 +142,7 @@ def _accuracies(
         try:
             out.append(accuracy(labels, testbed[m], **kw))
         except InputValidationError as err:
-            raise InputValidationError(f"{what} test set, model {m!r}: {err}") from None
+            raise InputValidationError(f"{what} test set: {err}") from None
     return out
 
 
