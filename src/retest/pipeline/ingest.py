@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from retest._progress import ProgressCallback, report
 from retest.errors import ConfigError, StageError
 from retest.sources.candidates import (
@@ -53,7 +56,6 @@ from retest.store.base import (
     ClassRow,
     StageCheckpoint,
     Store,
-    content_id,
     utc_now,
 )
 
@@ -61,6 +63,7 @@ __all__ = [
     "INGEST_STAGE",
     "IngestReport",
     "add_source",
+    "batch_content_ids",
     "ingest_job_key",
     "ingest_source",
     "list_ingests",
@@ -254,6 +257,21 @@ def _append_line(path: Path, line: Mapping[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
+def batch_content_ids(pixels: NDArray[np.uint8]) -> list[str]:
+    """``[content_id(p) for p in pixels]``, with the shape prefix hashed once."""
+    px = np.ascontiguousarray(pixels, dtype=np.uint8)
+    if px.shape[0] == 0:
+        return []
+    head = hashlib.sha256(b"uint8:" + ",".join(map(str, px.shape[1:])).encode() + b":")
+    rows = px.reshape(px.shape[0], -1)
+    out = []
+    for row in rows:
+        h = head.copy()
+        h.update(row.data)
+        out.append(h.hexdigest())
+    return out
+
+
 def _array_name(shape: Sequence[int]) -> str:
     return "candidates_" + "x".join(str(int(s)) for s in shape)
 
@@ -296,7 +314,7 @@ class _Writer:
 
     def _ids(self, batch: SourceBatch) -> list[str]:
         if batch.pixels is not None:
-            return [content_id(px) for px in batch.pixels]
+            return batch_content_ids(batch.pixels)
         return [hashlib.sha256(it.data or b"").hexdigest() for it in batch.items]
 
     def _fresh(self, batch: SourceBatch, ids: list[str]) -> tuple[list[int], list[str]]:

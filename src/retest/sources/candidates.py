@@ -489,26 +489,44 @@ class TinyImagesSource(CandidateSource):
     def options(self) -> dict[str, Any]:
         return {"keywords": self.keywords, "missing_keywords": self.missing}
 
+    def _pieces(self, start: int) -> Iterator[tuple[str, int, int]]:
+        """(keyword, first, end) record ranges from position ``start`` on."""
+        pos = 0
+        for kw, s, e in self.spans:
+            if pos + e - s > start:
+                yield kw, s + max(0, start - pos), e
+            pos += e - s
+
     def iter_batches(
         self, *, start: int = 0, batch_size: int = 4096
     ) -> Iterator[SourceBatch]:
-        pos = 0
-        for kw, s, e in self.spans:
-            span_len = e - s
-            if pos + span_len <= start:
-                pos += span_len
-                continue
-            first = s + max(0, start - pos)
-            cls = self.keywords[kw]
-            for a in range(first, e, batch_size):
-                b = min(e, a + batch_size)
-                items = [
-                    SourceItem(str(i), class_name=cls, keyword=kw, width=32, height=32)
-                    for i in range(a, b)
-                ]
-                p0 = pos + (a - s)
-                yield SourceBatch(p0, p0 + (b - a), items, self.ti.image_range(a, b))
-            pos += span_len
+        # Batches span keyword boundaries: real keyword runs are often short.
+        pos = start
+        todo: list[tuple[str, int, int]] = []
+        room = batch_size
+        for kw, a, e in self._pieces(start):
+            while a < e:
+                b = min(e, a + room)
+                todo.append((kw, a, b))
+                room -= b - a
+                a = b
+                if room == 0:
+                    yield self._batch(pos, todo)
+                    pos += batch_size
+                    todo, room = [], batch_size
+        if todo:
+            yield self._batch(pos, todo)
+
+    def _batch(self, pos: int, pieces: list[tuple[str, int, int]]) -> SourceBatch:
+        items = [
+            SourceItem(
+                str(i), class_name=self.keywords[kw], keyword=kw, width=32, height=32
+            )
+            for kw, a, b in pieces
+            for i in range(a, b)
+        ]
+        pixels = np.concatenate([self.ti.image_range(a, b) for _, a, b in pieces])
+        return SourceBatch(pos, pos + len(items), items, pixels)
 
 
 # ------------------------------------------------------------------ folders
