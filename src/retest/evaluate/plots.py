@@ -96,7 +96,7 @@ def plot_comparison(
     lo, hi = lo - pad, hi + pad
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="Ideal reproducibility (y = x)")
     if fit is not None:
-        gx = np.linspace(float(xl.min()) - pad, float(xh.max()) + pad, 200)
+        gx = np.linspace(float(xl.min()) - pad, float(xh.max()) + pad, 60)
         band_lo, band_hi = fit.band(gx)
         ax.fill_between(
             gx,
