@@ -181,3 +181,12 @@ def test_writes_are_atomic_and_leave_no_temp_files(tmp_path: Path) -> None:
     write_predictions(p, tmp_path / "m_predictions.json")
     write_predictions(p, tmp_path / "m_predictions.json")  # overwrite in place
     assert [f.name for f in tmp_path.iterdir()] == ["m_predictions.json"]
+
+
+def test_written_files_get_umask_permissions(tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    path = write_labels([0, 1], tmp_path / "y.npy")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -60,12 +60,23 @@ _PROB_ATOL = 1e-3
 PathLike = str | os.PathLike[str]
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)  # the only portable way to read it is to set it
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        # mkstemp makes 0600 files; give the result the usual umask-based mode.
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, p)
