@@ -75,7 +75,6 @@ CREATE TABLE candidates(
   date_uploaded TEXT, url TEXT, license TEXT, width INTEGER, height INTEGER,
   array_name TEXT, array_row INTEGER, file_path TEXT, extra TEXT);
 CREATE INDEX candidates_class ON candidates(class_id);
-CREATE INDEX candidates_source ON candidates(source);
 CREATE INDEX candidates_keyword ON candidates(keyword);
 CREATE TABLE tasks(
   seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, class_id INTEGER NOT NULL,
@@ -180,6 +179,10 @@ class _DB:
         c.execute("PRAGMA journal_mode = WAL")
         c.execute("PRAGMA synchronous = NORMAL")
         c.execute("PRAGMA foreign_keys = ON")
+        # random 64-hex ids make index inserts cache-bound: a bigger page cache
+        # roughly doubles bulk-ingest speed
+        c.execute("PRAGMA cache_size = -65536")
+        c.execute("PRAGMA temp_store = MEMORY")
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
