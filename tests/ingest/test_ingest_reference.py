@@ -234,3 +234,32 @@ def test_round_trip_cifar_pickles_to_npy_export(tmp_path: Path, rng) -> None:
     assert data.dtype == np.uint8 and data.shape == (120, 32, 32, 3)
     np.testing.assert_array_equal(data, images)
     np.testing.assert_array_equal(np.load(res.out / "all_labels.npy"), labels)
+
+
+@pytest.mark.slow
+def test_fashion_mnist_reference_and_candidates(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    from retest.sources.idx import read_idx
+
+    with Project.init(tmp_path / "fm", classes_from="fashion-mnist") as project:
+        rep = register_reference(
+            project.store,
+            project.root,
+            "fashion_mnist",
+            fashion_mnist_dir,
+            split="test",
+        )
+        assert rep.n == 10000 and sum(rep.class_counts.values()) == 10000
+        x = read_idx(fashion_mnist_dir / "t10k-images-idx3-ubyte.gz")
+        np.testing.assert_array_equal(project.pixels(["test:1234"])[0], x[1234])
+        # the same images as a candidate pool: every one is a duplicate-free candidate
+        ing = add_source(
+            project.store,
+            project.root,
+            "idx",
+            fashion_mnist_dir / "t10k-images-idx3-ubyte.gz",
+        )
+        assert ing.new + ing.duplicates == 10000
+        ids = {r.content_id for r in project.store.references.list()}
+        assert {r.id for r in project.store.candidates.iter()} <= ids
