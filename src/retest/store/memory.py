@@ -478,7 +478,7 @@ class MemoryStore(Store):
         self.predictions = _Predictions()
 
     def schema_version(self) -> int:
-        from retest.store.sqlite import SCHEMA_VERSION
+        from retest.store._sqlite_schema import SCHEMA_VERSION
 
         return SCHEMA_VERSION
 

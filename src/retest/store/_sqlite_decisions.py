@@ -1,0 +1,390 @@
+"""SQLite repositories of decisions and bookkeeping: blacklist, near-duplicates,
+revisions, artifacts, stages, predictions."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from retest.errors import NotFoundError, StoreError
+from retest.store._sqlite_common import (
+    _BATCH,
+    _dumps,
+    _extra,
+    _loads_extra,
+    _where,
+)
+from retest.store._sqlite_common import (
+    Repo as _Repo,
+)
+from retest.store.base import (
+    ArtifactRecord,
+    ArtifactRepo,
+    BlacklistEvent,
+    BlacklistRepo,
+    DuplicateVerdict,
+    NearDupRepo,
+    NeighbourList,
+    NeighbourReview,
+    PredictionRecord,
+    PredictionRepo,
+    ReviewState,
+    Revision,
+    RevisionMember,
+    RevisionRepo,
+    StageCheckpoint,
+    StageRepo,
+    utc_now,
+)
+
+__all__ = [
+    "_Artifacts",
+    "_Blacklist",
+    "_NearDup",
+    "_Predictions",
+    "_Revisions",
+    "_Stages",
+]
+
+
+class _Blacklist(_Repo, BlacklistRepo):
+    def add(self, events: Iterable[BlacklistEvent]) -> list[int]:
+        now = utc_now()
+        data = (
+            (None, e.item_id, e.reason, e.who, e.when or now, int(e.undo))
+            for e in events
+        )
+        return self._db.append(
+            "blacklist", "INSERT INTO blacklist VALUES (?,?,?,?,?,?)", data
+        )
+
+    def events(self, *, item_id: str | None = None) -> list[BlacklistEvent]:
+        where, params = _where(item_id=item_id)
+        rows = self._db.rows(f"SELECT * FROM blacklist{where} ORDER BY id", params)
+        return [BlacklistEvent(r[1], r[2], r[3], r[4], bool(r[5]), r[0]) for r in rows]
+
+    def current(self) -> dict[str, str]:
+        rows = self._db.rows(
+            "SELECT b.item_id, b.reason, b.undo FROM blacklist b JOIN "
+            "(SELECT item_id, MAX(id) AS m FROM blacklist GROUP BY item_id) l "
+            "ON b.id = l.m ORDER BY b.item_id"
+        )
+        return {i: r for i, r, u in rows if not u}
+
+
+def _nl_row(r: Sequence[Any]) -> NeighbourList:
+    dists = tuple(np.frombuffer(r[3], dtype="<f8").tolist())
+    return NeighbourList(r[0], r[1], tuple(json.loads(r[2])), dists)
+
+
+class _NearDup(_Repo, NearDupRepo):
+    def put_neighbours(self, lists: Iterable[NeighbourList]) -> int:
+        def rows() -> Iterator[tuple[Any, ...]]:
+            for nl in lists:
+                if len(nl.ref_ids) != len(nl.distances):
+                    raise StoreError(
+                        f"neighbour list of {nl.candidate_id!r} ({nl.metric}) has "
+                        f"{len(nl.ref_ids)} ids but {len(nl.distances)} distances."
+                    )
+                blob = np.asarray(nl.distances, dtype="<f8").tobytes()
+                yield (
+                    nl.candidate_id,
+                    nl.metric,
+                    _dumps(builtins.list(nl.ref_ids)),
+                    blob,
+                )
+
+        return self._db.insert_count(
+            "INSERT OR REPLACE INTO neighbours VALUES (?,?,?,?)", rows()
+        )
+
+    def neighbours(
+        self, candidate_id: str, *, metric: str | None = None
+    ) -> list[NeighbourList]:
+        where, params = _where(candidate_id=candidate_id, metric=metric)
+        rows = self._db.rows(f"SELECT * FROM neighbours{where} ORDER BY metric", params)
+        return [_nl_row(r) for r in rows]
+
+    def iter_neighbours(self, *, metric: str) -> Iterator[NeighbourList]:
+        last = ""
+        while True:
+            rows = self._db.rows(
+                "SELECT * FROM neighbours WHERE metric = ? AND candidate_id > ? "
+                "ORDER BY candidate_id LIMIT ?",
+                (metric, last, _BATCH),
+            )
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield from (_nl_row(r) for r in rows)
+
+    def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]:
+        now = utc_now()
+        data = (
+            (
+                None,
+                v.candidate_id,
+                v.ref_id,
+                v.metric,
+                int(v.is_duplicate),
+                v.who,
+                v.when or now,
+            )
+            for v in verdicts
+        )
+        return self._db.append(
+            "verdicts", "INSERT INTO verdicts VALUES (?,?,?,?,?,?,?)", data
+        )
+
+    def verdicts(self, *, candidate_id: str | None = None) -> list[DuplicateVerdict]:
+        where, params = _where(candidate_id=candidate_id)
+        rows = self._db.rows(f"SELECT * FROM verdicts{where} ORDER BY id", params)
+        return [
+            DuplicateVerdict(r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[0])
+            for r in rows
+        ]
+
+    def add_reviews(self, reviews: Iterable[NeighbourReview]) -> list[int]:
+        now = utc_now()
+        data = (
+            (
+                None,
+                r.candidate_id,
+                r.metric,
+                r.reviewer,
+                _dumps(builtins.list(r.references)),
+                r.when or now,
+            )
+            for r in reviews
+        )
+        return self._db.append(
+            "neighbour_reviews",
+            "INSERT INTO neighbour_reviews VALUES (?,?,?,?,?,?)",
+            data,
+        )
+
+    def reviews(
+        self, *, candidate_id: str | None = None, metric: str | None = None
+    ) -> list[NeighbourReview]:
+        where, params = _where(candidate_id=candidate_id, metric=metric)
+        rows = self._db.rows(
+            f"SELECT * FROM neighbour_reviews{where} ORDER BY id", params
+        )
+        return [
+            NeighbourReview(r[1], r[2], r[3], tuple(json.loads(r[4])), r[5], r[0])
+            for r in rows
+        ]
+
+
+_REV_COLS = "name, strategy, params, seed, parent, valid, created, shortfall"
+
+
+def _rev_row(r: Sequence[Any]) -> Revision:
+    return Revision(
+        r[0], r[1], json.loads(r[2]), r[3], r[4], bool(r[5]), r[6], json.loads(r[7])
+    )
+
+
+class _Revisions(_Repo, RevisionRepo):
+    def create(self, revision: Revision, members: Sequence[RevisionMember]) -> Revision:
+        rev = revision
+        if rev.created is None:
+            rev = dataclasses.replace(rev, created=utc_now())
+        with self._db.tx() as c:
+            if c.execute(
+                "SELECT 1 FROM revisions WHERE name = ?", (rev.name,)
+            ).fetchone():
+                raise StoreError(
+                    f"revision {rev.name!r} already exists; revisions are immutable. "
+                    "Choose a new name."
+                )
+            if (
+                rev.parent is not None
+                and not c.execute(
+                    "SELECT 1 FROM revisions WHERE name = ?", (rev.parent,)
+                ).fetchone()
+            ):
+                raise NotFoundError(
+                    f"parent revision {rev.parent!r} of {rev.name!r} does not exist."
+                )
+            c.execute(
+                f"INSERT INTO revisions({_REV_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    rev.name,
+                    rev.strategy,
+                    _dumps(dict(rev.params)),
+                    rev.seed,
+                    rev.parent,
+                    int(rev.valid),
+                    rev.created,
+                    _dumps(dict(rev.shortfall)),
+                ),
+            )
+            c.executemany(
+                "INSERT INTO revision_members VALUES (?,?,?,?,?,?,?)",
+                (
+                    (rev.name, i, m.item_id, m.class_id, m.bin, m.origin, m.from_bin)
+                    for i, m in enumerate(members)
+                ),
+            )
+        return self.get(rev.name)
+
+    def get(self, name: str) -> Revision:
+        row = self._db.one(f"SELECT {_REV_COLS} FROM revisions WHERE name = ?", (name,))
+        if row is None:
+            known = ", ".join(r.name for r in self.list()) or "none"
+            raise NotFoundError(
+                f"revision {name!r} does not exist (revisions: {known})."
+            )
+        return _rev_row(row)
+
+    def list(self) -> list[Revision]:
+        return [
+            _rev_row(r)
+            for r in self._db.rows(f"SELECT {_REV_COLS} FROM revisions ORDER BY seq")
+        ]
+
+    def members(self, name: str) -> builtins.list[RevisionMember]:
+        self.get(name)
+        rows = self._db.rows(
+            "SELECT item_id, class_id, bin, origin, from_bin FROM revision_members "
+            "WHERE revision = ? ORDER BY pos",
+            (name,),
+        )
+        return [RevisionMember(*r) for r in rows]
+
+    def set_review(self, state: ReviewState) -> None:
+        self.get(state.revision)
+        with self._db.tx() as c:
+            c.execute(
+                "INSERT INTO review_states VALUES (?,?,?,?,?,?,?)",
+                (
+                    None,
+                    state.revision,
+                    state.class_id,
+                    int(state.reviewed),
+                    int(state.problematic),
+                    state.who,
+                    state.when or utc_now(),
+                ),
+            )
+
+    def review_events(self, name: str) -> builtins.list[ReviewState]:
+        self.get(name)
+        rows = self._db.rows(
+            "SELECT revision, class_id, reviewed, problematic, who, at "
+            "FROM review_states WHERE revision = ? ORDER BY id",
+            (name,),
+        )
+        return [
+            ReviewState(r[0], r[1], bool(r[2]), bool(r[3]), r[4], r[5]) for r in rows
+        ]
+
+
+class _Artifacts(_Repo, ArtifactRepo):
+    def put(self, record: ArtifactRecord) -> None:
+        r = record
+        with self._db.tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?,?)",
+                (
+                    r.name,
+                    r.path,
+                    r.sha256,
+                    r.stage,
+                    _dumps(dict(r.params)),
+                    r.version,
+                    r.created or utc_now(),
+                ),
+            )
+
+    @staticmethod
+    def _row(r: Sequence[Any]) -> ArtifactRecord:
+        return ArtifactRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6])
+
+    def get(self, name: str) -> ArtifactRecord:
+        row = self._db.one("SELECT * FROM artifacts WHERE name = ?", (name,))
+        if row is None:
+            raise NotFoundError(f"artifact {name!r} is not in the manifest.")
+        return self._row(row)
+
+    def list(self, *, stage: str | None = None) -> list[ArtifactRecord]:
+        where, params = _where(stage=stage)
+        rows = self._db.rows(f"SELECT * FROM artifacts{where} ORDER BY name", params)
+        return [self._row(r) for r in rows]
+
+
+class _Stages(_Repo, StageRepo):
+    def mark(self, checkpoint: StageCheckpoint) -> None:
+        k = checkpoint
+        with self._db.tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO stages VALUES (?,?,?,?,?)",
+                (k.stage, k.key, int(k.done), k.artifact, k.when or utc_now()),
+            )
+
+    def get(self, stage: str, *, key: str) -> StageCheckpoint | None:
+        r = self._db.one(
+            "SELECT * FROM stages WHERE stage = ? AND key = ?", (stage, key)
+        )
+        return (
+            None if r is None else StageCheckpoint(r[0], r[1], bool(r[2]), r[3], r[4])
+        )
+
+    def list(self, stage: str) -> list[StageCheckpoint]:
+        rows = self._db.rows(
+            "SELECT * FROM stages WHERE stage = ? ORDER BY key", (stage,)
+        )
+        return [StageCheckpoint(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
+
+    def reset(self, stage: str) -> int:
+        with self._db.tx() as c:
+            return int(
+                c.execute("DELETE FROM stages WHERE stage = ?", (stage,)).rowcount
+            )
+
+
+class _Predictions(_Repo, PredictionRepo):
+    def put(self, record: PredictionRecord) -> None:
+        r = record
+        with self._db.tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO predictions VALUES (?,?,?,?,?,?)",
+                (
+                    r.model,
+                    r.dataset,
+                    r.path,
+                    r.sha256,
+                    r.created or utc_now(),
+                    _extra(r.extra),
+                ),
+            )
+
+    @staticmethod
+    def _row(r: Sequence[Any]) -> PredictionRecord:
+        return PredictionRecord(r[0], r[1], r[2], r[3], r[4], _loads_extra(r[5]))
+
+    def get(self, model: str, *, dataset: str) -> PredictionRecord:
+        row = self._db.one(
+            "SELECT * FROM predictions WHERE model = ? AND dataset = ?",
+            (model, dataset),
+        )
+        if row is None:
+            raise NotFoundError(
+                f"no cached predictions of model {model!r} on {dataset!r}."
+            )
+        return self._row(row)
+
+    def list(
+        self, *, model: str | None = None, dataset: str | None = None
+    ) -> list[PredictionRecord]:
+        where, params = _where(model=model, dataset=dataset)
+        rows = self._db.rows(
+            f"SELECT * FROM predictions{where} ORDER BY dataset, model", params
+        )
+        return [self._row(r) for r in rows]

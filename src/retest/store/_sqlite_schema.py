@@ -1,0 +1,84 @@
+"""The SQL schema of ``retest.db``, as migrations applied in order."""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+
+_V1 = """
+CREATE TABLE classes(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+  description TEXT NOT NULL DEFAULT '', links TEXT NOT NULL DEFAULT '[]');
+CREATE TABLE keywords(
+  class_id INTEGER NOT NULL, keyword TEXT NOT NULL,
+  original_count INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(class_id, keyword));
+CREATE TABLE refs(
+  split TEXT NOT NULL, idx INTEGER NOT NULL, class_id INTEGER NOT NULL,
+  content_id TEXT NOT NULL, keyword TEXT, array_name TEXT, array_row INTEGER,
+  PRIMARY KEY(split, idx));
+CREATE INDEX refs_content ON refs(content_id);
+CREATE TABLE candidates(
+  seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+  source_ref TEXT NOT NULL, class_id INTEGER, keyword TEXT, date_taken TEXT,
+  date_uploaded TEXT, url TEXT, license TEXT, width INTEGER, height INTEGER,
+  array_name TEXT, array_row INTEGER, file_path TEXT, extra TEXT);
+CREATE INDEX candidates_class ON candidates(class_id);
+CREATE INDEX candidates_keyword ON candidates(keyword);
+CREATE TABLE tasks(
+  seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, class_id INTEGER NOT NULL,
+  items TEXT NOT NULL, controls TEXT NOT NULL, seed INTEGER, kind TEXT NOT NULL,
+  created TEXT NOT NULL, extra TEXT);
+CREATE TABLE annotations(
+  id INTEGER PRIMARY KEY, who TEXT NOT NULL, kind TEXT NOT NULL,
+  class_id INTEGER NOT NULL, item_id TEXT NOT NULL, value INTEGER NOT NULL,
+  at TEXT NOT NULL, ui_version TEXT NOT NULL, task_id TEXT, assignment_id TEXT,
+  assignment_status TEXT, worker TEXT, extra TEXT);
+CREATE INDEX annotations_item ON annotations(item_id);
+CREATE INDEX annotations_task ON annotations(task_id);
+CREATE INDEX annotations_assignment ON annotations(assignment_id);
+CREATE INDEX annotations_class_kind ON annotations(class_id, kind);
+CREATE TABLE blacklist(
+  id INTEGER PRIMARY KEY, item_id TEXT NOT NULL, reason TEXT NOT NULL,
+  who TEXT NOT NULL, at TEXT NOT NULL, undo INTEGER NOT NULL);
+CREATE INDEX blacklist_item ON blacklist(item_id);
+CREATE TABLE neighbours(
+  candidate_id TEXT NOT NULL, metric TEXT NOT NULL, ref_ids TEXT NOT NULL,
+  distances BLOB NOT NULL, PRIMARY KEY(candidate_id, metric));
+CREATE TABLE verdicts(
+  id INTEGER PRIMARY KEY, candidate_id TEXT NOT NULL, ref_id TEXT NOT NULL,
+  metric TEXT NOT NULL, is_duplicate INTEGER NOT NULL, who TEXT NOT NULL,
+  at TEXT NOT NULL);
+CREATE INDEX verdicts_candidate ON verdicts(candidate_id);
+CREATE TABLE neighbour_reviews(
+  id INTEGER PRIMARY KEY, candidate_id TEXT NOT NULL, metric TEXT NOT NULL,
+  reviewer TEXT NOT NULL, refs TEXT NOT NULL, at TEXT NOT NULL);
+CREATE INDEX neighbour_reviews_candidate ON neighbour_reviews(candidate_id);
+CREATE TABLE revisions(
+  seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, strategy TEXT NOT NULL,
+  params TEXT NOT NULL, seed INTEGER, parent TEXT REFERENCES revisions(name),
+  valid INTEGER NOT NULL, created TEXT NOT NULL, shortfall TEXT NOT NULL);
+CREATE TABLE revision_members(
+  revision TEXT NOT NULL REFERENCES revisions(name), pos INTEGER NOT NULL,
+  item_id TEXT NOT NULL, class_id INTEGER NOT NULL, bin INTEGER,
+  origin TEXT NOT NULL, from_bin INTEGER, PRIMARY KEY(revision, pos));
+CREATE TABLE review_states(
+  id INTEGER PRIMARY KEY, revision TEXT NOT NULL REFERENCES revisions(name),
+  class_id INTEGER NOT NULL, reviewed INTEGER NOT NULL,
+  problematic INTEGER NOT NULL, who TEXT NOT NULL, at TEXT NOT NULL);
+CREATE INDEX review_states_revision ON review_states(revision);
+CREATE TABLE artifacts(
+  name TEXT PRIMARY KEY, path TEXT NOT NULL, sha256 TEXT NOT NULL,
+  stage TEXT NOT NULL, params TEXT NOT NULL, version TEXT NOT NULL,
+  created TEXT NOT NULL);
+CREATE TABLE stages(
+  stage TEXT NOT NULL, key TEXT NOT NULL, done INTEGER NOT NULL, artifact TEXT,
+  at TEXT NOT NULL, PRIMARY KEY(stage, key));
+CREATE TABLE predictions(
+  model TEXT NOT NULL, dataset TEXT NOT NULL, path TEXT NOT NULL,
+  sha256 TEXT NOT NULL, created TEXT NOT NULL, extra TEXT,
+  PRIMARY KEY(dataset, model));
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+"""SQL scripts; migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
+SCHEMA_VERSION = len(MIGRATIONS)
