@@ -1,0 +1,679 @@
+"""Exact k-nearest neighbours under squared L2, streamed over large reference sets.
+
+The fast pass computes ``‖y‖² − 2 x·y`` with float32 matrix products (torch, numpy
+or faiss) over reference chunks sized to a memory budget and keeps a running
+shortlist per query. A float64 re-ranking of a provably safe shortlist then makes
+the returned top-k equal to a float64 brute force (bit-exact for integer pixel data).
+
+Error bound relied on
+---------------------
+Let ``u = 2**-24`` and ``m = min(d, 4096)`` (longer inner dimensions are split into
+float32 blocks of at most 4096 terms accumulated in float64). For any summation
+order of the float32 inner product (no Strassen, no reduced precision), the float32
+score ``ẽ`` of the exact ``e = ‖y‖² − 2 x·y`` satisfies::
+
+    |ẽ − e| ≤ B(x, y) = c · (‖x‖² + 2 ‖y‖²),   c = 1.1 (m + 4) u / (1 − (m + 4) u)
+
+(Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1: ``|fl(x·y) − x·y|
+≤ γ_m Σ|x_i y_i|``, plus input rounding ``(2u + u²) Σ|x_i y_i|``, the rounding of the
+norm and the final subtraction; ``2 Σ|x_i y_i| ≤ ‖x‖² + ‖y‖²``; the factor 1.1 covers
+the float64 steps). With ``T`` the k-th smallest ``ẽ`` of a query and ``B_T`` the
+largest bound among those k, every true top-k neighbour ``j`` has
+``ẽ_j ≤ T + B_T + B(x, y_j)``; all such candidates are re-ranked exactly. If a
+candidate may have been dropped from the bounded running shortlist, that query is
+re-scanned with a range pass, so the guarantee never depends on luck. The faiss
+backend computes ``‖x‖² + ‖y‖² − 2x·y`` with float32 norms; its bound is taken as
+``2c (‖x‖² + ‖y‖²)``.
+
+Exact distances are ``Σ (x_i − y_i)²`` accumulated in float64, per pair, so results
+do not depend on chunking (which is what makes a Dask run identical).
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest._progress import ProgressCallback, report
+from retest.errors import ConfigError, InputValidationError
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "KnnResult",
+    "RangeResult",
+    "error_bound_constant",
+    "exact_sqdist",
+    "knn",
+    "knn_range",
+    "merge_knn",
+]
+
+Backend = Literal["auto", "numpy", "torch", "faiss"]
+DEFAULT_MEMORY_BUDGET = 4 * 2**30
+_INNER_BLOCK = 4096
+_U = 2.0**-24
+
+
+@dataclass(frozen=True, slots=True)
+class KnnResult:
+    """Top-k neighbours per query, nearest first (ties by reference index).
+
+    ``indices`` (n_queries, k) int64 reference rows (−1 where ``pad`` left a gap);
+    ``distances`` (n_queries, k) float64 squared L2 (inf in gaps).
+    """
+
+    indices: NDArray[np.int64]
+    distances: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """Pairs with ``low ≤ d ≤ high`` sorted by (query, distance, reference)."""
+
+    query: NDArray[np.int64]
+    reference: NDArray[np.int64]
+    distances: NDArray[np.float64]
+
+
+def error_bound_constant(d: int) -> float:
+    """The constant ``c`` of the module-level error bound for dimension ``d``."""
+    m = min(d, _INNER_BLOCK) + 4
+    return 1.1 * m * _U / (1.0 - m * _U)
+
+
+# ----------------------------------------------------------------------------- input
+
+
+def _as_2d(x: Any, name: str) -> NDArray[Any]:
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        x = np.asarray(x)
+    if x.ndim < 2:
+        raise InputValidationError(
+            f"{name} must be an array of shape (n, d) or (n, H, W[, C]). Got shape {x.shape}."
+        )
+    if x.dtype.kind not in "uif":
+        raise InputValidationError(f"{name} must be numeric. Got dtype {x.dtype}.")
+    if x.ndim > 2:
+        x = x.reshape(x.shape[0], -1)
+    return x
+
+
+def _check_finite32(block: NDArray[np.float32], name: str, offset: int) -> None:
+    if not np.isfinite(block).all():
+        rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + offset
+        raise InputValidationError(
+            f"{name} contains NaN or infinite values (or values beyond float32 range) "
+            f"in rows {rows[:5].tolist()}. Remove or impute them first."
+        )
+
+
+def _resolve_exclude(
+    exclude: ArrayLike | None, exclude_self: bool, nq: int, nr: int
+) -> NDArray[np.int64] | None:
+    if exclude_self:
+        if nq != nr:
+            raise InputValidationError(
+                f"exclude_self needs the query set to be the reference set, but there are "
+                f"{nq} queries and {nr} references. Pass exclude= instead."
+            )
+        return np.arange(nq, dtype=np.int64)
+    if exclude is None:
+        return None
+    ex = np.asarray(exclude, dtype=np.int64).reshape(-1)
+    if ex.shape[0] != nq:
+        raise InputValidationError(
+            f"exclude must give one reference index (or −1) per query: {nq} queries, "
+            f"{ex.shape[0]} entries."
+        )
+    return ex
+
+
+def _validate(
+    queries: Any, references: Any, k: int | None, pad: bool, ex: NDArray[np.int64] | None
+) -> None:
+    nq, d = queries.shape
+    nr, dr = references.shape
+    if d != dr:
+        raise InputValidationError(
+            f"queries have {d} features but references have {dr}; both sides must "
+            "share one dimension (resize images to a common size first)."
+        )
+    if nr == 0:
+        raise InputValidationError("references are empty; expected at least one row.")
+    if nq == 0:
+        raise InputValidationError("queries are empty; expected at least one row.")
+    if k is None:
+        return
+    if k < 1:
+        raise ConfigError(f"k must be a positive integer. Got {k}.")
+    n_avail = nr - (1 if ex is not None and (ex >= 0).any() else 0)
+    if k > n_avail and not pad:
+        self_note = " (self-matches excluded)" if n_avail < nr else ""
+        raise InputValidationError(
+            f"k={k} exceeds the {n_avail} available references{self_note}; "
+            f"use k ≤ {n_avail} or add references."
+        )
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is optional
+        return None
+    return torch
+
+
+def _pick_backend(backend: str) -> str:
+    if backend not in ("auto", "numpy", "torch", "faiss"):
+        raise ConfigError(
+            f"backend must be 'auto', 'numpy', 'torch' or 'faiss'. Got {backend!r}."
+        )
+    if backend == "auto":
+        return "torch" if _torch() is not None else "numpy"
+    if backend == "torch" and _torch() is None:
+        raise ConfigError("backend 'torch' needs torch: pip install 'retest[torch]'.")
+    if backend == "faiss":
+        try:
+            import faiss  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "backend 'faiss' needs faiss: pip install 'retest[faiss]'."
+            ) from None
+    return backend
+
+
+def _drop_pages(arr: Any, r0: int, r1: int) -> None:
+    """Tell the kernel we are done with rows r0:r1 of a memmap (keeps RSS bounded)."""
+    mm = getattr(arr, "_mmap", None)
+    if not isinstance(arr, np.memmap) or mm is None or not arr.flags.c_contiguous:
+        return
+    row = arr.strides[0]
+    start = int(getattr(arr, "offset", 0)) + r0 * row
+    lo = (start // mmap.PAGESIZE) * mmap.PAGESIZE
+    hi = int(getattr(arr, "offset", 0)) + r1 * row
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, lo, max(0, min(hi, len(mm)) - lo))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - best effort
+        pass
+
+
+def _norms64(block: NDArray[Any]) -> NDArray[np.float64]:
+    if block.dtype == np.float32 and block.flags.c_contiguous:
+        b64 = block.astype(np.float64)
+    else:
+        b64 = np.asarray(block, dtype=np.float64)
+    return np.einsum("ij,ij->i", b64, b64)
+
+
+def exact_sqdist(
+    queries: NDArray[Any],
+    references: NDArray[Any],
+    qi: NDArray[np.int64],
+    ri: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """Float64 ``Σ (x − y)²`` for the pairs ``(queries[qi], references[ri])``.
+
+    Per-pair computation: the value does not depend on which other pairs are in the
+    batch. Exact for integer data (all partial sums are integers below 2**53).
+    """
+    out = np.empty(qi.shape[0], dtype=np.float64)
+    if qi.size == 0:
+        return out
+    small_int = {queries.dtype.kind, references.dtype.kind} <= {"u", "i"} and max(
+        queries.dtype.itemsize, references.dtype.itemsize
+    ) == 1
+    order = np.argsort(ri, kind="stable")  # sorted reads are kind to memmaps
+    step = 256 if small_int else max(1, (16 * 2**20) // (8 * max(1, queries.shape[1])))
+    for s in range(0, order.size, step):
+        sel = order[s : s + step]
+        if small_int:  # int16 differences and int64 sums: exact and cache-friendly
+            rows16 = np.asarray(references[ri[sel]]).astype(np.int16)
+            rows16 -= np.asarray(queries[qi[sel]])
+            out[sel] = np.einsum("ij,ij->i", rows16, rows16, dtype=np.int64)
+            continue
+        rows = np.asarray(references[ri[sel]], dtype=np.float64)
+        rows -= np.asarray(queries[qi[sel]], dtype=np.float64)
+        out[sel] = np.einsum("ij,ij->i", rows, rows)
+    return out
+
+
+class _Scorer:
+    """Float32 scores ``ẽ = ‖y‖² − 2x·y`` (or faiss top lists) per reference chunk."""
+
+    def __init__(self, backend: str, xq: NDArray[np.float32], rows: int) -> None:
+        self.backend = backend
+        self.xq = xq
+        nq, self.d = xq.shape
+        self.buf = np.empty((rows, self.d), dtype=np.float32)
+        self.out = np.empty(nq * rows, dtype=np.float32)
+        if backend == "torch":
+            torch = _torch()
+            self.t_xq = torch.from_numpy(xq)
+            self.t_buf = torch.from_numpy(self.buf)
+            self.t_out = torch.from_numpy(self.out)
+
+    def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
+        chunk = self.buf[: r1 - r0]
+        np.copyto(chunk, refs[r0:r1], casting="unsafe")
+        if refs.dtype.kind == "f":
+            _check_finite32(chunk, "references", r0)
+        return chunk
+
+    def scores(self, chunk: NDArray[np.float32], rn: NDArray[np.float64]) -> NDArray[Any]:
+        n, nq = chunk.shape[0], self.xq.shape[0]
+        if self.d > _INNER_BLOCK:
+            acc = np.zeros((nq, n), dtype=np.float64)
+            for b0 in range(0, self.d, _INNER_BLOCK):
+                b1 = min(self.d, b0 + _INNER_BLOCK)
+                acc += self.xq[:, b0:b1] @ chunk[:, b0:b1].T
+            acc *= -2.0
+            acc += rn[None, :]
+            return acc
+        out = self.out[: nq * n].reshape(nq, n)
+        rn32 = rn.astype(np.float32)
+        if self.backend == "torch":
+            torch = _torch()
+            torch.addmm(torch.from_numpy(rn32)[None, :], self.t_xq, self.t_buf[:n].T,
+                        beta=1, alpha=-2, out=self.t_out[: nq * n].view(nq, n))
+            return out
+        np.matmul(self.xq, chunk.T, out=out)
+        out *= -2.0
+        out += rn32[None, :]
+        return out
+
+
+def _chunk_norms(chunk: NDArray[np.float32], exact_small_int: bool) -> NDArray[np.float64]:
+    """Squared row norms in float64 (exact for 8-bit integer data)."""
+    n, d = chunk.shape
+    out = np.empty(n, dtype=np.float64)
+    if exact_small_int and d % 128 == 0:
+        # squares ≤ 255², so float32 partial sums of 128 of them are exact integers
+        for s in range(0, n, 256):
+            sq = chunk[s : s + 256] * chunk[s : s + 256]
+            out[s : s + 256] = sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
+        return out
+    for s in range(0, n, 512):
+        out[s : s + 512] = np.einsum("ij,ij->i", chunk[s : s + 512], chunk[s : s + 512],
+                                     dtype=np.float64)
+    return out
+
+
+@dataclass
+class _Plan:
+    q_block: int
+    chunk: int
+
+
+def _plan(nq: int, nr: int, d: int, budget: int, chunk_size: int | None) -> _Plan:
+    if budget < 2**20:
+        raise ConfigError(f"memory_budget must be at least 1 MiB. Got {budget} bytes.")
+    chunk = min(nr, chunk_size or 8192)
+    chunk = max(1, min(chunk, budget // (4 * 4 * d)))
+    per_q = 4 * d + 20 * chunk
+    q_block = max(1, min(nq, (budget // 2) // per_q))
+    return _Plan(q_block=q_block, chunk=chunk)
+
+
+@dataclass
+class _Shortlist:
+    """Running k' smallest float32 scores per query (ties by index)."""
+
+    vals: NDArray[np.float64]
+    idx: NDArray[np.int64]
+    bnd: NDArray[np.float64]
+
+    @classmethod
+    def empty(cls, nq: int, kp: int) -> _Shortlist:
+        return cls(np.full((nq, kp), np.inf), np.full((nq, kp), -1, np.int64),
+                   np.zeros((nq, kp)))
+
+    def tau(self) -> NDArray[np.float64]:
+        return self.vals[:, -1]
+
+    def merge(self, rows: NDArray[np.int64], idx: NDArray[np.int64],
+              vals: NDArray[np.float64], bnd: NDArray[np.float64]) -> None:
+        if rows.size == 0:
+            return
+        kp = self.vals.shape[1]
+        ar, local = np.unique(rows, return_inverse=True)
+        nloc = ar.size
+        r_all = np.concatenate([np.repeat(np.arange(nloc), kp), local])
+        v_all = np.concatenate([self.vals[ar].ravel(), vals])
+        i_all = np.concatenate([self.idx[ar].ravel(), idx])
+        b_all = np.concatenate([self.bnd[ar].ravel(), bnd])
+        # −1 padding sorts after real indices at equal (inf) score
+        order = np.lexsort((np.where(i_all < 0, np.iinfo(np.int64).max, i_all), v_all, r_all))
+        rs = r_all[order]
+        rank = np.arange(rs.size) - np.searchsorted(rs, rs, side="left")
+        keep = order[rank < kp]
+        pos = (r_all[keep], rank[rank < kp])
+        for arr, src in ((self.vals, v_all), (self.idx, i_all), (self.bnd, b_all)):
+            sub = arr[ar]
+            sub[pos] = src[keep]
+            arr[ar] = sub
+
+
+def _select(scores: NDArray[Any], tau: NDArray[np.float64], kp: int,
+            backend: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row, col) of entries that may enter the shortlists."""
+    nq, n = scores.shape
+    t = tau.astype(scores.dtype)
+    mask = scores < t[:, None]
+    count = int(np.count_nonzero(mask))
+    if count <= 2 * nq * kp + (nq * n) // 16 or kp >= n:
+        rows, cols = np.nonzero(mask)
+        return rows.astype(np.int64), cols.astype(np.int64)
+    if backend == "torch":
+        torch = _torch()
+        _, ti = torch.topk(torch.from_numpy(scores), kp, dim=1, largest=False,
+                           sorted=False)
+        cols = ti.numpy().astype(np.int64)
+    else:
+        cols = np.argpartition(scores, kp - 1, axis=1)[:, :kp].astype(np.int64)
+    rows = np.repeat(np.arange(nq, dtype=np.int64), kp)
+    cols = cols.ravel()
+    ok = mask[rows, cols]
+    return rows[ok], cols[ok]
+
+
+def _faiss_select(xq: NDArray[np.float32], qn: NDArray[np.float64],
+                  chunk: NDArray[np.float32], kp: int
+                  ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    import faiss
+
+    n = chunk.shape[0]
+    dist, ind = faiss.knn(xq, chunk, min(kp + 1, n))
+    rows = np.repeat(np.arange(xq.shape[0], dtype=np.int64), dist.shape[1])
+    cols = ind.ravel().astype(np.int64)
+    vals = dist.ravel().astype(np.float64) - qn[rows]
+    ok = cols >= 0
+    return rows[ok], cols[ok], vals[ok]
+
+
+class _RefNorms:
+    """Reference norms computed once per row and reused by later query blocks."""
+
+    def __init__(self, nr: int, small_int: bool) -> None:
+        self.small_int = small_int
+        self.rn = np.zeros(nr)
+        self.done = np.zeros(nr, dtype=bool)
+
+    def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
+        r1 = r0 + chunk.shape[0]
+        if not self.done[r0:r1].all():
+            self.rn[r0:r1] = _chunk_norms(chunk, self.small_int)
+            self.done[r0:r1] = True
+        return self.rn[r0:r1]
+
+
+def _mask_excluded(scores: NDArray[Any], ex: NDArray[np.int64] | None, r0: int,
+                   r1: int) -> None:
+    if ex is None:
+        return
+    hit = np.flatnonzero((ex >= r0) & (ex < r1))
+    scores[hit, ex[hit] - r0] = np.inf
+
+
+def _is_small_int(a: Any) -> bool:
+    return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
+
+
+def _load_queries(q: Any, q0: int, q1: int) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
+    np.copyto(xq, q[q0:q1], casting="unsafe")
+    if q.dtype.kind == "f":
+        _check_finite32(xq, "queries", q0)
+    return xq, _chunk_norms(xq, _is_small_int(q))
+
+
+def _scan(
+    qdata: tuple[NDArray[np.float32], NDArray[np.float64]], refs: Any, plan: _Plan, backend: str, norms: _RefNorms,
+    lo: NDArray[np.float64], hi: NDArray[np.float64], ex: NDArray[np.int64] | None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """All pairs whose float32 score may lie in [lo, hi] (per query, plus bounds)."""
+    xq, qn = qdata
+    be = "numpy" if backend == "numpy" else ("torch" if _torch() else "numpy")
+    sc = _Scorer(be, xq, plan.chunk)
+    c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    out_q, out_r = [], []
+    for r0 in range(0, refs.shape[0], plan.chunk):
+        r1 = min(refs.shape[0], r0 + plan.chunk)
+        chunk = sc.load(refs, r0, r1)
+        rn = norms.get(chunk, r0)
+        s = sc.scores(chunk, rn)
+        _mask_excluded(s, ex, r0, r1)
+        b = c * (qn[:, None] + 2.0 * rn[None, :])
+        qi, ri = np.nonzero((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
+        out_q.append(qi.astype(np.int64))
+        out_r.append(ri.astype(np.int64) + r0)
+        _drop_pages(refs, r0, r1)
+    return np.concatenate(out_q), np.concatenate(out_r)
+
+
+def _top_by_exact(qi: NDArray[np.int64], ri: NDArray[np.int64], dist: NDArray[np.float64],
+                  nq: int, k: int) -> KnnResult:
+    order = np.lexsort((ri, dist, qi))
+    qs = qi[order]
+    rank = np.arange(qs.size) - np.searchsorted(qs, qs, side="left")
+    keep = order[rank < k]
+    idx = np.full((nq, k), -1, dtype=np.int64)
+    dd = np.full((nq, k), np.inf)
+    pos = (qi[keep], rank[rank < k])
+    idx[pos] = ri[keep]
+    dd[pos] = dist[keep]
+    return KnnResult(indices=idx, distances=dd)
+
+
+def _knn_block(
+    q: Any, q0: int, q1: int, refs: Any, k: int, plan: _Plan, backend: str,
+    norms: _RefNorms, ex: NDArray[np.int64] | None,
+    tick: Callable[[], None],
+) -> KnnResult:
+    xq, qn = _load_queries(q, q0, q1)
+    nr = refs.shape[0]
+    kp = min(nr, k + max(16, k))
+    sl = _Shortlist.empty(q1 - q0, kp)
+    sc = _Scorer(backend if backend != "faiss" else "numpy", xq, plan.chunk)
+    c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    for r0 in range(0, nr, plan.chunk):
+        r1 = min(nr, r0 + plan.chunk)
+        chunk = sc.load(refs, r0, r1)
+        rn = norms.get(chunk, r0)
+        if backend == "faiss":
+            rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
+            if ex is not None:
+                ok = cols + r0 != ex[rows]
+                rows, cols, vals = rows[ok], cols[ok], vals[ok]
+        else:
+            s = sc.scores(chunk, rn)
+            _mask_excluded(s, ex, r0, r1)
+            rows, cols = _select(s, sl.tau(), kp, backend)
+            vals = s[rows, cols].astype(np.float64)
+        sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+        _drop_pages(refs, r0, r1)
+        tick()
+    return _finalize(q, (xq, qn), refs, k, sl, plan, backend, norms, ex, q0, c)
+
+
+def _finalize(
+    q: Any, qdata: tuple[NDArray[np.float32], NDArray[np.float64]], refs: Any, k: int,
+    sl: _Shortlist, plan: _Plan, backend: str, norms: _RefNorms,
+    ex: NDArray[np.int64] | None, q0: int, c: float,
+) -> KnnResult:
+    xq, qn = qdata
+    nq = xq.shape[0]
+    kk = min(k, sl.vals.shape[1])
+    t = sl.vals[:, kk - 1]
+    bt = np.where(np.isfinite(sl.vals[:, :kk]), sl.bnd[:, :kk], 0.0).max(axis=1)
+    limit = t + bt
+    maxrn = float(norms.rn.max())
+    flagged = np.isfinite(t) & (sl.vals[:, -1] <= limit + c * (qn + 2.0 * maxrn))
+    cand = np.isfinite(sl.vals) & (sl.vals <= (limit[:, None] + sl.bnd))
+    cand[flagged] = False
+    qi, col = np.nonzero(cand)
+    ri = sl.idx[qi, col]
+    if flagged.any():
+        fl = np.flatnonzero(flagged)
+        sub_ex = None if ex is None else ex[fl]
+        fq, fr = _scan((xq[fl], qn[fl]), refs, plan, backend, norms,
+                       np.full(fl.size, -np.inf), limit[fl], sub_ex)
+        qi = np.concatenate([qi, fl[fq]])
+        ri = np.concatenate([ri, fr])
+    dist = exact_sqdist(q, refs, qi + q0, ri)
+    return _top_by_exact(qi, ri, dist, nq, k)
+
+
+def knn(
+    queries: ArrayLike,
+    references: ArrayLike,
+    k: int,
+    *,
+    exclude: ArrayLike | None = None,
+    exclude_self: bool = False,
+    pad: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> KnnResult:
+    """Exact k nearest references of each query under squared L2.
+
+    Parameters
+    ----------
+    queries : array of shape (n_queries, d) or (n_queries, H, W[, C])
+        uint8 / integer / float; may be a memmap.
+    references : array of shape (n_refs, d) or (n_refs, H, W[, C])
+        May be a memory-mapped array larger than RAM; it is streamed in chunks.
+    k : int
+        Neighbours per query.
+    exclude : array of shape (n_queries,), optional
+        Reference index to skip for each query (−1 for none), e.g. the query's own
+        row when the queries are part of the references.
+    exclude_self : bool
+        Shorthand for ``exclude=arange(n)`` when queries and references are the same.
+    pad : bool
+        Allow ``k`` above the available references; gaps get index −1 and
+        distance inf (used when merging partial results over reference shards).
+    memory_budget : int
+        Bytes the working buffers may use (default 4 GiB); sets the chunk sizes.
+    backend : {'auto', 'numpy', 'torch', 'faiss'}
+        Engine of the float32 pass; 'auto' takes torch when importable.
+    chunk_size : int, optional
+        Reference rows per chunk (default from the budget, at most 8192).
+    progress : ProgressCallback, optional
+        Called as ``progress("knn", chunks_done, chunks_total)``.
+
+    Returns
+    -------
+    KnnResult
+        ``indices`` (n_queries, k) int64 and ``distances`` (n_queries, k) float64,
+        ascending, ties broken by the smaller reference index. Equal to a float64
+        brute force (see the module docstring for the bound that guarantees it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0, 0], [1, 0], [5, 5]], dtype=np.uint8)
+    >>> r = knn(x, x, 1, exclude_self=True, backend="numpy")
+    >>> r.indices.ravel().tolist(), r.distances.ravel().tolist()
+    ([1, 0, 1], [1.0, 1.0, 41.0])
+    """
+    q = _as_2d(queries, "queries")
+    refs = _as_2d(references, "references")
+    ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
+    _validate(q, refs, int(k), pad, ex)
+    be = _pick_backend(backend)
+    plan = _plan(q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size)
+    nq, nr = q.shape[0], refs.shape[0]
+    n_chunks = -(-nr // plan.chunk)
+    total = n_chunks * -(-nq // plan.q_block)
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        report(progress, "knn", done[0], total)
+
+    norms = _RefNorms(nr, _is_small_int(refs))
+    parts = []
+    for q0 in range(0, nq, plan.q_block):
+        q1 = min(nq, q0 + plan.q_block)
+        sub_ex = None if ex is None else ex[q0:q1]
+        parts.append(_knn_block(q, q0, q1, refs, int(k), plan, be, norms, sub_ex, tick))
+    return KnnResult(
+        indices=np.concatenate([p.indices for p in parts]),
+        distances=np.concatenate([p.distances for p in parts]),
+    )
+
+
+def merge_knn(parts: Sequence[KnnResult], k: int) -> KnnResult:
+    """Merge top-k lists computed over disjoint reference shards (global indices).
+
+    Entries with index −1 (padding) are ignored; the result keeps the ``k`` smallest
+    distances per query with ties broken by reference index.
+    """
+    if not parts:
+        raise InputValidationError("merge_knn needs at least one partial result.")
+    nq = parts[0].indices.shape[0]
+    if any(p.indices.shape[0] != nq for p in parts):
+        raise InputValidationError(
+            "partial kNN results disagree on the number of queries: "
+            f"{[p.indices.shape[0] for p in parts]}."
+        )
+    idx = np.concatenate([p.indices for p in parts], axis=1)
+    dist = np.concatenate([p.distances for p in parts], axis=1)
+    qi, col = np.nonzero(idx >= 0)
+    return _top_by_exact(qi.astype(np.int64), idx[qi, col], dist[qi, col], nq, k)
+
+
+def knn_range(
+    queries: ArrayLike,
+    references: ArrayLike,
+    *,
+    low: float,
+    high: float,
+    exclude: ArrayLike | None = None,
+    exclude_self: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> RangeResult:
+    """All (query, reference) pairs with ``low ≤ squared L2 ≤ high``, exactly.
+
+    The CIFAR-10.1 helper ``find_near_self_duplicates(images, ind, low, high)`` works
+    on plain L2; pass ``low**2`` and ``high**2``. Candidates from the float32 pass
+    are widened by the error bound of the module docstring and checked in float64.
+    """
+    q = _as_2d(queries, "queries")
+    refs = _as_2d(references, "references")
+    ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
+    _validate(q, refs, None, False, ex)
+    if not low <= high:
+        raise ConfigError(f"knn_range needs low ≤ high. Got low={low}, high={high}.")
+    be = _pick_backend(backend)
+    plan = _plan(q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size)
+    norms = _RefNorms(refs.shape[0], _is_small_int(refs))
+    out_q, out_r, out_d = [], [], []
+    nq = q.shape[0]
+    for q0 in range(0, nq, plan.q_block):
+        q1 = min(nq, q0 + plan.q_block)
+        xq, qn = _load_queries(q, q0, q1)
+        qi, ri = _scan((xq, qn), refs, plan, be, norms, low - qn, high - qn,
+                       None if ex is None else ex[q0:q1])
+        dist = exact_sqdist(q, refs, qi + q0, ri)
+        ok = (dist >= low) & (dist <= high)
+        out_q.append(qi[ok] + q0)
+        out_r.append(ri[ok])
+        out_d.append(dist[ok])
+        report(progress, "knn_range", q1, nq)
+    qa, ra, da = np.concatenate(out_q), np.concatenate(out_r), np.concatenate(out_d)
+    order = np.lexsort((ra, da, qa))
+    return RangeResult(query=qa[order], reference=ra[order], distances=da[order])

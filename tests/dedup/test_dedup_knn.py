@@ -1,0 +1,171 @@
+"""Exactness of the blocked kNN engine against a float64 brute force."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retest.build.knn import KnnResult, knn, knn_range, merge_knn
+from retest.errors import ConfigError, InputValidationError
+
+BACKENDS = ["numpy", "torch", "faiss"]
+
+
+def brute(q: np.ndarray, r: np.ndarray, k: int, exclude=None) -> KnnResult:
+    q64 = q.reshape(len(q), -1).astype(np.float64)
+    r64 = r.reshape(len(r), -1).astype(np.float64)
+    d = ((q64[:, None, :] - r64[None, :, :]) ** 2).sum(-1)
+    if exclude is not None:
+        for i, e in enumerate(exclude):
+            if e >= 0:
+                d[i, e] = np.inf
+    cols = np.broadcast_to(np.arange(d.shape[1]), d.shape)
+    order = np.lexsort((cols, d), axis=1)[:, :k]
+    return KnnResult(order.astype(np.int64), np.take_along_axis(d, order, 1))
+
+
+def assert_same(a: KnnResult, b: KnnResult) -> None:
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.distances, b.distances)
+
+
+def near_tie_images(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """Bright images differing by ±1 in a few pixels: distances 0, 1, 2, ... with
+    norms ~2e8 where a float32 ‖x‖²+‖y‖²−2x·y cannot tell them apart."""
+    base = rng.integers(240, 255, size=d).astype(np.int16)
+    out = np.repeat(base[None], n, axis=0)
+    for i in range(n):
+        m = int(rng.integers(0, 4))
+        pos = rng.choice(d, size=m, replace=False)
+        out[i, pos] += rng.choice([-1, 1], size=m)
+    return out.astype(np.uint8)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
+    rng = np.random.default_rng(3)
+    x = near_tie_images(rng, 120, 3072)
+    # the naive float32 formula gets this data wrong (so the test has teeth)
+    x32 = x.astype(np.float32)
+    n32 = (x32 * x32).sum(1)
+    naive = n32[:, None] + n32[None, :] - 2 * x32 @ x32.T
+    np.fill_diagonal(naive, np.inf)
+    ref = brute(x, x, 5, exclude=np.arange(len(x)))
+    naive_idx = np.lexsort((np.broadcast_to(np.arange(120), naive.shape), naive), axis=1)[:, :5]
+    assert (naive_idx != ref.indices).any()
+    got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_size=17)
+    assert_same(got, ref)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    nq=st.integers(1, 30),
+    nr=st.integers(1, 80),
+    d=st.integers(1, 40),
+    k=st.integers(1, 12),
+    chunk=st.integers(1, 50),
+    self_ex=st.booleans(),
+    kind=st.sampled_from(["uint8", "lowrange", "float"]),
+    backend=st.sampled_from(BACKENDS),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_knn_equals_brute_force(nq, nr, d, k, chunk, self_ex, kind, backend, seed) -> None:
+    rng = np.random.default_rng(seed)
+    if kind == "uint8":
+        r = rng.integers(0, 256, size=(nr, d)).astype(np.uint8)
+    elif kind == "lowrange":  # many exact ties
+        r = rng.integers(0, 2, size=(nr, d)).astype(np.uint8)
+    else:
+        r = rng.normal(size=(nr, d)).astype(np.float32).astype(np.float64)
+    if self_ex:
+        q, ex = r, np.arange(nr)
+        nq = nr
+    else:
+        q = rng.integers(0, 256, size=(nq, d)).astype(r.dtype) if kind != "float" else rng.normal(size=(nq, d))
+        q = q if kind != "lowrange" else (q % 2).astype(np.uint8)
+        ex = None
+    k = min(k, nr - (1 if self_ex else 0))
+    if k < 1:
+        return
+    got = knn(q, r, k, exclude=ex, backend=backend, chunk_size=chunk)
+    ref = brute(q, r, k, exclude=ex)
+    if kind == "float":  # float64 sums in another order may differ in the last bit
+        np.testing.assert_allclose(got.distances, ref.distances, rtol=1e-12)
+        gaps = np.diff(np.sort(ref.distances, axis=1), axis=1)
+        if gaps.size == 0 or gaps.min() > 1e-9:
+            np.testing.assert_array_equal(got.indices, ref.indices)
+    else:
+        assert_same(got, ref)
+
+
+def test_memmapped_references_and_queries(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=(700, 8, 8, 3)).astype(np.uint8)
+    data[100:110] = data[5]  # exact duplicates → ties broken by index
+    np.save(tmp_path / "refs.npy", data)
+    refs = np.load(tmp_path / "refs.npy", mmap_mode="r")
+    mm = np.memmap(tmp_path / "q.bin", dtype=np.uint8, mode="w+", shape=(40, 192))
+    mm[:] = data[:40].reshape(40, -1)
+    mm.flush()
+    q = np.memmap(tmp_path / "q.bin", dtype=np.uint8, mode="r", shape=(40, 192))
+    got = knn(q, refs, 12, chunk_size=64, memory_budget=2**20)
+    assert_same(got, brute(np.asarray(q), data, 12))
+    assert got.indices[5, :11].tolist() == [5, *range(100, 110)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_merge_of_shards_equals_whole(backend: str) -> None:
+    rng = np.random.default_rng(1)
+    r = rng.integers(0, 4, size=(300, 16)).astype(np.uint8)
+    q = r[:50]
+    whole = knn(q, r, 9, exclude=np.arange(50), backend=backend)
+    parts = []
+    for lo, hi in [(0, 7), (7, 150), (150, 300)]:
+        ex = np.where((np.arange(50) >= lo) & (np.arange(50) < hi), np.arange(50) - lo, -1)
+        p = knn(q, r[lo:hi], 9, exclude=ex, pad=True, backend=backend)
+        parts.append(KnnResult(np.where(p.indices >= 0, p.indices + lo, -1), p.distances))
+    assert_same(merge_knn(parts, 9), whole)
+
+
+def test_range_query_matches_brute_force() -> None:
+    rng = np.random.default_rng(2)
+    r = rng.integers(0, 3, size=(200, 12)).astype(np.uint8)
+    got = knn_range(r, r, low=2.0, high=6.0, exclude_self=True, chunk_size=33)
+    d = ((r[:, None].astype(float) - r[None].astype(float)) ** 2).sum(-1)
+    np.fill_diagonal(d, -1)
+    qi, ri = np.nonzero((d >= 2) & (d <= 6))
+    want = sorted(zip(qi.tolist(), d[qi, ri].tolist(), ri.tolist(), strict=True))
+    have = list(zip(got.query.tolist(), got.distances.tolist(), got.reference.tolist(), strict=True))
+    assert have == want
+
+
+def test_progress_is_reported_per_chunk() -> None:
+    calls = []
+    r = np.zeros((100, 4), dtype=np.uint8)
+    knn(r[:3], r, 2, chunk_size=25, progress=lambda t, d, n: calls.append((t, d, n)))
+    assert calls[-1] == ("knn", 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"queries": np.zeros((2, 3)), "references": np.zeros((4, 5)), "k": 1}, "features"),
+        ({"queries": np.zeros((2, 3)), "references": np.zeros((0, 3)), "k": 1}, "references are empty"),
+        ({"queries": np.zeros((2, 3)), "references": np.zeros((4, 3)), "k": 5}, "k=5 exceeds the 4"),
+        ({"queries": np.zeros((4, 3)), "references": np.zeros((4, 3)), "k": 4, "exclude_self": True}, "self-matches"),
+        ({"queries": np.array([[np.nan, 0.0]]), "references": np.zeros((4, 2)), "k": 1}, "queries contains NaN"),
+        ({"queries": np.zeros((1, 2)), "references": np.array([[0.0, 1.0], [np.nan, 1.0]]), "k": 1}, r"references contains NaN.*rows \[1\]"),
+    ],
+)
+def test_bad_input_names_the_input(kwargs: dict, match: str) -> None:
+    with pytest.raises(InputValidationError, match=match):
+        knn(**kwargs)
+
+
+def test_bad_config() -> None:
+    with pytest.raises(ConfigError, match="backend"):
+        knn(np.zeros((1, 2)), np.zeros((2, 2)), 1, backend="gpu")  # type: ignore[arg-type]
