@@ -6,10 +6,13 @@ import hashlib
 import io
 import json
 import pickle
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -274,3 +277,55 @@ def test_cli_export(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "npy" in res.output
     res = runner.invoke(app, ["export", "nope", "--project", str(tmp_path / "proj")])
     assert res.exit_code == 1 and "revision 'nope' does not exist" in res.output
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.sampled_from([(28, 28), (5, 7, 3), (6, 4, 1), (32, 32, 3)]),
+    n=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_any_uniform_shape_round_trips(
+    shape: tuple[int, ...], n: int, seed: int
+) -> None:
+    """npy keeps H×W(×C) exactly; CIFAR rows are channel-planar; PNGs decode back."""
+    rng = np.random.default_rng(seed)
+    imgs = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Project.init(Path(d) / "p", classes=["a", "b"]) as p,
+    ):
+        rows = PixelArray.create(p.arrays_dir, "px", shape=shape).append(imgs)
+        ids = [f"{content_id(x)}" for x in imgs]
+        p.store.candidates.add(
+            CandidateRow(
+                ids[i], "arrays", str(i), i % 2, array_name="px", array_row=rows[i]
+            )
+            for i in range(n)
+            if ids[i] not in ids[:i]
+        )
+        uniq = list(dict.fromkeys(ids))
+        p.store.revisions.create(
+            Revision("r", "x", created="t"),
+            [RevisionMember(i, ids.index(i) % 2) for i in uniq],
+        )
+        want = np.stack([imgs[ids.index(i)] for i in uniq])
+        out = Path(d) / "o"
+        export_revision(p, "r", format="npy", out=out / "npy")
+        assert np.array_equal(np.load(out / "npy" / "r_data.npy"), want)
+        export_revision(p, "r", format="cifar", out=out / "cifar")
+        with open(out / "cifar" / "data_batch_1", "rb") as fh:
+            rows_ = pickle.load(fh)["data"]
+        if want.ndim == 4:  # channel-planar: C, then H, then W
+            back = rows_.reshape(len(uniq), shape[2], shape[0], shape[1]).transpose(
+                0, 2, 3, 1
+            )
+        else:
+            back = rows_.reshape(len(uniq), *shape)
+        assert np.array_equal(back, want)
+        export_revision(p, "r", format="imagefolder", out=out / "if")
+        m = json.loads((out / "if" / "manifest.json").read_text())
+        for e, img in zip(m["images"], want, strict=True):
+            with Image.open(out / "if" / e["file"]) as im:
+                got = np.asarray(im)
+            assert np.array_equal(got, img.reshape(got.shape)) and got.size == img.size
