@@ -83,7 +83,9 @@ def test_project_init_and_open(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     with Project.init(root, classes_from="cifar10") as p:
         assert p.config.name == "proj"
-        assert [c.name for c in p.store.classes.list()] == list(CLASS_PRESETS["cifar10"])
+        assert [c.name for c in p.store.classes.list()] == list(
+            CLASS_PRESETS["cifar10"]
+        )
         for d in ("arrays", "images", "revisions", "reports"):
             assert (root / d).is_dir()
     with pytest.raises(ConfigError, match="already a retest project"):
@@ -161,7 +163,9 @@ def test_cli_init_and_status(tmp_path: Path) -> None:
             [BlacklistEvent(c[2], "drawing", "me"), BlacklistEvent(c[3], "x", "me")]
         )
         p.store.blacklist.add([BlacklistEvent(c[3], "", "me", undo=True)])
-        p.store.neardup.add_verdicts([DuplicateVerdict(c[4], "test:1", "l2", True, "me")])
+        p.store.neardup.add_verdicts(
+            [DuplicateVerdict(c[4], "test:1", "l2", True, "me")]
+        )
         p.store.revisions.create(
             Revision("r-0", "manual"),
             [RevisionMember(c[0], 0), RevisionMember(c[1], 1), RevisionMember(c[2], 0)],
