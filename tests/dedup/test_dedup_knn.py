@@ -55,7 +55,9 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
     naive = n32[:, None] + n32[None, :] - 2 * x32 @ x32.T
     np.fill_diagonal(naive, np.inf)
     ref = brute(x, x, 5, exclude=np.arange(len(x)))
-    naive_idx = np.lexsort((np.broadcast_to(np.arange(120), naive.shape), naive), axis=1)[:, :5]
+    naive_idx = np.lexsort(
+        (np.broadcast_to(np.arange(120), naive.shape), naive), axis=1
+    )[:, :5]
     assert (naive_idx != ref.indices).any()
     got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_size=17)
     assert_same(got, ref)
@@ -73,7 +75,9 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
     backend=st.sampled_from(BACKENDS),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_knn_equals_brute_force(nq, nr, d, k, chunk, self_ex, kind, backend, seed) -> None:
+def test_knn_equals_brute_force(
+    nq, nr, d, k, chunk, self_ex, kind, backend, seed
+) -> None:
     rng = np.random.default_rng(seed)
     if kind == "uint8":
         r = rng.integers(0, 256, size=(nr, d)).astype(np.uint8)
@@ -85,7 +89,11 @@ def test_knn_equals_brute_force(nq, nr, d, k, chunk, self_ex, kind, backend, see
         q, ex = r, np.arange(nr)
         nq = nr
     else:
-        q = rng.integers(0, 256, size=(nq, d)).astype(r.dtype) if kind != "float" else rng.normal(size=(nq, d))
+        q = (
+            rng.integers(0, 256, size=(nq, d)).astype(r.dtype)
+            if kind != "float"
+            else rng.normal(size=(nq, d))
+        )
         q = q if kind != "lowrange" else (q % 2).astype(np.uint8)
         ex = None
     k = min(k, nr - (1 if self_ex else 0))
@@ -125,9 +133,13 @@ def test_merge_of_shards_equals_whole(backend: str) -> None:
     whole = knn(q, r, 9, exclude=np.arange(50), backend=backend)
     parts = []
     for lo, hi in [(0, 7), (7, 150), (150, 300)]:
-        ex = np.where((np.arange(50) >= lo) & (np.arange(50) < hi), np.arange(50) - lo, -1)
+        ex = np.where(
+            (np.arange(50) >= lo) & (np.arange(50) < hi), np.arange(50) - lo, -1
+        )
         p = knn(q, r[lo:hi], 9, exclude=ex, pad=True, backend=backend)
-        parts.append(KnnResult(np.where(p.indices >= 0, p.indices + lo, -1), p.distances))
+        parts.append(
+            KnnResult(np.where(p.indices >= 0, p.indices + lo, -1), p.distances)
+        )
     assert_same(merge_knn(parts, 9), whole)
 
 
@@ -139,7 +151,14 @@ def test_range_query_matches_brute_force() -> None:
     np.fill_diagonal(d, -1)
     qi, ri = np.nonzero((d >= 2) & (d <= 6))
     want = sorted(zip(qi.tolist(), d[qi, ri].tolist(), ri.tolist(), strict=True))
-    have = list(zip(got.query.tolist(), got.distances.tolist(), got.reference.tolist(), strict=True))
+    have = list(
+        zip(
+            got.query.tolist(),
+            got.distances.tolist(),
+            got.reference.tolist(),
+            strict=True,
+        )
+    )
     assert have == want
 
 
@@ -153,12 +172,43 @@ def test_progress_is_reported_per_chunk() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"queries": np.zeros((2, 3)), "references": np.zeros((4, 5)), "k": 1}, "features"),
-        ({"queries": np.zeros((2, 3)), "references": np.zeros((0, 3)), "k": 1}, "references are empty"),
-        ({"queries": np.zeros((2, 3)), "references": np.zeros((4, 3)), "k": 5}, "k=5 exceeds the 4"),
-        ({"queries": np.zeros((4, 3)), "references": np.zeros((4, 3)), "k": 4, "exclude_self": True}, "self-matches"),
-        ({"queries": np.array([[np.nan, 0.0]]), "references": np.zeros((4, 2)), "k": 1}, "queries contains NaN"),
-        ({"queries": np.zeros((1, 2)), "references": np.array([[0.0, 1.0], [np.nan, 1.0]]), "k": 1}, r"references contains NaN.*rows \[1\]"),
+        (
+            {"queries": np.zeros((2, 3)), "references": np.zeros((4, 5)), "k": 1},
+            "features",
+        ),
+        (
+            {"queries": np.zeros((2, 3)), "references": np.zeros((0, 3)), "k": 1},
+            "references are empty",
+        ),
+        (
+            {"queries": np.zeros((2, 3)), "references": np.zeros((4, 3)), "k": 5},
+            "k=5 exceeds the 4",
+        ),
+        (
+            {
+                "queries": np.zeros((4, 3)),
+                "references": np.zeros((4, 3)),
+                "k": 4,
+                "exclude_self": True,
+            },
+            "self-matches",
+        ),
+        (
+            {
+                "queries": np.array([[np.nan, 0.0]]),
+                "references": np.zeros((4, 2)),
+                "k": 1,
+            },
+            "queries contains NaN",
+        ),
+        (
+            {
+                "queries": np.zeros((1, 2)),
+                "references": np.array([[0.0, 1.0], [np.nan, 1.0]]),
+                "k": 1,
+            },
+            r"references contains NaN.*rows \[1\]",
+        ),
     ],
 )
 def test_bad_input_names_the_input(kwargs: dict, match: str) -> None:

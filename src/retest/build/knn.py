@@ -51,6 +51,8 @@ __all__ = [
     "knn",
     "knn_range",
     "merge_knn",
+    "topk_from_pairs",
+    "validate_knn_inputs",
 ]
 
 Backend = Literal["auto", "numpy", "torch", "faiss"]
@@ -134,7 +136,11 @@ def _resolve_exclude(
 
 
 def _validate(
-    queries: Any, references: Any, k: int | None, pad: bool, ex: NDArray[np.int64] | None
+    queries: Any,
+    references: Any,
+    k: int | None,
+    pad: bool,
+    ex: NDArray[np.int64] | None,
 ) -> None:
     nq, d = queries.shape
     nr, dr = references.shape
@@ -158,6 +164,28 @@ def _validate(
             f"k={k} exceeds the {n_avail} available references{self_note}; "
             f"use k ≤ {n_avail} or add references."
         )
+
+
+def validate_knn_inputs(
+    queries: ArrayLike,
+    references: ArrayLike,
+    k: int | None,
+    *,
+    exclude: ArrayLike | None = None,
+    exclude_self: bool = False,
+    pad: bool = False,
+) -> tuple[NDArray[Any], NDArray[Any], NDArray[np.int64] | None]:
+    """Check kNN inputs without computing; returns 2-d views and the exclusions.
+
+    Raises :class:`~retest.errors.InputValidationError` naming the bad input
+    (mismatched dimensions, empty references, ``k`` above the available references).
+    NaN/inf values are detected while streaming.
+    """
+    q = _as_2d(queries, "queries")
+    refs = _as_2d(references, "references")
+    ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
+    _validate(q, refs, None if k is None else int(k), pad, ex)
+    return q, refs, ex
 
 
 # ----------------------------------------------------------------------------- engine
@@ -267,7 +295,9 @@ class _Scorer:
             _check_finite32(chunk, "references", r0)
         return chunk
 
-    def scores(self, chunk: NDArray[np.float32], rn: NDArray[np.float64]) -> NDArray[Any]:
+    def scores(
+        self, chunk: NDArray[np.float32], rn: NDArray[np.float64]
+    ) -> NDArray[Any]:
         n, nq = chunk.shape[0], self.xq.shape[0]
         if self.d > _INNER_BLOCK:
             acc = np.zeros((nq, n), dtype=np.float64)
@@ -281,8 +311,14 @@ class _Scorer:
         rn32 = rn.astype(np.float32)
         if self.backend == "torch":
             torch = _torch()
-            torch.addmm(torch.from_numpy(rn32)[None, :], self.t_xq, self.t_buf[:n].T,
-                        beta=1, alpha=-2, out=self.t_out[: nq * n].view(nq, n))
+            torch.addmm(
+                torch.from_numpy(rn32)[None, :],
+                self.t_xq,
+                self.t_buf[:n].T,
+                beta=1,
+                alpha=-2,
+                out=self.t_out[: nq * n].view(nq, n),
+            )
             return out
         np.matmul(self.xq, chunk.T, out=out)
         out *= -2.0
@@ -290,7 +326,9 @@ class _Scorer:
         return out
 
 
-def _chunk_norms(chunk: NDArray[np.float32], exact_small_int: bool) -> NDArray[np.float64]:
+def _chunk_norms(
+    chunk: NDArray[np.float32], exact_small_int: bool
+) -> NDArray[np.float64]:
     """Squared row norms in float64 (exact for 8-bit integer data)."""
     n, d = chunk.shape
     out = np.empty(n, dtype=np.float64)
@@ -298,11 +336,14 @@ def _chunk_norms(chunk: NDArray[np.float32], exact_small_int: bool) -> NDArray[n
         # squares ≤ 255², so float32 partial sums of 128 of them are exact integers
         for s in range(0, n, 256):
             sq = chunk[s : s + 256] * chunk[s : s + 256]
-            out[s : s + 256] = sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
+            out[s : s + 256] = (
+                sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
+            )
         return out
     for s in range(0, n, 512):
-        out[s : s + 512] = np.einsum("ij,ij->i", chunk[s : s + 512], chunk[s : s + 512],
-                                     dtype=np.float64)
+        out[s : s + 512] = np.einsum(
+            "ij,ij->i", chunk[s : s + 512], chunk[s : s + 512], dtype=np.float64
+        )
     return out
 
 
@@ -332,14 +373,22 @@ class _Shortlist:
 
     @classmethod
     def empty(cls, nq: int, kp: int) -> _Shortlist:
-        return cls(np.full((nq, kp), np.inf), np.full((nq, kp), -1, np.int64),
-                   np.zeros((nq, kp)))
+        return cls(
+            np.full((nq, kp), np.inf),
+            np.full((nq, kp), -1, np.int64),
+            np.zeros((nq, kp)),
+        )
 
     def tau(self) -> NDArray[np.float64]:
         return self.vals[:, -1]
 
-    def merge(self, rows: NDArray[np.int64], idx: NDArray[np.int64],
-              vals: NDArray[np.float64], bnd: NDArray[np.float64]) -> None:
+    def merge(
+        self,
+        rows: NDArray[np.int64],
+        idx: NDArray[np.int64],
+        vals: NDArray[np.float64],
+        bnd: NDArray[np.float64],
+    ) -> None:
         if rows.size == 0:
             return
         kp = self.vals.shape[1]
@@ -350,7 +399,9 @@ class _Shortlist:
         i_all = np.concatenate([self.idx[ar].ravel(), idx])
         b_all = np.concatenate([self.bnd[ar].ravel(), bnd])
         # −1 padding sorts after real indices at equal (inf) score
-        order = np.lexsort((np.where(i_all < 0, np.iinfo(np.int64).max, i_all), v_all, r_all))
+        order = np.lexsort(
+            (np.where(i_all < 0, np.iinfo(np.int64).max, i_all), v_all, r_all)
+        )
         rs = r_all[order]
         rank = np.arange(rs.size) - np.searchsorted(rs, rs, side="left")
         keep = order[rank < kp]
@@ -361,8 +412,9 @@ class _Shortlist:
             arr[ar] = sub
 
 
-def _select(scores: NDArray[Any], tau: NDArray[np.float64], kp: int,
-            backend: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _select(
+    scores: NDArray[Any], tau: NDArray[np.float64], kp: int, backend: str
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(row, col) of entries that may enter the shortlists."""
     nq, n = scores.shape
     t = tau.astype(scores.dtype)
@@ -373,8 +425,9 @@ def _select(scores: NDArray[Any], tau: NDArray[np.float64], kp: int,
         return rows.astype(np.int64), cols.astype(np.int64)
     if backend == "torch":
         torch = _torch()
-        _, ti = torch.topk(torch.from_numpy(scores), kp, dim=1, largest=False,
-                           sorted=False)
+        _, ti = torch.topk(
+            torch.from_numpy(scores), kp, dim=1, largest=False, sorted=False
+        )
         cols = ti.numpy().astype(np.int64)
     else:
         cols = np.argpartition(scores, kp - 1, axis=1)[:, :kp].astype(np.int64)
@@ -384,9 +437,12 @@ def _select(scores: NDArray[Any], tau: NDArray[np.float64], kp: int,
     return rows[ok], cols[ok]
 
 
-def _faiss_select(xq: NDArray[np.float32], qn: NDArray[np.float64],
-                  chunk: NDArray[np.float32], kp: int
-                  ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+def _faiss_select(
+    xq: NDArray[np.float32],
+    qn: NDArray[np.float64],
+    chunk: NDArray[np.float32],
+    kp: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     import faiss
 
     n = chunk.shape[0]
@@ -414,8 +470,9 @@ class _RefNorms:
         return self.rn[r0:r1]
 
 
-def _mask_excluded(scores: NDArray[Any], ex: NDArray[np.int64] | None, r0: int,
-                   r1: int) -> None:
+def _mask_excluded(
+    scores: NDArray[Any], ex: NDArray[np.int64] | None, r0: int, r1: int
+) -> None:
     if ex is None:
         return
     hit = np.flatnonzero((ex >= r0) & (ex < r1))
@@ -426,7 +483,9 @@ def _is_small_int(a: Any) -> bool:
     return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
 
 
-def _load_queries(q: Any, q0: int, q1: int) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+def _load_queries(
+    q: Any, q0: int, q1: int
+) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
     xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
     np.copyto(xq, q[q0:q1], casting="unsafe")
     if q.dtype.kind == "f":
@@ -435,8 +494,14 @@ def _load_queries(q: Any, q0: int, q1: int) -> tuple[NDArray[np.float32], NDArra
 
 
 def _scan(
-    qdata: tuple[NDArray[np.float32], NDArray[np.float64]], refs: Any, plan: _Plan, backend: str, norms: _RefNorms,
-    lo: NDArray[np.float64], hi: NDArray[np.float64], ex: NDArray[np.int64] | None,
+    qdata: tuple[NDArray[np.float32], NDArray[np.float64]],
+    refs: Any,
+    plan: _Plan,
+    backend: str,
+    norms: _RefNorms,
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    ex: NDArray[np.int64] | None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """All pairs whose float32 score may lie in [lo, hi] (per query, plus bounds)."""
     xq, qn = qdata
@@ -458,8 +523,17 @@ def _scan(
     return np.concatenate(out_q), np.concatenate(out_r)
 
 
-def _top_by_exact(qi: NDArray[np.int64], ri: NDArray[np.int64], dist: NDArray[np.float64],
-                  nq: int, k: int) -> KnnResult:
+def topk_from_pairs(
+    qi: NDArray[np.int64],
+    ri: NDArray[np.int64],
+    dist: NDArray[np.float64],
+    nq: int,
+    k: int,
+) -> KnnResult:
+    """Top-k per query from scored (query, reference) pairs; ties → smaller index.
+
+    Rows with fewer than ``k`` pairs are padded with index −1 and distance inf.
+    """
     order = np.lexsort((ri, dist, qi))
     qs = qi[order]
     rank = np.arange(qs.size) - np.searchsorted(qs, qs, side="left")
@@ -473,8 +547,15 @@ def _top_by_exact(qi: NDArray[np.int64], ri: NDArray[np.int64], dist: NDArray[np
 
 
 def _knn_block(
-    q: Any, q0: int, q1: int, refs: Any, k: int, plan: _Plan, backend: str,
-    norms: _RefNorms, ex: NDArray[np.int64] | None,
+    q: Any,
+    q0: int,
+    q1: int,
+    refs: Any,
+    k: int,
+    plan: _Plan,
+    backend: str,
+    norms: _RefNorms,
+    ex: NDArray[np.int64] | None,
     tick: Callable[[], None],
 ) -> KnnResult:
     xq, qn = _load_queries(q, q0, q1)
@@ -504,9 +585,17 @@ def _knn_block(
 
 
 def _finalize(
-    q: Any, qdata: tuple[NDArray[np.float32], NDArray[np.float64]], refs: Any, k: int,
-    sl: _Shortlist, plan: _Plan, backend: str, norms: _RefNorms,
-    ex: NDArray[np.int64] | None, q0: int, c: float,
+    q: Any,
+    qdata: tuple[NDArray[np.float32], NDArray[np.float64]],
+    refs: Any,
+    k: int,
+    sl: _Shortlist,
+    plan: _Plan,
+    backend: str,
+    norms: _RefNorms,
+    ex: NDArray[np.int64] | None,
+    q0: int,
+    c: float,
 ) -> KnnResult:
     xq, qn = qdata
     nq = xq.shape[0]
@@ -523,12 +612,20 @@ def _finalize(
     if flagged.any():
         fl = np.flatnonzero(flagged)
         sub_ex = None if ex is None else ex[fl]
-        fq, fr = _scan((xq[fl], qn[fl]), refs, plan, backend, norms,
-                       np.full(fl.size, -np.inf), limit[fl], sub_ex)
+        fq, fr = _scan(
+            (xq[fl], qn[fl]),
+            refs,
+            plan,
+            backend,
+            norms,
+            np.full(fl.size, -np.inf),
+            limit[fl],
+            sub_ex,
+        )
         qi = np.concatenate([qi, fl[fq]])
         ri = np.concatenate([ri, fr])
     dist = exact_sqdist(q, refs, qi + q0, ri)
-    return _top_by_exact(qi, ri, dist, nq, k)
+    return topk_from_pairs(qi, ri, dist, nq, k)
 
 
 def knn(
@@ -586,10 +683,9 @@ def knn(
     >>> r.indices.ravel().tolist(), r.distances.ravel().tolist()
     ([1, 0, 1], [1.0, 1.0, 41.0])
     """
-    q = _as_2d(queries, "queries")
-    refs = _as_2d(references, "references")
-    ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
-    _validate(q, refs, int(k), pad, ex)
+    q, refs, ex = validate_knn_inputs(
+        queries, references, k, exclude=exclude, exclude_self=exclude_self, pad=pad
+    )
     be = _pick_backend(backend)
     plan = _plan(q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size)
     nq, nr = q.shape[0], refs.shape[0]
@@ -630,7 +726,7 @@ def merge_knn(parts: Sequence[KnnResult], k: int) -> KnnResult:
     idx = np.concatenate([p.indices for p in parts], axis=1)
     dist = np.concatenate([p.distances for p in parts], axis=1)
     qi, col = np.nonzero(idx >= 0)
-    return _top_by_exact(qi.astype(np.int64), idx[qi, col], dist[qi, col], nq, k)
+    return topk_from_pairs(qi.astype(np.int64), idx[qi, col], dist[qi, col], nq, k)
 
 
 def knn_range(
@@ -652,10 +748,9 @@ def knn_range(
     on plain L2; pass ``low**2`` and ``high**2``. Candidates from the float32 pass
     are widened by the error bound of the module docstring and checked in float64.
     """
-    q = _as_2d(queries, "queries")
-    refs = _as_2d(references, "references")
-    ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
-    _validate(q, refs, None, False, ex)
+    q, refs, ex = validate_knn_inputs(
+        queries, references, None, exclude=exclude, exclude_self=exclude_self
+    )
     if not low <= high:
         raise ConfigError(f"knn_range needs low ≤ high. Got low={low}, high={high}.")
     be = _pick_backend(backend)
@@ -666,8 +761,16 @@ def knn_range(
     for q0 in range(0, nq, plan.q_block):
         q1 = min(nq, q0 + plan.q_block)
         xq, qn = _load_queries(q, q0, q1)
-        qi, ri = _scan((xq, qn), refs, plan, be, norms, low - qn, high - qn,
-                       None if ex is None else ex[q0:q1])
+        qi, ri = _scan(
+            (xq, qn),
+            refs,
+            plan,
+            be,
+            norms,
+            low - qn,
+            high - qn,
+            None if ex is None else ex[q0:q1],
+        )
         dist = exact_sqdist(q, refs, qi + q0, ri)
         ok = (dist >= low) & (dist <= high)
         out_q.append(qi[ok] + q0)

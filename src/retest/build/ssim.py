@@ -149,16 +149,18 @@ def _cov_norm(p: SSIMParams) -> float:
     return ws * ws / (ws * ws - 1.0) if p.use_sample_covariance else 1.0
 
 
-def _filt(fh: NDArray[np.float64], fw: NDArray[np.float64],
-          x: NDArray[np.float64]) -> NDArray[np.float64]:
+def _filt(
+    fh: NDArray[np.float64], fw: NDArray[np.float64], x: NDArray[np.float64]
+) -> NDArray[np.float64]:
     """F_h · x · F_wᵀ for x in (H, W, N, C) layout → (H', W', N, C)."""
     h, w, n, c = x.shape
     t = (fh @ x.reshape(h, -1)).reshape(fh.shape[0], w, n * c)
     return np.einsum("jw,iwk->ijk", fw, t).reshape(fh.shape[0], fw.shape[0], n, c)
 
 
-def compute_ssim_stats(images: ArrayLike, params: SSIMParams | None = None, *,
-                       name: str = "images") -> SSIMStats:
+def compute_ssim_stats(
+    images: ArrayLike, params: SSIMParams | None = None, *, name: str = "images"
+) -> SSIMStats:
     """Precompute each image's filtered mean and variance maps once.
 
     Parameters
@@ -195,8 +197,14 @@ def compute_ssim_stats(images: ArrayLike, params: SSIMParams | None = None, *,
         return np.ascontiguousarray(v, dtype=np.float32)
 
     return SSIMStats(
-        centred=f32(xc), mu_s=f32(np.sqrt(2.0) * mu), m=f32(np.sqrt(k) * mu_c),
-        mu2h=f32(mu**2 + c1 / 2), varh=f32(var + c2 / 2), params=p, c1=c1, c2=c2,
+        centred=f32(xc),
+        mu_s=f32(np.sqrt(2.0) * mu),
+        m=f32(np.sqrt(k) * mu_c),
+        mu2h=f32(mu**2 + c1 / 2),
+        varh=f32(var + c2 / 2),
+        params=p,
+        c1=c1,
+        c2=c2,
     )
 
 
@@ -208,8 +216,10 @@ class _Kernel:
     """
 
     def __init__(self, q: SSIMStats, r: SSIMStats, batch: int) -> None:
-        if q.params != r.params or q.centred.shape[:2] != r.centred.shape[:2] or (
-            q.centred.shape[3] != r.centred.shape[3]
+        if (
+            q.params != r.params
+            or q.centred.shape[:2] != r.centred.shape[:2]
+            or (q.centred.shape[3] != r.centred.shape[3])
         ):
             raise InputValidationError(
                 "SSIM needs both image sets at one size and one parameter set: "
@@ -264,7 +274,7 @@ class _Kernel:
 
         ``C2`` is added to the first row so that it rides along every window sum.
         """
-        h, w, hp, wp, c = self.shape
+        _, w, hp, wp, c = self.shape
         ws = self.ws
         t = self.bufs[1][: hp * w * nb * c].reshape(hp, w, nb, c)
         prod[:ws].sum(axis=0, out=t[0])
@@ -368,18 +378,26 @@ def ssim_pairs(
 def _cpu_count() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else (os.cpu_count() or 1)
+    )
 
 
-def dssim_pairs(q: SSIMStats, r: SSIMStats, qi: ArrayLike, ri: ArrayLike,
-                **kwargs: object) -> NDArray[np.float64]:
+def dssim_pairs(
+    q: SSIMStats, r: SSIMStats, qi: ArrayLike, ri: ArrayLike, **kwargs: object
+) -> NDArray[np.float64]:
     """DSSIM = (1 − SSIM) / 2 for pairs (0 = identical); see :func:`ssim_pairs`."""
     return (1.0 - ssim_pairs(q, r, qi, ri, **kwargs)) / 2.0  # type: ignore[arg-type]
 
 
-def ssim_one_to_many(query: ArrayLike, images: ArrayLike,
-                     params: SSIMParams | None = None, **kwargs: object
-                     ) -> NDArray[np.float64]:
+def ssim_one_to_many(
+    query: ArrayLike,
+    images: ArrayLike,
+    params: SSIMParams | None = None,
+    **kwargs: object,
+) -> NDArray[np.float64]:
     """SSIM of one image (H, W[, C]) against each of ``images`` (n, H, W[, C])."""
     qarr = np.asarray(query)[None]
     qs = compute_ssim_stats(qarr, params, name="query")
@@ -420,8 +438,13 @@ def structural_similarity(
         raise InputValidationError(
             f"2-D images expected without channel_axis. Got shape {a.shape}."
         )
-    p = SSIMParams(win_size=win_size, gaussian_weights=gaussian_weights, sigma=sigma,
-                   use_sample_covariance=use_sample_covariance, data_range=data_range)
+    p = SSIMParams(
+        win_size=win_size,
+        gaussian_weights=gaussian_weights,
+        sigma=sigma,
+        use_sample_covariance=use_sample_covariance,
+        data_range=data_range,
+    )
     qs = compute_ssim_stats(a[None], p, name="im1")
     rs = compute_ssim_stats(b[None], p, name="im2")
     return float(ssim_pairs(qs, rs, [0], [0], n_threads=1)[0])

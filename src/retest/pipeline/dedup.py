@@ -1,0 +1,624 @@
+"""The ``dedup`` stage: neighbours per metric, review queue, verdicts, resolution.
+
+For every (non-blacklisted) candidate it stores the ``k`` nearest images under each
+metric (SPEC §4.2): ``l2`` (squared pixel L2 after resizing both sides to a common
+size), ``features`` (squared L2 between embeddings) and ``dssim`` (computed on the
+union of the other metrics' neighbour lists). References are the original train
+and/or test images and the candidate pool itself (a candidate never lists itself).
+
+The stage is resumable: candidates are processed in chunks and each finished
+(metric, chunk) is a checkpoint under ``dedup:<fingerprint>``; a restart skips
+finished chunks and produces the same lists. Inputs are validated before anything
+is written. Pixel (and feature) matrices are written once as ``.npy`` under
+``arrays/dedup/<fingerprint>/`` and memory-mapped, so Dask workers reopen them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest._progress import ProgressCallback, report
+from retest.build.knn import (
+    DEFAULT_MEMORY_BUDGET,
+    Backend,
+    KnnResult,
+    knn,
+    topk_from_pairs,
+)
+from retest.build.neardup import (
+    CandidateInfo,
+    ReviewItem,
+    cifar_auto_excluded,
+    default_thresholds,
+    is_sufficiently_reviewed,
+    resolve_near_duplicates,
+    review_queue,
+    review_thresholds,
+)
+from retest.build.ssim import SSIMParams, compute_ssim_stats, dssim_pairs
+from retest.errors import ConfigError, InputValidationError, StageError
+from retest.models.embedders import embed, make_embedder
+from retest.pipeline.project import Project
+from retest.store.artifacts import read_npy, write_json, write_npy
+from retest.store.base import (
+    CandidateRow,
+    DuplicateVerdict,
+    NeighbourList,
+    NeighbourReview,
+    ReferenceRow,
+    StageCheckpoint,
+)
+
+__all__ = [
+    "AGAINST",
+    "DEDUP_STAGE",
+    "METRICS",
+    "DedupResult",
+    "candidate_infos",
+    "dedup_report",
+    "dedup_review_queue",
+    "load_neighbours",
+    "near_duplicate_status",
+    "record_review",
+    "review_targets",
+    "reviewed_references",
+    "run_dedup",
+]
+
+DEDUP_STAGE = "dedup"
+METRICS = ("l2", "features", "dssim")
+AGAINST = ("original-train", "original-test", "pool")
+_SPLITS = {"original-train": "train", "original-test": "test"}
+
+
+@dataclass(frozen=True, slots=True)
+class DedupResult:
+    """What a dedup run did: chunks computed now vs. found finished."""
+
+    fingerprint: str
+    n_candidates: int
+    n_references: int
+    image_shape: tuple[int, ...]
+    metrics: tuple[str, ...]
+    chunks_computed: int
+    chunks_skipped: int
+    config_path: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_options(against: Sequence[str], metrics: Sequence[str], k: int) -> None:
+    for a in against:
+        if a not in AGAINST:
+            raise ConfigError(
+                f"--against takes {', '.join(AGAINST)}. Got {a!r} instead."
+            )
+    for m in metrics:
+        if m not in METRICS:
+            raise ConfigError(
+                f"--metrics takes {', '.join(METRICS)}. Got {m!r} instead."
+            )
+    if not against:
+        raise ConfigError("--against needs at least one reference set.")
+    if not metrics:
+        raise ConfigError("--metrics needs at least one metric.")
+    if "dssim" in metrics and not {"l2", "features"} & set(metrics):
+        raise ConfigError(
+            "dssim is computed on the shortlist of another metric; add l2 or features "
+            "to --metrics."
+        )
+    if k < 1:
+        raise ConfigError(f"k must be a positive integer. Got {k}.")
+
+
+def _resize(img: NDArray[np.uint8], size: int) -> NDArray[np.uint8]:
+    from PIL import Image
+
+    if img.shape[0] == size and img.shape[1] == size:
+        return img
+    mode_img = Image.fromarray(
+        img[..., 0] if img.ndim == 3 and img.shape[2] == 1 else img
+    )
+    out = np.asarray(mode_img.resize((size, size), Image.Resampling.BILINEAR), np.uint8)
+    return out.reshape(size, size, -1)
+
+
+def _load_pixels(
+    project: Project, rows: Sequence[CandidateRow | ReferenceRow], ids: Sequence[str]
+) -> list[NDArray[np.uint8]]:
+    out: list[Any] = [None] * len(rows)
+    by_array: dict[str, list[tuple[int, int]]] = {}
+    files = []
+    for i, r in enumerate(rows):
+        if r.array_name is not None and r.array_row is not None:
+            by_array.setdefault(r.array_name, []).append((i, r.array_row))
+        else:
+            files.append(i)
+    for name, pairs in by_array.items():
+        imgs = project.pixel_array(name).read([row for _, row in pairs])
+        for (i, _), img in zip(pairs, imgs, strict=True):
+            out[i] = img
+    if files:
+        for i, img in zip(files, project.pixels([ids[i] for i in files]), strict=True):
+            out[i] = img
+    return out
+
+
+def _stack(
+    images: list[NDArray[np.uint8]], resize: int | None, what: str, channels: int
+) -> NDArray[np.uint8]:
+    fixed = []
+    for img in images:
+        a = img if img.ndim == 3 else img[..., None]
+        if resize is not None:
+            a = _resize(a, resize)
+        if a.shape[2] != channels:
+            a = np.repeat(a[..., :1], channels, axis=2)
+        fixed.append(a)
+    shapes = sorted({a.shape for a in fixed})
+    if len(shapes) > 1:
+        raise InputValidationError(
+            f"{what} have different sizes ({', '.join(map(str, shapes[:4]))}); pass "
+            "--resize N to compare them at N×N."
+        )
+    return np.stack(fixed) if fixed else np.zeros((0, 1, 1, channels), np.uint8)
+
+
+@dataclass
+class _Inputs:
+    cand_ids: list[str]
+    ref_ids: list[str]
+    cand_px: NDArray[np.uint8]
+    ref_px: NDArray[np.uint8]
+    exclude: NDArray[np.int64] | None
+
+
+def _gather(project: Project, against: Sequence[str], resize: int | None) -> _Inputs:
+    store = project.store
+    black = set(store.blacklist.current())
+    cands = [c for c in store.candidates.iter() if c.id not in black]
+    cands.sort(key=lambda c: c.id)
+    if not cands:
+        raise StageError("the project has no (non-blacklisted) candidates to check.")
+    refs: list[ReferenceRow] = []
+    for a in against:
+        if a in _SPLITS:
+            refs.extend(store.references.list(split=_SPLITS[a]))
+    cand_ids = [c.id for c in cands]
+    ref_ids = [r.id for r in refs]
+    c_img = _load_pixels(project, cands, cand_ids)
+    r_img = _load_pixels(project, refs, ref_ids)
+    ch = max([i.shape[2] if i.ndim == 3 else 1 for i in c_img + r_img])
+    cand_px = _stack(c_img, resize, "candidate images", ch)
+    ref_px = _stack(r_img, resize, "original images", ch) if r_img else cand_px[:0]
+    if ref_px.shape[0] and ref_px.shape[1:] != cand_px.shape[1:]:
+        raise InputValidationError(
+            f"candidate images are {cand_px.shape[1:]} but original images are "
+            f"{ref_px.shape[1:]}; pass --resize N to compare them at N×N."
+        )
+    exclude = None
+    if "pool" in against:
+        exclude = np.arange(len(ref_ids), len(ref_ids) + len(cand_ids), dtype=np.int64)
+        ref_px = np.concatenate([ref_px, cand_px])
+        ref_ids = ref_ids + cand_ids
+    if not ref_ids:
+        raise InputValidationError(
+            f"the reference set ({', '.join(against)}) is empty; register original "
+            "images with `retest reference add` or include pool."
+        )
+    return _Inputs(cand_ids, ref_ids, cand_px, ref_px, exclude)
+
+
+def _fingerprint(inp: _Inputs, params: dict[str, Any]) -> str:
+    h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
+    for ids in (inp.cand_ids, inp.ref_ids):
+        h.update(str(len(ids)).encode())
+        h.update("\n".join(ids).encode())
+    return h.hexdigest()[:16]
+
+
+def _cached_npy(path: Path, compute: Any) -> NDArray[Any]:
+    if not path.is_file():
+        arr = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_npy(path, arr)
+    return read_npy(path, mmap=True)
+
+
+def _store_lists(
+    project: Project,
+    metric: str,
+    cand_ids: Sequence[str],
+    ref_ids: Sequence[str],
+    res: KnnResult,
+) -> None:
+    lists = []
+    for cid, idx, dist in zip(cand_ids, res.indices, res.distances, strict=True):
+        ok = idx >= 0
+        lists.append(
+            NeighbourList(
+                cid,
+                metric,
+                tuple(ref_ids[i] for i in idx[ok]),
+                tuple(float(d) for d in dist[ok]),
+            )
+        )
+    project.store.neardup.put_neighbours(lists)
+
+
+def _knn_chunk(
+    q: NDArray[Any],
+    refs: NDArray[Any],
+    k: int,
+    ex: NDArray[np.int64] | None,
+    client: Any,
+    budget: int,
+    backend: Backend,
+) -> KnnResult:
+    if client is not None:
+        from retest.pipeline.cluster import dask_knn
+
+        return dask_knn(
+            client, q, refs, k, exclude=ex, memory_budget=budget, backend=backend
+        )
+    return knn(q, refs, k, exclude=ex, memory_budget=budget, backend=backend)
+
+
+def _dssim_chunk(
+    project: Project,
+    inp: _Inputs,
+    c0: int,
+    c1: int,
+    k: int,
+    params: SSIMParams,
+    cand_px: NDArray[np.uint8],
+    ref_px: NDArray[np.uint8],
+) -> KnnResult:
+    row_of = {r: i for i, r in enumerate(inp.ref_ids)}
+    qi, ri = [], []
+    for j, cid in enumerate(inp.cand_ids[c0:c1]):
+        short = {
+            row_of[r]
+            for nl in project.store.neardup.neighbours(cid)
+            if nl.metric in ("l2", "features")
+            for r in nl.ref_ids
+            if r in row_of
+        }
+        qi.extend([j] * len(short))
+        ri.extend(sorted(short))
+    qa, ra = np.asarray(qi, np.int64), np.asarray(ri, np.int64)
+    uniq, local = np.unique(ra, return_inverse=True)
+    qs = compute_ssim_stats(np.asarray(cand_px[c0:c1]), params, name="candidate images")
+    rs = compute_ssim_stats(np.asarray(ref_px[uniq]), params, name="reference images")
+    dist = dssim_pairs(qs, rs, qa, local) if qa.size else np.zeros(0)
+    return topk_from_pairs(qa, ra, dist.astype(np.float64), c1 - c0, k)
+
+
+def run_dedup(
+    project: Project,
+    *,
+    against: Sequence[str] = AGAINST,
+    metrics: Sequence[str] = METRICS,
+    k: int = 30,
+    resize: int | None = None,
+    embedder: str = "random-projection:64:0",
+    ssim: SSIMParams | None = None,
+    chunk_size: int = 1000,
+    client: Any = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: Backend = "auto",
+    progress: ProgressCallback | None = None,
+) -> DedupResult:
+    """Compute and store each candidate's neighbours per metric (resumable).
+
+    Parameters
+    ----------
+    project : Project
+    against : subset of ``("original-train", "original-test", "pool")``
+    metrics : subset of ``("l2", "features", "dssim")``; dssim needs l2 or features.
+    k : int
+        Neighbours kept per candidate and metric (SPEC: ≥ 30).
+    resize : int, optional
+        Resize every image to ``resize × resize`` first (needed when sizes differ).
+    embedder : str
+        Embedder spec for ``features`` (see :func:`retest.models.embedders.make_embedder`).
+    ssim : SSIMParams, optional
+        DSSIM window settings (default: skimage defaults, uniform 7×7).
+    chunk_size : int
+        Candidates per checkpointed chunk.
+    client : dask.distributed.Client, optional
+        Run the kNN shards on this cluster (see :mod:`retest.pipeline.cluster`).
+    """
+    _check_options(against, metrics, k)
+    ssim = ssim or SSIMParams()
+    inp = _gather(project, against, resize)
+    n_avail = len(inp.ref_ids) - (1 if inp.exclude is not None else 0)
+    if k > n_avail:
+        raise InputValidationError(
+            f"k={k} exceeds the {n_avail} references available per candidate; use "
+            f"--k {max(1, n_avail)} or add references."
+        )
+    emb = make_embedder(embedder) if "features" in metrics else None
+    params = {
+        "against": list(against),
+        "resize": resize,
+        "k": k,
+        "embedder": getattr(emb, "name", None),
+        "ssim": asdict(ssim),
+        "shape": list(inp.cand_px.shape[1:]),
+    }
+    fp = _fingerprint(inp, params)
+    base = project.arrays_dir / "dedup" / fp
+    cand_px = _cached_npy(base / "candidates.npy", lambda: inp.cand_px)
+    ref_px = _cached_npy(base / "references.npy", lambda: inp.ref_px)
+    feats: tuple[NDArray[Any], NDArray[Any]] | None = None
+    if emb is not None:
+        cf = _cached_npy(
+            base / "candidate_features.npy", lambda: embed(emb, inp.cand_px)
+        )
+        rf = _cached_npy(
+            base / "reference_features.npy", lambda: embed(emb, inp.ref_px)
+        )
+        feats = (cf, rf)
+    config = {
+        **params,
+        "fingerprint": fp,
+        "metrics": list(metrics),
+        "n_candidates": len(inp.cand_ids),
+        "n_references": len(inp.ref_ids),
+    }
+    cfg_path = project.reports_dir / "dedup" / "config.json"
+    cfg_path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(cfg_path, config)
+    stage = f"{DEDUP_STAGE}:{fp}"
+    done = project.store.stages.done_keys(stage)
+    order = [m for m in METRICS if m in metrics]  # dssim after its shortlists
+    chunks = list(range(0, len(inp.cand_ids), chunk_size))
+    total, computed, skipped = len(order) * len(chunks), 0, 0
+    for metric in order:
+        for n, c0 in enumerate(chunks):
+            key = f"{metric}:{n:06d}"
+            if key in done:
+                skipped += 1
+                continue
+            c1 = min(len(inp.cand_ids), c0 + chunk_size)
+            ex = None if inp.exclude is None else inp.exclude[c0:c1]
+            if metric == "dssim":
+                res = _dssim_chunk(project, inp, c0, c1, k, ssim, cand_px, ref_px)
+            else:
+                q, r = (cand_px, ref_px) if metric == "l2" else feats  # type: ignore[misc]
+                res = _knn_chunk(q[c0:c1], r, k, ex, client, memory_budget, backend)
+            _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
+            project.store.stages.mark(StageCheckpoint(stage, key))
+            computed += 1
+            report(progress, "dedup", computed + skipped, total)
+    write_json(cfg_path, {**config, "complete": True})
+    return DedupResult(
+        fp,
+        len(inp.cand_ids),
+        len(inp.ref_ids),
+        tuple(inp.cand_px.shape[1:]),
+        tuple(order),
+        computed,
+        skipped,
+        str(cfg_path),
+    )
+
+
+# ------------------------------------------------------------------ review data
+
+
+def _config(project: Project) -> dict[str, Any]:
+    path = project.reports_dir / "dedup" / "config.json"
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def load_neighbours(
+    project: Project, metrics: Sequence[str] = METRICS
+) -> dict[str, dict[str, list[tuple[str, float]]]]:
+    """``candidate → metric → [(ref, distance), …]`` from the store."""
+    out: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    for m in metrics:
+        for nl in project.store.neardup.iter_neighbours(metric=m):
+            out.setdefault(nl.candidate_id, {})[m] = list(
+                zip(nl.ref_ids, nl.distances, strict=True)
+            )
+    return out
+
+
+def candidate_infos(project: Project) -> dict[str, CandidateInfo]:
+    """Class, selection frequency (``task`` events), blacklist state and source id."""
+    store = project.store
+    black = set(store.blacklist.current())
+    counts = store.annotations.item_counts(kinds=["task"])
+    out = {}
+    for c in store.candidates.iter():
+        n, pos = counts.get(c.id, (0, 0))
+        out[c.id] = CandidateInfo(
+            class_id=c.class_id,
+            selection_frequency=pos / n if n else None,
+            blacklisted=c.id in black,
+            source_id=f"{c.source}:{c.source_ref}",
+        )
+    return out
+
+
+def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
+    """``candidate → metric → references already shown to a reviewer``."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for r in project.store.neardup.reviews():
+        out.setdefault(r.candidate_id, {}).setdefault(r.metric, set()).update(
+            r.references
+        )
+    return out
+
+
+def review_targets(project: Project) -> dict[str, float]:
+    """Review targets of the metrics the last run computed (SPEC §4.2 defaults)."""
+    cfg = _config(project)
+    shape = cfg.get("shape") or [256, 256, 3]
+    t = default_thresholds(shape)
+    return {m: t[m] for m in cfg.get("metrics", METRICS)}
+
+
+def dedup_review_queue(
+    project: Project, *, thresholds: dict[str, float] | None = None, top: int = 30
+) -> list[ReviewItem]:
+    """Pairs under threshold not yet reviewed (see :func:`retest.build.neardup.review_queue`)."""
+    th = thresholds or review_targets(project)
+    return review_queue(
+        load_neighbours(project, list(th)),
+        thresholds=th,
+        candidates=candidate_infos(project),
+        blacklist=set(project.store.blacklist.current()),
+        reviewed=reviewed_references(project),
+        top=top,
+    )
+
+
+def record_review(
+    project: Project,
+    candidate_id: str,
+    metric: str,
+    *,
+    reviewer: str,
+    shown: Sequence[str],
+    duplicates: Sequence[str] = (),
+) -> None:
+    """Append a verdict per shown reference and a review mark (both append-only)."""
+    bad = set(duplicates) - set(shown)
+    if bad:
+        raise InputValidationError(
+            f"duplicates {sorted(bad)[:3]} were not among the shown references of "
+            f"{candidate_id!r}."
+        )
+    dup = set(duplicates)
+    project.store.neardup.add_verdicts(
+        DuplicateVerdict(candidate_id, r, metric, r in dup, reviewer) for r in shown
+    )
+    project.store.neardup.add_reviews(
+        [NeighbourReview(candidate_id, metric, reviewer, tuple(sorted(set(shown))))]
+    )
+
+
+def near_duplicate_status(
+    project: Project,
+    *,
+    targets: dict[str, float] | None = None,
+    cifar_rule: bool | None = None,
+    overrides: Sequence[str] = (),
+) -> dict[str, str | None]:
+    """``candidate → "near_duplicate" | "unreviewed" | None`` for sampling eligibility.
+
+    ``near_duplicate``: excluded by the resolution of the near-duplicate graph
+    (SPEC §4.2), or, with the CIFAR rule (default for 32×32 images), nearest
+    original at plain L2 ≤ 1000. ``unreviewed``: some neighbour closer than the
+    target has no review yet (0.0 thresholds when dedup has not run).
+    """
+    cfg = _config(project)
+    shape = tuple(cfg.get("shape") or (256, 256, 3))
+    targets = targets or review_targets(project)
+    infos = candidate_infos(project)
+    nbrs = load_neighbours(project, list(targets))
+    res = resolve_near_duplicates(
+        project.store.neardup.duplicate_pairs(), candidates=infos, overrides=overrides
+    )
+    th = review_thresholds(
+        nbrs,
+        candidate_ids=infos,
+        metrics=list(targets),
+        candidates=infos,
+        reviewed=reviewed_references(project),
+    )
+    if cifar_rule is None:
+        cifar_rule = shape[:2] == (32, 32)
+    auto: set[str] = set()
+    if cifar_rule:
+        for cid, per in nbrs.items():
+            d = next((d for r, d in per.get("l2", []) if r not in infos), None)
+            if d is not None and bool(cifar_auto_excluded([d])[0]):
+                auto.add(cid)
+    out: dict[str, str | None] = {}
+    for cid in sorted(infos):
+        if cid in res.near_duplicates or cid in auto:
+            out[cid] = "near_duplicate"
+        elif not is_sufficiently_reviewed(th[cid], targets):
+            out[cid] = "unreviewed"
+        else:
+            out[cid] = None
+    return out
+
+
+def dedup_report(
+    project: Project, *, top: int = 16, metrics: Sequence[str] = METRICS
+) -> dict[str, Any]:
+    """Closest (candidate, reference) pairs per metric, thumbnails and contact sheets.
+
+    Writes ``reports/dedup/thumbs/<id>.png`` for the listed images and
+    ``reports/dedup/closest_<metric>.png``; returns ``{metric: {"pairs": [...],
+    "contact_sheet": path}}``.
+    """
+    from PIL import Image
+
+    from retest.pipeline.contact_sheet import save_contact_sheet
+
+    out_dir = project.reports_dir / "dedup"
+    thumbs = out_dir / "thumbs"
+    thumbs.mkdir(parents=True, exist_ok=True)
+    nbrs = load_neighbours(project, metrics)
+    report_: dict[str, Any] = {}
+    for m in metrics:
+        pairs = sorted(
+            (
+                (per[m][0][1], cid, per[m][0][0])
+                for cid, per in nbrs.items()
+                if per.get(m)
+            ),
+            key=lambda t: (t[0], t[1]),
+        )[:top]
+        if not pairs:
+            continue
+        ids = sorted({i for _, a, b in pairs for i in (a, b)})
+        px = dict(zip(ids, project.pixels(ids), strict=True))
+        paths = {}
+        for i, img in px.items():
+            p = thumbs / f"{i.replace(':', '_')}.png"
+            if not p.exists():
+                tmp = p.with_suffix(".tmp.png")
+                Image.fromarray(
+                    img.squeeze() if img.ndim == 3 and img.shape[2] == 1 else img
+                ).save(tmp)
+                tmp.replace(p)
+            paths[i] = str(p.relative_to(project.root))
+        sheet = save_contact_sheet(
+            [px[x] for _, a, b in pairs for x in (a, b)],
+            [t for d, a, b in pairs for t in (f"{a[:10]}\n{m}={d:.4g}", b[:12])],
+            out_dir / f"closest_{m}.png",
+            ncols=8,
+            title=f"closest pairs ({m})",
+            highlight=[i % 2 == 0 for i in range(2 * len(pairs))],
+        )
+        report_[m] = {
+            "pairs": [
+                {
+                    "candidate": a,
+                    "reference": b,
+                    "distance": d,
+                    "candidate_thumb": paths[a],
+                    "reference_thumb": paths[b],
+                }
+                for d, a, b in pairs
+            ],
+            "contact_sheet": str(sheet.relative_to(project.root)),
+        }
+    return report_
