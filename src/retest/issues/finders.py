@@ -45,6 +45,7 @@ Labels." JAIR 70 (2021).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,14 +69,26 @@ __all__ = [
 ]
 
 Engine = Literal["auto", "cleanlab", "chunked"]
-_ELEMENTS_IN_MEMORY = 1 << 27  # float32 arrays up to 512 MiB go to cleanlab directly
+_ELEMENTS_IN_MEMORY = 1 << 24  # float32 arrays up to 64 MiB go to cleanlab directly
 _DEFAULT_CHUNK = 65536
 _FPC = 1e-6  # cleanlab.internal.constants.FLOATING_POINT_COMPARISON
 _THRESHOLD_LOWER_BOUND = 2e-6  # cleanlab CONFIDENT_THRESHOLDS_LOWER_BOUND
 
 
+@dataclass(frozen=True, slots=True)
+class RowStats:
+    """Per-row facts gathered while validating: self-confidence and argmax."""
+
+    self_confidence: NDArray[np.float32]
+    argmax: NDArray[np.int64]
+
+
 class LabelErrorMethod(Protocol):
-    """A finder: boolean mask (True = suspected label error) from labels and probs."""
+    """A finder: boolean mask (True = suspected label error) from labels and probs.
+
+    ``row_stats`` (when given) holds what the validation pass already computed,
+    so a method need not read a large matrix again.
+    """
 
     def __call__(
         self,
@@ -85,12 +98,27 @@ class LabelErrorMethod(Protocol):
         min_examples_per_class: int,
         engine: Engine,
         chunk_rows: int,
+        row_stats: RowStats | None = None,
     ) -> NDArray[np.bool_]: ...
 
 
 LABEL_ERROR_METHODS: Registry[LabelErrorMethod] = Registry(
     "label-error method", entry_point_group="retest.label_error_methods"
 )
+
+
+@functools.cache
+def _float16_table() -> NDArray[np.float32]:
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    return bits.view(np.float16).astype(np.float32)
+
+
+def as_float32(a: Any) -> NDArray[np.float32]:
+    """Exact float32 copy; float16 goes through a 65,536-entry table (faster than a cast)."""
+    arr = np.asarray(a)
+    if arr.dtype == np.float16:
+        return _float16_table()[arr.view(np.uint16)]
+    return arr.astype(np.float32, copy=False)
 
 
 def iter_row_chunks(
@@ -101,7 +129,7 @@ def iter_row_chunks(
     for start in range(0, n, chunk_rows):
         yield (
             start,
-            np.asarray(pred_probs[start : start + chunk_rows], dtype=np.float32),
+            as_float32(pred_probs[start : start + chunk_rows]),
         )
 
 
@@ -149,9 +177,25 @@ def check_label_error_inputs(
             f"{empty[:10].tolist()} have none ({empty.size} of {k}). Remove their "
             "columns from pred_probs and renumber the labels, or add examples."
         )
-    for start, chunk in iter_row_chunks(probs, chunk_rows):
-        _check_prob_rows(chunk, start, atol)
+    if atol != float("inf"):  # inf: structure only (callers that scan rows themselves)
+        _validate_and_scan(y, probs, atol, chunk_rows)
     return y, probs
+
+
+def _validate_and_scan(
+    labels: NDArray[np.int64], probs: Any, atol: float, chunk_rows: int
+) -> RowStats:
+    """One pass: row checks, self-confidence and argmax (ties → lowest class)."""
+    n = labels.shape[0]
+    sc = np.empty(n, dtype=np.float32)
+    am = np.empty(n, dtype=np.int64)
+    for start, c in iter_row_chunks(probs, chunk_rows):
+        if atol != float("inf"):
+            _check_prob_rows(c, start, atol)
+        stop = start + c.shape[0]
+        sc[start:stop] = c[np.arange(c.shape[0]), labels[start:stop]]
+        am[start:stop] = c.argmax(axis=1)
+    return RowStats(sc, am)
 
 
 def _check_prob_rows(chunk: NDArray[np.float32], start: int, atol: float) -> None:
@@ -177,17 +221,12 @@ def _check_prob_rows(chunk: NDArray[np.float32], start: int, atol: float) -> Non
 # -- shared passes over the matrix ---------------------------------------------
 
 
-def _self_confidence_and_argmax(
-    labels: NDArray[np.int64], pred_probs: Any, chunk_rows: int
-) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-    n = labels.shape[0]
-    sc = np.empty(n, dtype=np.float32)
-    am = np.empty(n, dtype=np.int64)
-    for start, c in iter_row_chunks(pred_probs, chunk_rows):
-        rows = np.arange(c.shape[0])
-        sc[start : start + c.shape[0]] = c[rows, labels[start : start + c.shape[0]]]
-        am[start : start + c.shape[0]] = c.argmax(axis=1)
-    return sc, am
+def _row_stats(
+    labels: NDArray[np.int64], pred_probs: Any, chunk_rows: int, given: RowStats | None
+) -> RowStats:
+    if given is not None:
+        return given
+    return _validate_and_scan(labels, pred_probs, float("inf"), chunk_rows)
 
 
 def _thresholds(
@@ -240,7 +279,7 @@ def compute_confident_joint(
     k = int(pred_probs.shape[1])
     sc = _self_conf
     if sc is None:
-        sc, _ = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+        sc = _row_stats(labels, pred_probs, chunk_rows, None).self_confidence
     t = _thresholds(labels, sc, k, clip=clip_thresholds)
     guess = np.full(labels.shape[0], -1, dtype=np.int64)
     for start, c in iter_row_chunks(pred_probs, chunk_rows):
@@ -282,9 +321,10 @@ def _argmax(
     min_examples_per_class: int = 5,
     engine: Engine = "auto",
     chunk_rows: int = _DEFAULT_CHUNK,
+    row_stats: RowStats | None = None,
 ) -> NDArray[np.bool_]:
     """C_confusion: error iff ``argmax(pred_probs_i) != labels_i`` (ties → lowest class)."""
-    _, am = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+    am = _row_stats(labels, pred_probs, chunk_rows, row_stats).argmax
     return np.asarray(am != labels)
 
 
@@ -296,9 +336,13 @@ def _confident_joint(
     min_examples_per_class: int = 5,
     engine: Engine = "auto",
     chunk_rows: int = _DEFAULT_CHUNK,
+    row_stats: RowStats | None = None,
 ) -> NDArray[np.bool_]:
     """C_{ỹ,y*}: the off-diagonal examples of the confident joint (SPEC §9.4 item 2)."""
-    cj = compute_confident_joint(labels, pred_probs, chunk_rows=chunk_rows)
+    sc = _row_stats(labels, pred_probs, chunk_rows, row_stats).self_confidence
+    cj = compute_confident_joint(
+        labels, pred_probs, chunk_rows=chunk_rows, _self_conf=sc
+    )
     mask = np.zeros(labels.shape[0], dtype=bool)
     mask[cj.off_diagonal] = True
     return mask
@@ -312,6 +356,7 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
         min_examples_per_class: int = 5,
         engine: Engine = "auto",
         chunk_rows: int = _DEFAULT_CHUNK,
+        row_stats: RowStats | None = None,
     ) -> NDArray[np.bool_]:
         n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
         if engine == "auto":
@@ -327,8 +372,9 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
             raise ConfigError(
                 f"engine must be 'auto', 'cleanlab' or 'chunked'. Got {engine!r}."
             )
+        stats = _row_stats(labels, pred_probs, chunk_rows, row_stats)
         return _prune_chunked(
-            labels, pred_probs, filter_by, min_examples_per_class, chunk_rows
+            labels, pred_probs, filter_by, min_examples_per_class, chunk_rows, stats
         )
 
     method.__doc__ = (
@@ -362,10 +408,11 @@ def _prune_chunked(
     filter_by: str,
     min_examples: int,
     chunk_rows: int,
+    stats: RowStats,
 ) -> NDArray[np.bool_]:
     """Same result as cleanlab's find_label_issues, with O(N + n_k·K) extra memory."""
     n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
-    sc, _ = _self_confidence_and_argmax(labels, pred_probs, chunk_rows)
+    sc = stats.self_confidence
     cj = compute_confident_joint(
         labels, pred_probs, clip_thresholds=True, chunk_rows=chunk_rows, _self_conf=sc
     )
@@ -393,7 +440,7 @@ def _prune_chunked(
 def _prune_class_by_rate(
     pred_probs: Any, rows: NDArray[np.int64], c: int, counts: NDArray[np.int64]
 ) -> NDArray[np.bool_]:
-    sub = np.asarray(pred_probs[rows], dtype=np.float32)
+    sub = as_float32(pred_probs[rows])
     flagged = np.zeros(rows.size, dtype=bool)
     for j in np.flatnonzero(counts > 0):
         if j == c:
@@ -409,7 +456,7 @@ def _unset_where_given_is_argmax(
     idx = np.flatnonzero(mask)
     if idx.size == 0:
         return mask
-    p = np.asarray(pred_probs[idx], dtype=np.float32)
+    p = as_float32(pred_probs[idx])
     p[np.arange(idx.size), labels[idx]] += _FPC
     out = mask.copy()
     out[idx[p.argmax(axis=1) == labels[idx]]] = False
@@ -446,7 +493,7 @@ def find_label_errors(
         Classes with at most this many given labels are not pruned (SPEC: 5).
     engine : {"auto", "cleanlab", "chunked"}
         For the pruning methods: cleanlab on an in-memory float32 copy, or the
-        chunked equivalent (memory-bounded). ``auto`` picks cleanlab below 2**27 entries.
+        chunked equivalent (memory-bounded). ``auto`` picks cleanlab up to 2**24 entries.
     atol : float
         Tolerance on row sums.
 
@@ -465,12 +512,14 @@ def find_label_errors(
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be >= 1. Got {chunk_rows}.")
     y, probs = check_label_error_inputs(
-        labels, pred_probs, atol=atol, chunk_rows=chunk_rows
-    )
+        labels, pred_probs, atol=float("inf"), chunk_rows=chunk_rows
+    )  # structure only: the row checks run in the scan below
+    stats = _validate_and_scan(y, probs, atol, chunk_rows)
     return fn(
         y,
         probs,
         min_examples_per_class=min_examples_per_class,
         engine=engine,
         chunk_rows=chunk_rows,
+        row_stats=stats,
     )
