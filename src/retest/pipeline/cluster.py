@@ -81,6 +81,7 @@ def cluster_client(
         threads_per_worker=threads_per_worker,
         processes=processes,
         host="127.0.0.1",
+        protocol="tcp://",
         dashboard_address=":0",
         memory_limit=memory_limit,
     )

@@ -1,0 +1,191 @@
+"""``retest dedup``: near-duplicate neighbours, review queue and verdicts."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from retest.errors import ConfigError
+
+__all__ = ["register"]
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--project",
+        "-p",
+        envvar="RETEST_PROJECT",
+        help="Project directory (default: the current directory or a parent).",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _split(value: str, what: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"{what} needs a comma-separated list. Got {value!r}.")
+    return items
+
+
+def dedup(
+    project: ProjectOpt = None,
+    against: Annotated[
+        str, typer.Option(help="Reference sets: original-train,original-test,pool.")
+    ] = "original-train,original-test,pool",
+    metrics: Annotated[str, typer.Option(help="Metrics: l2,features,dssim.")] = (
+        "l2,features,dssim"
+    ),
+    k: Annotated[int, typer.Option("--k", help="Neighbours per metric.")] = 30,
+    resize: Annotated[
+        int | None, typer.Option(help="Compare images at N×N (needed if sizes differ).")
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="random-projection[:DIM[:SEED]], MODEL.pt, MODEL.onnx.")
+    ] = "random-projection:64:0",
+    win_size: Annotated[int | None, typer.Option(help="SSIM window size.")] = None,
+    gaussian: Annotated[bool, typer.Option(help="Gaussian SSIM window.")] = False,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Dask scheduler tcp://host:port.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Start a local Dask cluster with N workers.")
+    ] = None,
+    chunk_size: Annotated[int, typer.Option(help="Candidates per checkpoint.")] = 1000,
+    memory_gib: Annotated[float, typer.Option(help="kNN memory budget (GiB).")] = 4.0,
+    report: Annotated[
+        bool, typer.Option("--report", help="Closest pairs + contact sheets.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find each candidate's nearest images per metric (resumable), optionally report."""
+    from retest.build.ssim import SSIMParams
+    from retest.cli._console import print_json, print_table, progress_bar
+    from retest.pipeline.cluster import cluster_client
+    from retest.pipeline.dedup import dedup_report, run_dedup
+    from retest.pipeline.project import Project
+
+    if cluster and workers:
+        raise ConfigError("pass either --cluster or --workers, not both.")
+    params = SSIMParams(win_size=win_size, gaussian_weights=gaussian)
+    ctx: Any = (
+        cluster_client(cluster, workers) if (cluster or workers) else nullcontext(None)
+    )
+    with (
+        Project.open(project) as proj,
+        ctx as client,
+        progress_bar(disable=json_out) as prog,
+    ):
+        res = run_dedup(
+            proj,
+            against=_split(against, "--against"),
+            metrics=_split(metrics, "--metrics"),
+            k=k,
+            resize=resize,
+            embedder=embedder,
+            ssim=params,
+            chunk_size=chunk_size,
+            client=client,
+            memory_budget=int(memory_gib * 2**30),
+            progress=prog,
+        )
+        rep = dedup_report(proj, metrics=res.metrics) if report else None
+    data = {
+        "fingerprint": res.fingerprint,
+        "candidates": res.n_candidates,
+        "references": res.n_references,
+        "image_shape": list(res.image_shape),
+        "metrics": list(res.metrics),
+        "chunks_computed": res.chunks_computed,
+        "chunks_skipped": res.chunks_skipped,
+        "report": rep,
+    }
+    if json_out:
+        print_json(data)
+        return
+    print_table(
+        ["item", "value"],
+        [(k_, v) for k_, v in data.items() if k_ != "report"],
+        title="dedup",
+    )
+    for m, r in (rep or {}).items():
+        print_table(
+            ["candidate", "reference", "distance", "thumbnails"],
+            [
+                (
+                    p["candidate"][:16],
+                    p["reference"][:16],
+                    f"{p['distance']:.6g}",
+                    f"{p['candidate_thumb']} {p['reference_thumb']}",
+                )
+                for p in r["pairs"]
+            ],
+            title=f"closest pairs: {m} ({r['contact_sheet']})",
+        )
+
+
+def dedup_queue(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    """List the near-duplicate review queue (pairs under threshold, not reviewed)."""
+    from retest.cli._console import print_json, print_table
+    from retest.pipeline.dedup import dedup_review_queue
+    from retest.pipeline.project import Project
+
+    with Project.open(project) as proj:
+        items = dedup_review_queue(proj)
+    rows = [
+        {
+            "candidate": i.candidate_id,
+            "metric": i.metric,
+            "references": list(i.references),
+            "distances": list(i.distances),
+        }
+        for i in items
+    ]
+    if json_out:
+        print_json(rows)
+        return
+    print_table(
+        ["candidate", "metric", "pending", "closest"],
+        [
+            (
+                r["candidate"][:16],
+                r["metric"],
+                len(r["references"]),
+                f"{r['distances'][0]:.6g}",
+            )
+            for r in rows
+        ],
+        title="review queue",
+    )
+
+
+def dedup_verdict(
+    candidate: Annotated[str, typer.Argument(help="Candidate id.")],
+    metric: Annotated[str, typer.Argument(help="Metric the pairs were shown under.")],
+    shown: Annotated[str, typer.Option(help="Comma-separated references shown.")],
+    who: Annotated[str, typer.Option(help="Reviewer name.")],
+    duplicates: Annotated[str, typer.Option(help="Those that are duplicates.")] = "",
+    project: ProjectOpt = None,
+) -> None:
+    """Record a review: a verdict per shown reference and a reviewed mark."""
+    from retest.pipeline.dedup import record_review
+    from retest.pipeline.project import Project
+
+    with Project.open(project) as proj:
+        record_review(
+            proj,
+            candidate,
+            metric,
+            reviewer=who,
+            shown=_split(shown, "--shown"),
+            duplicates=[d for d in duplicates.split(",") if d],
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dedup")(dedup)
+    app.command("dedup-queue")(dedup_queue)
+    app.command("dedup-verdict")(dedup_verdict)

@@ -1,0 +1,203 @@
+"""The dedup stage on a real project (SQLite store) with Fashion-MNIST images."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import retest.pipeline.dedup as dd
+from retest.cli.main import app
+from retest.errors import InputValidationError
+from retest.pipeline.cluster import cluster_client
+from retest.pipeline.dedup import (
+    dedup_review_queue,
+    near_duplicate_status,
+    record_review,
+    run_dedup,
+)
+from retest.pipeline.project import Project
+from retest.sources.idx import read_idx
+from retest.store.artifacts import PixelArray
+from retest.store.base import CandidateRow, ReferenceRow, content_id
+
+N_REF, N_PLANT, N_NEW = 200, 12, 24
+
+
+def _make(root: Path, fm: Path) -> Project:
+    train = read_idx(fm / "train-images-idx3-ubyte.gz")[:N_REF]
+    labels = read_idx(fm / "train-labels-idx1-ubyte.gz")[:N_REF]
+    test = read_idx(fm / "t10k-images-idx3-ubyte.gz")[:N_NEW]
+    p = Project.init(root, name="t", classes_from="fashion-mnist")
+    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
+    rows = px.append(train)
+    p.store.references.add(
+        ReferenceRow(
+            "train",
+            i,
+            int(labels[i]),
+            content_id(train[i]),
+            array_name="fm",
+            array_row=r,
+        )
+        for i, r in enumerate(rows)
+    )
+    planted = np.clip(train[:N_PLANT].astype(int) + 12, 0, 255).astype(
+        np.uint8
+    )  # brighter
+    cands = np.concatenate([planted, test])
+    crow = px.append(cands)
+    p.store.candidates.add(
+        CandidateRow(
+            content_id(img), "fm-test", str(i), class_id=0, array_name="fm", array_row=r
+        )
+        for i, (img, r) in enumerate(zip(cands, crow, strict=True))
+    )
+    return p
+
+
+@pytest.fixture
+def project(tmp_path: Path, fashion_mnist_dir: Path):
+    p = _make(tmp_path / "proj", fashion_mnist_dir)
+    yield p
+    p.close()
+
+
+def _lists(p: Project) -> dict:
+    return {
+        m: [
+            (n.candidate_id, n.ref_ids, n.distances)
+            for n in p.store.neardup.iter_neighbours(metric=m)
+        ]
+        for m in dd.METRICS
+    }
+
+
+def test_run_stores_neighbours_and_finds_planted(project: Project) -> None:
+    res = run_dedup(project, k=5, chunk_size=16, backend="numpy")
+    assert (
+        res.n_candidates == N_PLANT + N_NEW
+        and res.n_references == N_REF + N_PLANT + N_NEW
+    )
+    lists = _lists(project)
+    for m in dd.METRICS:
+        assert len(lists[m]) == res.n_candidates
+        for cid, refs, dist in lists[m]:
+            assert cid not in refs and len(refs) == 5 and list(dist) == sorted(dist)
+    ids = {c.source_ref: c.id for c in project.store.candidates.iter()}
+    l2 = {cid: refs for cid, refs, _ in lists["l2"]}
+    dssim = {cid: refs for cid, refs, _ in lists["dssim"]}
+    hits = sum(
+        f"train:{i}" in l2[ids[str(i)]][:5] + dssim[ids[str(i)]][:2]
+        for i in range(N_PLANT)
+    )
+    assert hits == N_PLANT
+
+
+def test_resume_after_interrupt_skips_finished_chunks(
+    project: Project, monkeypatch
+) -> None:
+    calls = []
+
+    def boom(task, done, total):
+        if done == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_dedup(project, k=4, chunk_size=12, backend="numpy", progress=boom)
+    real = dd.knn
+    monkeypatch.setattr(dd, "knn", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    res = run_dedup(project, k=4, chunk_size=12, backend="numpy")
+    assert (res.chunks_skipped, res.chunks_computed) == (4, 5)
+    assert len(calls) == 2  # l2: 3 chunks done before; features: 1 of 3 done
+    resumed = _lists(project)
+    project.store.stages.reset(f"dedup:{res.fingerprint}")
+    again = run_dedup(project, k=4, chunk_size=12, backend="numpy")
+    assert again.chunks_computed == 9
+    assert _lists(project) == resumed
+
+
+def test_dask_stage_equals_local(project: Project) -> None:
+    run_dedup(project, metrics=["l2"], k=3, backend="numpy")
+    local = _lists(project)["l2"]
+    fp = json.loads((project.reports_dir / "dedup" / "config.json").read_text())[
+        "fingerprint"
+    ]
+    project.store.stages.reset(f"dedup:{fp}")
+    with cluster_client(workers=2, processes=False) as client:
+        run_dedup(project, metrics=["l2"], k=3, backend="numpy", client=client)
+    assert _lists(project)["l2"] == local
+
+
+def test_review_verdicts_and_status(project: Project) -> None:
+    run_dedup(project, k=5, backend="numpy")
+    status = near_duplicate_status(project, targets={"l2": 2e6})
+    assert set(status) == {c.id for c in project.store.candidates.iter()}
+    queue = dedup_review_queue(project, thresholds={"l2": 2e6})
+    assert queue, "planted copies must be queued"
+    for item in queue:
+        dup = [r for r in item.references[:1] if r.startswith("train:")]
+        record_review(
+            project,
+            item.candidate_id,
+            item.metric,
+            reviewer="ann",
+            shown=item.references,
+            duplicates=dup,
+        )
+    assert dedup_review_queue(project, thresholds={"l2": 2e6}) == []
+    status = near_duplicate_status(project, targets={"l2": 2e6})
+    planted = {
+        c.id for c in project.store.candidates.iter() if int(c.source_ref) < N_PLANT
+    }
+    assert all(status[c] == "near_duplicate" for c in planted)
+    assert all(v in (None, "near_duplicate") for v in status.values())
+
+
+def test_bad_inputs_write_nothing(project: Project, tmp_path: Path) -> None:
+    with pytest.raises(InputValidationError, match="k=999 exceeds"):
+        run_dedup(project, k=999, backend="numpy")
+    other = PixelArray.create(project.arrays_dir, "big", shape=(32, 32))
+    r = other.append(np.zeros((1, 32, 32), np.uint8))
+    project.store.candidates.add(
+        [CandidateRow("odd", "x", "1", array_name="big", array_row=r[0])]
+    )
+    with pytest.raises(InputValidationError, match=r"different sizes.*--resize"):
+        run_dedup(project, k=3, backend="numpy")
+    assert list(project.store.neardup.iter_neighbours(metric="l2")) == []
+    assert not (project.arrays_dir / "dedup").exists()  # nothing written
+    res = run_dedup(project, k=3, resize=28, metrics=["l2"], backend="numpy")
+    assert res.image_shape == (28, 28, 1)
+
+
+def test_cli_dedup_report_and_queue(project: Project) -> None:
+    runner = CliRunner()
+    root = str(project.root)
+    out = runner.invoke(
+        app,
+        [
+            "dedup",
+            "-p",
+            root,
+            "--k",
+            "4",
+            "--metrics",
+            "l2,dssim",
+            "--report",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["metrics"] == ["l2", "dssim"]
+    sheet = project.root / data["report"]["l2"]["contact_sheet"]
+    assert sheet.is_file() and sheet.read_bytes()[:4] == b"\x89PNG"
+    pair = data["report"]["l2"]["pairs"][0]
+    assert (project.root / pair["candidate_thumb"]).is_file()
+    q = runner.invoke(app, ["dedup-queue", "-p", root, "--json"])
+    assert q.exit_code == 0 and isinstance(json.loads(q.stdout), list)
+    bad = runner.invoke(app, ["dedup", "-p", root, "--metrics", "l3"])
+    assert bad.exit_code == 2 and "l2, features, dssim" in bad.output
