@@ -155,7 +155,7 @@ def _filt(
     """F_h · x · F_wᵀ for x in (H, W, N, C) layout → (H', W', N, C)."""
     h, w, n, c = x.shape
     t = (fh @ x.reshape(h, -1)).reshape(fh.shape[0], w, n * c)
-    return np.einsum("jw,iwk->ijk", fw, t).reshape(fh.shape[0], fw.shape[0], n, c)
+    return np.matmul(fw, t).reshape(fh.shape[0], fw.shape[0], n, c)
 
 
 def compute_ssim_stats(

@@ -24,6 +24,7 @@ __all__ = [
     "EMBEDDERS",
     "CallableEmbedder",
     "Embedder",
+    "FourierEmbedder",
     "OnnxEmbedder",
     "RandomProjectionEmbedder",
     "TorchEmbedder",
@@ -90,6 +91,34 @@ class RandomProjectionEmbedder:
         x = a.reshape(a.shape[0], -1).astype(np.float32) / 255.0
         out = np.asarray(x @ self._matrix(x.shape[1]), dtype=np.float32)
         return out
+
+
+class FourierEmbedder:
+    """Magnitudes of the lowest 2-D Fourier frequencies of the mean-removed image.
+
+    Invariant to circular shifts and brightness offsets, nearly so to small real
+    shifts; scaled to unit norm (× 100) so contrast changes cancel. A cheap,
+    weight-free stand-in for a CNN embedding in tests and quick runs; it is not
+    rotation invariant (a 90° turn is a different pose, as SPEC §4.1 wants).
+    """
+
+    def __init__(self, k: int = 10) -> None:
+        if k < 2:
+            raise ConfigError(f"k must be at least 2. Got {k}.")
+        self.k = int(k)
+        self.name = f"fourier-{k}"
+        self.dim = -1
+
+    def __call__(self, images: NDArray[np.uint8]) -> NDArray[np.float32]:
+        a = _check_images(images).astype(np.float32).mean(axis=3)
+        a -= a.mean(axis=(1, 2), keepdims=True)
+        f = np.abs(np.fft.fft2(a))
+        k = min(self.k, a.shape[1] // 2, a.shape[2] // 2)
+        low = np.concatenate([f[:, :k, :k], f[:, -k + 1 :, :k]], axis=1)
+        out = low.reshape(a.shape[0], -1)
+        out /= np.linalg.norm(out, axis=1, keepdims=True) + 1e-6
+        self.dim = out.shape[1]
+        return np.asarray(out * 100.0, dtype=np.float32)
 
 
 class CallableEmbedder:
@@ -215,6 +244,7 @@ EMBEDDERS: Registry[Callable[..., Embedder]] = Registry(
     "embedder", entry_point_group="retest.embedders"
 )
 EMBEDDERS.add("random-projection", RandomProjectionEmbedder)
+EMBEDDERS.add("fourier", FourierEmbedder)
 EMBEDDERS.add("torchscript", TorchEmbedder)
 EMBEDDERS.add("onnx", OnnxEmbedder)
 
@@ -222,7 +252,8 @@ EMBEDDERS.add("onnx", OnnxEmbedder)
 def make_embedder(spec: str) -> Embedder:
     """Build an embedder from a CLI spec.
 
-    ``random-projection[:DIM[:SEED]]``, ``torchscript:PATH``, ``onnx:PATH``, or a
+    ``random-projection[:DIM[:SEED]]``, ``fourier[:K]``, ``torchscript:PATH``,
+    ``onnx:PATH``, or a
     path ending in ``.pt``/``.ts`` (TorchScript) or ``.onnx``.
     """
     head, _, rest = spec.partition(":")
@@ -231,6 +262,8 @@ def make_embedder(spec: str) -> Embedder:
     if head.endswith((".pt", ".ts")):
         return TorchEmbedder(spec)
     factory = EMBEDDERS.get(head)
+    if head == "fourier":
+        return factory(*[int(p) for p in rest.split(":") if p][:1])
     if head == "random-projection":
         parts = [int(p) for p in rest.split(":") if p] if rest else []
         return factory(*parts[:1], **({"seed": parts[1]} if len(parts) > 1 else {}))
