@@ -2,9 +2,9 @@
 and the testbed's small CNN (trained here on CPU).
 
 torch is optional (``pip install 'retest[torch]'``) and imported only when a torch
-runner is used. Inference and training pin the thread count, enable
-``torch.use_deterministic_algorithms`` and fork the RNG, so the same inputs and
-seed give the same outputs (and the caller's torch state is left as it was).
+runner is used. Inference and training pin the thread count, fork and seed the RNG (and on
+non-CPU devices enable ``torch.use_deterministic_algorithms``), so the same
+inputs and seed give the same outputs; the caller's torch state is restored.
 """
 
 from __future__ import annotations
@@ -48,20 +48,31 @@ def torch_available() -> bool:
 
 
 @contextmanager
-def _deterministic(threads: int | None, seed: int | None = None) -> Iterator[Any]:
+def _deterministic(
+    threads: int | None, seed: int | None = None, device: str = "cpu"
+) -> Iterator[Any]:
+    """Pinned threads and a forked, seeded RNG (restored afterwards).
+
+    CPU kernels are deterministic for a fixed thread count, so
+    ``torch.use_deterministic_algorithms`` is switched on only for other devices:
+    on CPU it would only cost an import of ``torch._inductor`` (seconds).
+    """
     torch = import_torch()
     old_threads = torch.get_num_threads()
+    strict = device != "cpu"
     old_det = torch.are_deterministic_algorithms_enabled()
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
         if threads is not None:
             torch.set_num_threads(int(threads))
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        if strict:
+            torch.use_deterministic_algorithms(True, warn_only=True)
         try:
             yield torch
         finally:
-            torch.use_deterministic_algorithms(old_det)
+            if strict:
+                torch.use_deterministic_algorithms(old_det)
             torch.set_num_threads(old_threads)
 
 
@@ -212,7 +223,10 @@ class TorchRunner(BatchedRunner):
 
     def _scores(self, batch: NDArray[Any]) -> NDArray[Any]:
         net = self._network()
-        with _deterministic(self.threads) as torch, torch.inference_mode():
+        with (
+            _deterministic(self.threads, device=self.device) as torch,
+            torch.inference_mode(),
+        ):
             net.eval()
             out = net(self._tensor(batch))
             arr = out.detach().cpu().numpy()
@@ -238,7 +252,9 @@ class TorchRunner(BatchedRunner):
 
             keep = stratified_subset(y, self.max_train, random_state=self.random_state)
             x, y = x[keep], y[keep]
-        with _deterministic(self.threads, seed=self.random_state) as torch:
+        with _deterministic(
+            self.threads, seed=self.random_state, device=self.device
+        ) as torch:
             net = self._build(x)
             self._train(torch, net, x, y, progress)
         self._net, self.fitted, self.train_digest = net, True, digest
@@ -263,7 +279,7 @@ class TorchRunner(BatchedRunner):
         progress: ProgressCallback | None,
     ) -> None:
         gen = torch.Generator().manual_seed(self.random_state)
-        opt = torch.optim.Adam(net.parameters(), lr=self.lr)
+        opt = _Adam(torch, list(net.parameters()), lr=self.lr)
         loss_fn = torch.nn.CrossEntropyLoss()
         n, bs = x.shape[0], self.train_batch_size
         steps_per_epoch = -(-n // bs)
@@ -281,6 +297,48 @@ class TorchRunner(BatchedRunner):
                 opt.step()
                 report(progress, task, epoch * steps_per_epoch + step + 1, total)
         net.eval()
+
+
+class _Adam:
+    """Plain Adam (Kingma & Ba), written out because ``torch.optim`` imports
+    ``torch._dynamo`` on first use, which costs seconds in every Dask worker."""
+
+    def __init__(
+        self,
+        torch: Any,
+        params: list[Any],
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.torch, self.params, self.lr, self.betas, self.eps = (
+            torch,
+            params,
+            lr,
+            betas,
+            eps,
+        )
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+        self.t = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        b1, b2 = self.betas
+        self.t += 1
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        with self.torch.no_grad():
+            for p, m, v in zip(self.params, self.m, self.v, strict=True):
+                if p.grad is None:
+                    continue
+                m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                denom = (v / c2).sqrt_().add_(self.eps)
+                p.addcdiv_(m, denom, value=-self.lr / c1)
 
 
 def _is_factory(obj: Any) -> bool:

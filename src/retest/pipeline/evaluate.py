@@ -56,16 +56,16 @@ def _check_inputs(
         raise ConfigError(f"model names must be unique; repeated: {', '.join(dup)}.")
     for m in models:
         for ds in (original, new, *((train,) if train is not None else ())):
+            if ds.class_names is not None and len(ds.class_names) != m.n_classes:
+                raise InputValidationError(
+                    f"model {m.name!r} has {m.n_classes} classes but dataset {ds.name!r} "
+                    f"has {len(ds.class_names)}."
+                )
             bad = ds.labels[ds.labels >= m.n_classes]
             if bad.size:
                 raise InputValidationError(
                     f"dataset {ds.name!r} has labels {np.unique(bad)[:5].tolist()} outside "
                     f"the {m.n_classes} classes of model {m.name!r} (ids 0..{m.n_classes - 1})."
-                )
-            if ds.class_names is not None and len(ds.class_names) != m.n_classes:
-                raise InputValidationError(
-                    f"model {m.name!r} has {m.n_classes} classes but dataset {ds.name!r} "
-                    f"has {len(ds.class_names)}."
                 )
         if not isinstance(m, PredictionFileRunner):
             for ds in (original, new):

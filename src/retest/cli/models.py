@@ -1,0 +1,116 @@
+"""``retest models``: list the model testbed, run a model file on images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+models_app = typer.Typer(
+    help="Model runners and the built-in testbed.", no_args_is_help=True
+)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@models_app.command("list")
+def list_cmd(
+    preset: Annotated[
+        str | None, typer.Option(help="Only models of this preset (quick, full).")
+    ] = None,
+    pattern: Annotated[str, typer.Option(help="Shell-style name filter.")] = "*",
+    as_json: JsonOpt = False,
+) -> None:
+    """Registered models: name, kind, presets, description."""
+    from retest.cli._console import print_json, print_table
+    from retest.errors import ConfigError
+    from retest.models.base import RUNNER_KINDS, list_models
+
+    if preset is not None and preset not in ("quick", "full"):
+        raise ConfigError(f"--preset must be 'quick' or 'full'. Got {preset!r}.")
+    specs = list_models(pattern, preset=preset)
+    rows = [
+        {
+            "name": s.name,
+            "kind": s.kind,
+            "presets": list(s.presets),
+            "description": s.description,
+        }
+        for s in specs
+    ]
+    if as_json:
+        print_json({"models": rows, "runner_kinds": RUNNER_KINDS.names()})
+        return
+    print_table(
+        ["name", "kind", "presets", "description"],
+        [
+            [r["name"], r["kind"], ",".join(r["presets"]), r["description"]]
+            for r in rows
+        ],
+        title=f"{len(rows)} models (runner kinds for files: {', '.join(RUNNER_KINDS.names())})",
+    )
+
+
+@models_app.command("predict")
+def predict_cmd(
+    kind: Annotated[
+        str, typer.Argument(help="Runner kind: sklearn, torchscript, onnx.")
+    ],
+    model_file: Annotated[Path, typer.Argument(help="The model file.")],
+    images: Annotated[
+        Path, typer.Option(help="uint8 images (N, H, W[, C]) or features, .npy.")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="Predictions file to write (.npy, .json or .csv).")
+    ],
+    num_classes: Annotated[int, typer.Option(help="Number of classes.")],
+    name: Annotated[
+        str | None, typer.Option(help="Model name (default: file stem).")
+    ] = None,
+    dataset: Annotated[str, typer.Option(help="Dataset name recorded.")] = "data",
+    layout: Annotated[
+        str | None, typer.Option(help="ONNX input layout: NCHW, NHWC or flat.")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Images per batch.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a model file on an image array and write its predictions."""
+    import numpy as np
+
+    from retest.cli._console import print_json, progress_bar
+    from retest.errors import DataIntegrityError
+    from retest.models.base import load_model
+    from retest.sources.predictions import write_predictions
+
+    opts = {"layout": layout} if layout is not None else {}
+    runner = load_model(
+        kind,
+        str(model_file),
+        name=name or model_file.stem,
+        n_classes=num_classes,
+        **opts,
+    )
+    try:
+        x = np.load(images, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DataIntegrityError(f"cannot read images {images}: {err}") from err
+    with progress_bar(disable=as_json) as progress:
+        pred = runner.predict(
+            x, dataset=dataset, batch_size=batch_size, progress=progress
+        )
+    path = write_predictions(pred, out)
+    summary = {
+        "model": pred.model,
+        "dataset": pred.dataset,
+        "n": pred.n,
+        "k": pred.k,
+        "out": str(path),
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        typer.echo(f"wrote {pred.n} predictions of {pred.model} to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")
