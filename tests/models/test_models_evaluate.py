@@ -16,7 +16,7 @@ from retest.pipeline.evaluate import compare_testbed, evaluate_testbed
 from retest.pipeline.prediction_cache import PredictionCache, dataset_fingerprint
 from retest.records import LabeledSet, Predictions
 
-QUICK_MODELS = ("logreg-c1", "knn-5", "random-forest", "gaussian-nb", "random-relu-256")
+QUICK_MODELS = ("logreg-c1", "knn-5", "linear-svm", "gaussian-nb", "random-relu-256")
 
 
 class Counting(SklearnRunner):
@@ -160,7 +160,7 @@ def test_dask_cluster_gives_identical_results(
 ) -> None:
     distributed = pytest.importorskip("dask.distributed")
     train, orig, new = digit_sets
-    names = ("logreg-c1", "random-forest", "mlp", "small-cnn")
+    names = ("logreg-c1", "mlp", "small-cnn")
     local = evaluate_testbed(
         [get_model(n, n_classes=10, preset="quick") for n in names],
         orig,
