@@ -27,6 +27,7 @@ from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable, compare
 from retest.models.base import ModelRunner, array_digest, runner_fingerprint
 from retest.models.prediction_files import PredictionFileRunner
+from retest.pipeline.cluster import cluster_client
 from retest.pipeline.compare import fit_table
 from retest.pipeline.prediction_cache import PredictionCache, dataset_fingerprint
 from retest.pipeline.report import write_report
@@ -120,31 +121,23 @@ def _check_result(
 
 @contextmanager
 def _client(cluster: Any, workers: int | None) -> Iterator[Any]:
-    """A Dask client: ``"local"`` starts a LocalCluster on 127.0.0.1, a string
-    is a scheduler address, a ``Client`` is used as is."""
-    from dask.distributed import Client, LocalCluster
+    """A Dask client: a ``Client`` is used as is; ``"local"`` or ``None`` starts a
+    LocalCluster on 127.0.0.1 with ``workers`` workers (default 2); another
+    string is a scheduler address (see :func:`retest.pipeline.cluster.cluster_client`)."""
+    from dask.distributed import Client
 
     if isinstance(cluster, Client):
         yield cluster
         return
-    if cluster == "local":
-        with (
-            LocalCluster(
-                n_workers=workers or 2,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-            ) as lc,
-            Client(lc) as client,
-        ):
+    if cluster is None or cluster == "local":
+        with cluster_client(None, workers or 2) as client:
             yield client
         return
     if not isinstance(cluster, str):
         raise ConfigError(
             f"cluster must be 'local', a scheduler address or a dask Client. Got {cluster!r}."
         )
-    with Client(cluster) as client:
+    with cluster_client(cluster) as client:
         yield client
 
 
@@ -173,9 +166,11 @@ def evaluate_testbed(
     train : LabeledSet, optional
         Training set for the untrained runners; part of their cache key.
     cluster : None, "local", scheduler address or dask Client
-        Where to run; ``None`` runs in this process.
+        Where to run: ``None`` (and no ``workers``) runs in this process, one
+        model after the other; otherwise one Dask task per model.
     workers : int, optional
-        Number of workers of a ``"local"`` cluster (default 2).
+        Start a local Dask cluster on 127.0.0.1 with this many worker processes
+        (``cluster=None`` or ``"local"``; default 2 for ``"local"``).
 
     Raises
     ------
@@ -210,10 +205,10 @@ def evaluate_testbed(
     report(progress, task, len(out), total)
     results = (
         _run_local(todo, original, new, train, batch_size, progress)
-        if cluster is None
+        if cluster is None and workers is None
         else _run_dask(todo, original, new, train, batch_size, cluster, workers)
     )
-    for job, pair in zip(todo, results, strict=True):
+    for job, pair in results:  # in completion order; each is cached at once
         po = _check_result(job.runner, pair[0], original)
         pn = _check_result(job.runner, pair[1], new)
         cache.save(po, job.model_key, keys[0])
@@ -238,11 +233,12 @@ def _run_local(
     train: LabeledSet | None,
     batch_size: int | None,
     progress: ProgressCallback | None,
-) -> Iterator[Pair]:
+) -> Iterator[tuple[_Job, Pair]]:
     tx, ty, ox, nx, names = _args(train, original, new)
     for job in jobs:  # lazily, so each model is cached as soon as it finishes
-        yield run_model(
-            job.runner, job.fit, tx, ty, ox, nx, names, batch_size, progress
+        yield (
+            job,
+            run_model(job.runner, job.fit, tx, ty, ox, nx, names, batch_size, progress),
         )
 
 
@@ -254,9 +250,11 @@ def _run_dask(
     batch_size: int | None,
     cluster: Any,
     workers: int | None,
-) -> list[Pair]:
+) -> Iterator[tuple[_Job, Pair]]:
     if not jobs:
-        return []
+        return
+    from dask.distributed import as_completed
+
     with _client(cluster, workers) as client:
         tx, ty, ox, nx, names = _args(train, original, new)
         # One copy of each array per worker instead of one per task.
@@ -264,22 +262,15 @@ def _run_dask(
         s_tx, s_ty = (
             client.scatter([tx, ty], broadcast=True) if tx is not None else (None, None)
         )
-        futures = [
+        futures = {
             client.submit(
-                run_model,
-                job.runner,
-                job.fit,
-                s_tx,
-                s_ty,
-                s_ox,
-                s_nx,
-                names,
-                batch_size,
-                pure=False,
-            )
+                run_model, job.runner, job.fit, s_tx, s_ty, s_ox, s_nx, names,
+                batch_size, pure=False,
+            ): job
             for job in jobs
-        ]
-        return list(client.gather(futures))
+        }  # fmt: skip
+        for fut, pair in as_completed(futures, with_results=True):
+            yield futures[fut], pair
 
 
 @dataclass(frozen=True, slots=True)
