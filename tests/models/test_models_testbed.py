@@ -19,11 +19,23 @@ def test_every_testbed_model_learns_digits(digits: tuple) -> None:
         assert pred.probs is not None and pred.probs.shape == (pred.n, 10)
         accs[r.name] = float((pred.top1 == y[1200:]).mean())
     assert len(accs) >= 12
-    # Well above chance (10 %) for every model; the CNN gets only ~10 Adam steps
-    # on 1,200 images here (it is sized for tens of thousands), so less.
+    # Well above chance (10 %) for every model; the CNN gets only ~40 Adam steps
+    # here (it is sized for tens of thousands of images): see the next test.
     cnn = accs.pop("small-cnn", 1.0)
-    assert cnn > 0.25 and min(accs.values()) > 0.8, accs
+    assert cnn > 0.15 and min(accs.values()) > 0.8, accs
     assert max(accs.values()) > 0.9, accs
+
+
+def test_small_cnn_learns_with_enough_steps(digits: tuple) -> None:
+    pytest.importorskip("torch")
+    from retest.models.torch_runner import TorchRunner, small_cnn
+
+    x, y = digits
+    r = TorchRunner(
+        "cnn", small_cnn, n_classes=10, epochs=8, lr=3e-3, train_batch_size=32
+    )
+    r.fit(x[:1200], y[:1200])
+    assert (r.predict(x[1200:]).top1 == y[1200:]).mean() > 0.85
 
 
 @pytest.mark.parametrize(

@@ -76,9 +76,14 @@ def _deterministic(
             torch.set_num_threads(old_threads)
 
 
-def small_cnn(in_channels: int, n_classes: int) -> Any:
-    """Two conv blocks + a small head; ~30k parameters; any input size ≥ 8 px."""
+def small_cnn(in_channels: int, n_classes: int, image_size: tuple[int, int]) -> Any:
+    """Two conv blocks (16, 32 channels) + a 64-unit head; ~100k weights at 28 px."""
     nn = import_torch().nn
+    h, w = (int(image_size[0]) // 2) // 2, (int(image_size[1]) // 2) // 2
+    if h < 1 or w < 1:
+        raise ConfigError(
+            f"small_cnn needs images of at least 4×4 pixels. Got {image_size}."
+        )
     return nn.Sequential(
         nn.Conv2d(in_channels, 16, 3, padding=1),
         nn.ReLU(),
@@ -86,9 +91,8 @@ def small_cnn(in_channels: int, n_classes: int) -> Any:
         nn.Conv2d(16, 32, 3, padding=1),
         nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.AdaptiveAvgPool2d(4),
         nn.Flatten(),
-        nn.Linear(32 * 16, 64),
+        nn.Linear(32 * h * w, 64),
         nn.ReLU(),
         nn.Linear(64, n_classes),
     )
@@ -102,8 +106,8 @@ class TorchRunner(BatchedRunner):
     name : str
         Model name.
     module : nn.Module or callable, optional
-        The network, or a factory ``(in_channels, n_classes) -> nn.Module`` that is
-        called at ``fit`` time (trainable runners).
+        The network, or a factory ``(in_channels, n_classes, (height, width)) ->
+        nn.Module`` called at ``fit`` time with the training images' shape.
     n_classes : int
         Number of classes the output must have.
     path : str, optional
@@ -267,7 +271,8 @@ class TorchRunner(BatchedRunner):
             )
         if _is_factory(self.module):
             channels = 1 if x.ndim == 3 else int(x.shape[-1])
-            return self.module(channels, self.n_classes).to(self.device)
+            size = (int(x.shape[1]), int(x.shape[2]))
+            return self.module(channels, self.n_classes, size).to(self.device)
         return self.module.to(self.device)
 
     def _train(
