@@ -100,8 +100,10 @@ def ensemble_pred_probs(
     >>> ps = [Predictions.from_labels(m, "t", l) for m, l in
     ...       [("a", [0, 1]), ("b", [0, 0]), ("c", [0, 1])]]
     >>> e = ensemble_pred_probs(ps, n_classes=2, smoothing=0.0)
-    >>> e.mode, e.pred_probs.round(3).tolist()
-    ('votes', [[1.0, 0.0], [0.333, 0.667]])
+    >>> e.mode, e.votes.tolist()
+    ('votes', [[3, 0], [1, 2]])
+    >>> [round(float(x), 3) for x in e.pred_probs[1]]
+    [0.333, 0.667]
     """
     preds = list(predictions)
     if not preds:
