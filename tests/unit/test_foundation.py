@@ -76,6 +76,7 @@ def test_validation_helpers() -> None:
 # Layers (DESIGN.md): imports point one way only.
 _LAYER = {
     "errors": 0,
+    "_atomic": 0,
     "records": 0,
     "registry": 0,
     "_validation": 0,

@@ -26,6 +26,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from retest._atomic import atomic_write_bytes
 from retest._progress import ProgressCallback, report
 from retest.errors import ConfigError, DataIntegrityError, RetestError
 
@@ -311,21 +312,6 @@ def copy_atomic(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Pat
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
-        os.replace(tmp, d)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return d
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temp file in the same dir + ``os.replace``."""
-    d = Path(path)
-    d.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d.parent, prefix=f".{d.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
         os.replace(tmp, d)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -29,7 +29,6 @@ import csv
 import io
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._atomic import atomic_write_bytes
 from retest._validation import check_labels
 from retest.errors import DataIntegrityError, InputValidationError
 from retest.records import Predictions
@@ -58,32 +58,6 @@ __all__ = [
 PREDICTION_SUFFIXES = (".json", ".npy", ".csv")
 _PROB_ATOL = 1e-3
 PathLike = str | os.PathLike[str]
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)  # the only portable way to read it is to set it
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes 0600 files; give the result the usual umask-based mode.
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
 
 
 def model_name_from_path(path: PathLike) -> str:

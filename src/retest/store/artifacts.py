@@ -23,7 +23,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._atomic import atomic_write_bytes as _atomic_write
 from retest.errors import DataIntegrityError, InputValidationError, StoreError
 from retest.store.base import ArtifactRecord, Store, file_content_id, utc_now
 
@@ -74,29 +74,9 @@ def verify_file(path: str | Path, sha256: str) -> None:
         )
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> str:
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename); returns sha256."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(p.parent)
+    _atomic_write(path, data)
     return hashlib.sha256(data).hexdigest()
 
 

@@ -1,0 +1,54 @@
+"""Atomic file writes shared by every layer that writes files.
+
+A reader never sees a half-written file: data goes to a temporary file in the
+same folder, is flushed to disk, then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write_bytes"]
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes | memoryview, *, fsync: bool = True
+) -> Path:
+    """Write ``data`` to ``path`` atomically and return the path.
+
+    The file gets the usual umask-based mode (``mkstemp`` alone would leave 0600),
+    and with ``fsync`` the data and the folder entry are flushed before returning,
+    so the write survives a crash right after it.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if fsync:
+        dfd = os.open(p.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return p
