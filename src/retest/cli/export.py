@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli.status import project_option
+from retest.cli._options import JsonOpt, ProjectOpt
 
 __all__ = ["register"]
 
@@ -32,8 +32,8 @@ def export(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace a non-empty output folder.")
     ] = False,
-    project_dir: Annotated[Path | None, project_option] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    project_dir: ProjectOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Export a revision as a dataset release with manifest.json and checksums."""
     from retest.cli._console import console, print_json, progress_bar

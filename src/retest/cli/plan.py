@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from retest.cli._options import JsonOpt, ProjectOpt
 
 __all__ = ["register"]
 
@@ -28,16 +29,8 @@ def plan(
             help="v4: keywords forced to zero, kw1,kw2 (default: published list for CIFAR-10).",
         ),
     ] = None,
-    project_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--project",
-            "-p",
-            envvar="RETEST_PROJECT",
-            help="Project directory (default: the current directory or a parent).",
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    project_dir: ProjectOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Plan how many new images each keyword needs (CIFAR-10.1 rules, SPEC §2)."""
     from retest.cli._console import print_json, print_table, print_warning

@@ -7,23 +7,14 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
+
 __all__ = ["register"]
 
 reference_app = typer.Typer(
     help="Register the original dataset's splits and recover their keywords.",
     no_args_is_help=True,
 )
-
-ProjectOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--project",
-        "-p",
-        envvar="RETEST_PROJECT",
-        help="Project directory (default: the current directory or a parent).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @reference_app.command("add")

@@ -8,20 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
-
-ProjectOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--project",
-        "-p",
-        envvar="RETEST_PROJECT",
-        help="Project directory (default: the current directory or a parent).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _class_thresholds(values: list[str]) -> dict[str, float]:

@@ -7,23 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
+
 __all__ = ["register"]
 
 source_app = typer.Typer(
     help="Ingest candidate images (arrays, idx, cifar, folder, tinyimages, flickr).",
     no_args_is_help=True,
 )
-
-ProjectOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--project",
-        "-p",
-        envvar="RETEST_PROJECT",
-        help="Project directory (default: the current directory or a parent).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _split(value: str | None) -> list[str] | None:

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-__all__ = ["project_option", "register"]
+from retest.cli._options import JsonOpt, ProjectOpt
 
-project_option = typer.Option(
-    "--project",
-    "-p",
-    envvar="RETEST_PROJECT",
-    help="Project directory (default: the current directory or a parent).",
-)
+__all__ = ["register"]
 
 
 def status(
@@ -24,8 +18,8 @@ def status(
             help="Revision for the sampled/reviewed columns (default: latest)."
         ),
     ] = None,
-    project_dir: Annotated[Path | None, project_option] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    project_dir: ProjectOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Per class: candidates, annotated, blacklisted, near-duplicates, sampled, reviewed."""
     from retest.cli._console import print_json, print_table
