@@ -83,7 +83,7 @@ def test_reviewer_marks_duplicate_and_blacklists(
 ) -> None:
     store = web_project.project.store
     cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
-    page.goto(f"{live_server}/neardup?metric=pixels")
+    page.goto(f"{live_server}/neardup?metric=l2")
     form = page.locator(f"form[data-candidate='{cats[0]}']")
     form.locator("input[value='test:0']").check()
     with page.expect_response(lambda r: "/api/neardup" in r.url) as resp:

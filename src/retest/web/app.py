@@ -14,7 +14,7 @@ from retest.errors import InputValidationError, NotFoundError, RetestError
 from retest.pipeline.project import Project
 from retest.web.deps import AppState
 from retest.web.images import ItemImages
-from retest.web.routes import api, images, pages
+from retest.web.routes import api, images, pages, review
 
 __all__ = ["create_app", "new_token"]
 
@@ -52,6 +52,7 @@ def create_app(project: Project, *, token: str, secret: bytes) -> FastAPI:
     app.state.templates = Jinja2Templates(directory=str(_HERE / "templates"))
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
     app.include_router(pages.router)
+    app.include_router(review.router)
     app.include_router(api.router)
     app.include_router(images.router)
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-__all__ = ["ClassReviewBody", "LabelBody", "NearDupBody", "TaskAnswerBody"]
+__all__ = [
+    "ClassReviewBody",
+    "LabelBody",
+    "LabelErrorBody",
+    "NearDupBody",
+    "TaskAnswerBody",
+]
 
 
 class LabelBody(BaseModel):
@@ -45,3 +51,11 @@ class ClassReviewBody(BaseModel):
     near_duplicate_sets: list[list[str]] = []
     reviewed: bool = False
     problematic: bool = False
+
+
+class LabelErrorBody(BaseModel):
+    """A verdict on a queued "possible label error" item."""
+
+    item_id: str
+    verdict: str = Field(pattern="^(correct|wrong|unclear)$")
+    new_class: int | None = None

@@ -7,15 +7,22 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, HTTPException
 
 from retest.build.tasks import image_token
+from retest.pipeline.dedup import record_review
+from retest.pipeline.review_queue import record_label_verdict
 from retest.store.base import (
     AnnotationEvent,
     BlacklistEvent,
     DuplicateVerdict,
-    NeighbourReview,
     ReviewState,
 )
 from retest.web.deps import UI_VERSION, AnnotatorDep, StateDep, StoreDep
-from retest.web.schemas import ClassReviewBody, LabelBody, NearDupBody, TaskAnswerBody
+from retest.web.schemas import (
+    ClassReviewBody,
+    LabelBody,
+    LabelErrorBody,
+    NearDupBody,
+    TaskAnswerBody,
+)
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -77,25 +84,48 @@ def post_task(
 
 @router.post("/neardup")
 def post_neardup(
-    body: NearDupBody, who: AnnotatorDep, store: StoreDep
+    body: NearDupBody, who: AnnotatorDep, state: StateDep
 ) -> dict[str, int]:
-    """Verdicts for every shown neighbour, then a review mark for the row."""
+    """Verdicts for every shown neighbour, then a review mark for the row.
+
+    With ``reviewed`` the dedup stage's :func:`~retest.pipeline.dedup.record_review`
+    writes both (so ``retest dedup queue`` and this page agree); without it only
+    the verdicts are written.
+    """
     dup = set(body.duplicates)
     if not dup <= set(body.shown):
         raise HTTPException(422, "duplicates must be among the shown neighbours.")
-    ids = store.neardup.add_verdicts(
-        DuplicateVerdict(body.candidate_id, ref, body.metric, ref in dup, who.name)
-        for ref in body.shown
-    )
     if body.reviewed:
-        store.neardup.add_reviews(
-            [
-                NeighbourReview(
-                    body.candidate_id, body.metric, who.name, tuple(body.shown)
-                )
-            ]
+        record_review(
+            state.project,
+            body.candidate_id,
+            body.metric,
+            reviewer=who.name,
+            shown=body.shown,
+            duplicates=body.duplicates,
         )
-    return {"verdicts": len(ids)}
+    else:
+        state.store.neardup.add_verdicts(
+            DuplicateVerdict(body.candidate_id, r, body.metric, r in dup, who.name)
+            for r in body.shown
+        )
+    return {"verdicts": len(body.shown)}
+
+
+@router.post("/label-error")
+def post_label_error(
+    body: LabelErrorBody, who: AnnotatorDep, store: StoreDep
+) -> dict[str, int]:
+    """ "label is correct" / "label is wrong (→ class)" / "unclear" (append-only)."""
+    event = record_label_verdict(
+        store,
+        body.item_id,
+        body.verdict,
+        who=who.name,
+        new_class=body.new_class,
+        ui_version=UI_VERSION,
+    )
+    return {"event": event}
 
 
 @router.post("/review")

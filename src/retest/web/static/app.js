@@ -15,6 +15,10 @@ const handlers = {
   "label-form": (f) => post("/api/label", { stage: f.dataset.stage, class_id: +f.dataset.class, keyword: f.dataset.keyword, shown: all(f, "item"), checked: checked(f, "item") }),
   "task-form": (f) => post("/api/task", { task_id: f.dataset.task, selected_tokens: checked(f, "selected") }),
   "neardup-form": (f) => post("/api/neardup", { candidate_id: f.dataset.candidate, metric: f.dataset.metric, shown: all(f, "duplicate"), duplicates: checked(f, "duplicate"), reviewed: f.querySelector("input[name=reviewed]").checked }),
+  "le-form": (f, e) => {
+    const verdict = (e.submitter && e.submitter.dataset.verdict) || "unclear";
+    return post("/api/label-error", { item_id: f.dataset.item, verdict, new_class: verdict === "wrong" ? +f.querySelector("select[name=new_class]").value : null });
+  },
   "review-form": (f) => {
     const boxes = [...f.querySelectorAll("input[name=blacklist]")];
     const sets = {};
@@ -45,7 +49,7 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
   for (const [cls, fn] of Object.entries(handlers)) {
-    document.querySelectorAll("form." + cls).forEach((f) => f.addEventListener("submit", (e) => { e.preventDefault(); fn(f).then(() => done(f)); }));
+    document.querySelectorAll("form." + cls).forEach((f) => f.addEventListener("submit", (e) => { e.preventDefault(); fn(f, e).then(() => done(f)); }));
   }
   const search = document.getElementById("search");
   if (search) search.addEventListener("change", () => {

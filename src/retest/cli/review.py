@@ -1,0 +1,89 @@
+"""``retest review``: queue items for review in the web app, list the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+review_app = typer.Typer(
+    help="Review queues shown in the web app (retest serve).", no_args_is_help=True
+)
+ProjectOpt = Annotated[
+    Path | None, typer.Option("--project", "-p", help="Project directory.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@review_app.command("queue-label-errors")
+def queue_label_errors_cmd(
+    file: Annotated[
+        Path, typer.Argument(help="label_errors.json or .csv of `retest label-errors`.")
+    ],
+    project: ProjectOpt = None,
+    split: Annotated[
+        str,
+        typer.Option(help="Original split the list's indices point into."),
+    ] = "test",
+    top: Annotated[
+        int | None, typer.Option(min=1, help="Queue only the top N suspects.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Queue ranked label-error suspects as "possible label error" items."""
+    from retest.cli._console import console, print_json
+    from retest.pipeline.project import Project
+    from retest.pipeline.review_queue import (
+        label_error_queue,
+        load_suspects,
+        queue_label_errors,
+    )
+
+    suspects, method = load_suspects(file, split=split, top=top)
+    with Project.open(project) as proj:
+        new = queue_label_errors(proj.store, suspects, method=method, source=str(file))
+        queue = label_error_queue(proj.store)
+    pending = sum(1 for q in queue if q.pending)
+    if as_json:
+        print_json({"queued": new, "in_queue": len(queue), "pending": pending})
+    else:
+        console.print(
+            f"{new} new items queued; {pending} of {len(queue)} pending review "
+            "(web app: /label-errors)"
+        )
+
+
+@review_app.command("label-errors")
+def label_errors_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
+    """List the label-error queue with the latest verdicts."""
+    from dataclasses import asdict
+
+    from retest.cli._console import print_json, print_table
+    from retest.pipeline.project import Project
+    from retest.pipeline.review_queue import label_error_queue
+
+    with Project.open(project) as proj:
+        items = label_error_queue(proj.store)
+    if as_json:
+        print_json([asdict(i) for i in items])
+        return
+    print_table(
+        ["rank", "item", "given", "suggested", "verdict", "who"],
+        [
+            [
+                i.rank,
+                i.item_id,
+                i.given,
+                i.suggested,
+                i.verdict or "pending",
+                i.who or "",
+            ]
+            for i in items
+        ],
+        title=f"{len(items)} possible label errors",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(review_app, name="review")

@@ -1,0 +1,167 @@
+"""What the pages show, computed from the store's events (no writes here).
+
+Selection frequencies come from :func:`retest.pipeline.sample.selection_frequencies`
+(``kind="task"`` events, Rejected assignments ignored), keyed by (item, class id);
+the five-bin histograms use :data:`retest.build.histogram.DEFAULT_BINS`. The
+keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+
+from retest.build.histogram import DEFAULT_BINS, bin_index, round_histogram
+from retest.build.selection_frequency import FrequencyStat
+from retest.pipeline.plan import verified_per_keyword
+from retest.pipeline.sample import class_names, target_histograms
+from retest.store.base import Store, split_reference_id
+
+__all__ = [
+    "BIN_LABELS",
+    "KeywordProgress",
+    "agreement",
+    "class_histograms",
+    "keyword_progress",
+    "render",
+]
+
+N_BINS = len(DEFAULT_BINS) + 1
+BIN_LABELS = tuple(
+    f"[{lo:g},{hi:g}{']' if i == N_BINS - 1 else ')'}"
+    for i, (lo, hi) in enumerate(
+        zip((0.0, *DEFAULT_BINS), (*DEFAULT_BINS, 1.0), strict=True)
+    )
+)
+Stats = Mapping[tuple[str, int], FrequencyStat]
+
+
+def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
+    templates = request.app.state.templates
+    state = request.app.state.retest
+    return templates.TemplateResponse(request, name, {"project": state.name, **ctx})
+
+
+def agreement(frequency: float) -> float:
+    """Share of valid annotators agreeing with the majority answer."""
+    return max(frequency, 1.0 - frequency)
+
+
+def class_histograms(
+    store: Store,
+    stats: Stats,
+    black: Mapping[str, str],
+    *,
+    min_annotations: int = 10,
+    per_class: Mapping[int, int] | None = None,
+) -> dict[int, dict[str, list[int]]]:
+    """Per class id, the SPEC §6.2 bin table: original, target, valid, annotated.
+
+    ``original``: original images of the class with ≥ ``min_annotations`` valid
+    assignments (as for the target histogram); ``target``: that histogram
+    rounded to ``per_class[c]`` images (largest remainder; zeros when unknown);
+    ``valid``: candidates of the class with ≥ ``min_annotations`` and not
+    blacklisted; ``annotated``: candidates with any valid assignment.
+    """
+    names = class_names(store)
+    hists = target_histograms(
+        store, min_annotations=min_annotations, min_images=1, stats=stats
+    )
+    out: dict[int, dict[str, list[int]]] = {}
+    for cid, name in names.items():
+        h = hists.get(name)
+        orig = list(h.counts) if h is not None else [0] * N_BINS
+        n = (per_class or {}).get(cid, 0)
+        target = round_histogram(orig, n) if sum(orig) and n else [0] * N_BINS
+        out[cid] = {
+            "original": orig,
+            "target": list(target),
+            "valid": [0] * N_BINS,
+            "annotated": [0] * N_BINS,
+        }
+    for (item, cid), st in stats.items():
+        if cid not in out or split_reference_id(item) is not None:
+            continue
+        if st.n_assignments > 0:
+            b = bin_index(st.frequency)
+            out[cid]["annotated"][b] += 1
+            if st.n_assignments >= min_annotations and item not in black:
+                out[cid]["valid"][b] += 1
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordProgress:
+    """CIFAR labeling progress of one keyword against the keyword plan."""
+
+    class_id: int
+    keyword: str
+    needed: int
+    verified: int
+    selected: int
+    to_select: int
+    to_verify: int
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.needed - self.verified)
+
+
+def _plan_needs(store: Store, root: Path) -> tuple[dict[tuple[str, str], int], str]:
+    """(class name, keyword) → needed, from the newest plan artifact, and its path."""
+    plans = sorted(store.artifacts.list(stage="plan"), key=lambda a: a.created or "")
+    for art in reversed(plans):
+        try:
+            data = json.loads((root / art.path).read_text())
+        except (OSError, ValueError):
+            continue
+        rows = data.get("table") or []
+        return {(r["class"], r["keyword"]): int(r["needed"]) for r in rows}, art.path
+    return {}, ""
+
+
+def latest_values(store: Store, kind: str) -> dict[str, int]:
+    """Latest value per item of one annotation kind."""
+    return {e.item_id: e.value for e in store.annotations.list(kind=kind)}
+
+
+def keyword_progress(
+    store: Store, root: Path, *, class_id: int | None = None
+) -> tuple[list[KeywordProgress], str]:
+    """Needed vs verified per keyword, and what is left to select / verify.
+
+    ``needed`` comes from the newest ``retest plan`` artifact; without one it is
+    the keyword's count in the original dataset. Returns (rows, plan path or "").
+    """
+    needs, plan_path = _plan_needs(store, root)
+    names = class_names(store)
+    verified = verified_per_keyword(store)
+    selected, verdicts = latest_values(store, "select"), latest_values(store, "verify")
+    black = store.blacklist.current()
+    pool: dict[tuple[int | None, str], list[str]] = defaultdict(list)
+    for c in store.candidates.iter():
+        if c.keyword is not None and c.id not in black:
+            pool[(c.class_id, c.keyword)].append(c.id)
+    rows = []
+    for kw in store.classes.keywords(class_id=class_id):
+        name = names.get(kw.class_id, str(kw.class_id))
+        ids = pool.get((kw.class_id, kw.keyword), []) + pool.get((None, kw.keyword), [])
+        rows.append(
+            KeywordProgress(
+                kw.class_id,
+                kw.keyword,
+                needs.get((name, kw.keyword), 0) if plan_path else kw.original_count,
+                verified.get((name, kw.keyword), 0),
+                sum(1 for i in ids if selected.get(i) == 1),
+                sum(1 for i in ids if i not in selected),
+                sum(1 for i in ids if selected.get(i) == 1 and i not in verdicts),
+            )
+        )
+    return rows, plan_path
