@@ -108,3 +108,34 @@ def test_reviewer_marks_duplicate_and_blacklists(
     state = store.revisions.reviews("webtest-a-0")[0]
     assert state.reviewed and not state.problematic and state.who == "alice"
     assert store.annotations.count() == 0  # review writes no label events
+
+
+def test_reviewer_decides_label_error_suspects(page, live_server, web_project) -> None:
+    from retest.pipeline.review_queue import (
+        VERDICT_KIND,
+        Suspect,
+        queue_label_errors,
+    )
+
+    store = web_project.project.store
+    queue_label_errors(
+        store,
+        [Suspect("test:1", 1, 0, rank=1), Suspect("test:4", 0, 1, rank=2)],
+        method="both",
+    )
+    page.goto(f"{live_server}/label-errors")
+    first = page.locator("form[data-item='test:1']")
+    assert "dog" in first.locator(".given").inner_text()
+    with page.expect_response(lambda r: "/api/label-error" in r.url) as resp:
+        first.locator("button[data-verdict=wrong]").click()
+    assert resp.value.status == 200, resp.value.text()
+    page.wait_for_selector("form[data-item='test:1']", state="detached")
+    with page.expect_response(lambda r: "/api/label-error" in r.url) as resp:
+        page.locator("form[data-item='test:4'] button[data-verdict=correct]").click()
+    assert resp.value.status == 200
+    page.wait_for_selector("text=Nothing pending")
+    got = [
+        (e.who, e.item_id, e.value, e.extra["verdict"])
+        for e in store.annotations.list(kind=VERDICT_KIND)
+    ]
+    assert got == [("alice", "test:1", 0, "wrong"), ("alice", "test:4", 0, "correct")]
