@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -72,10 +73,22 @@ def write_pair(folder: Path, n: int, n_keywords: int, seed: int = 0) -> list[str
     return keywords
 
 
-def _timed(fn) -> float:
+_CPU: dict[str, list[float]] = {}
+
+
+def _timed(fn, key: str = "") -> float:
+    """Wall seconds of ``fn()``; its process CPU seconds go to ``_CPU[key]``."""
+    c = time.process_time()
     t = time.perf_counter()
     fn()
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    if key:
+        _CPU.setdefault(key, []).append(time.process_time() - c)
+    return wall
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
 
 
 def _spans(ti: TinyImages, index, kws: list[str]) -> list[tuple[int, int]]:
@@ -132,17 +145,26 @@ def main() -> None:
             "hash": [],
             "ingest": [],
         }
+        loads = [_load()]
+        got: list[int] = []
         for _ in range(reps):
             times["scan"].append(
-                _timed(lambda: build_keyword_index(folder / METADATA_FILE))
+                _timed(lambda: build_keyword_index(folder / METADATA_FILE), "scan")
             )
-            times["memmap"].append(_timed(lambda: bench_memmap(ti, spans, False)))
-            times["hash"].append(_timed(lambda: bench_memmap(ti, spans, True)))
-            t0 = time.perf_counter()
-            got = bench_ingest(folder, work, kws, index)
-            times["ingest"].append(time.perf_counter() - t0)
-            assert got == selected, (got, selected)
+            times["memmap"].append(
+                _timed(lambda: bench_memmap(ti, spans, False), "memmap")
+            )
+            times["hash"].append(_timed(lambda: bench_memmap(ti, spans, True), "hash"))
+            times["ingest"].append(
+                _timed(
+                    lambda: got.append(bench_ingest(folder, work, kws, index)), "ingest"
+                )
+            )
+            assert got[-1] == selected, (got, selected)
+            loads.append(_load())
         med = {k: statistics.median(v) for k, v in times.items()}
+        cpu_med = {k: statistics.median(v) for k, v in _CPU.items()}
+        per_cpu = {k: (n if k == "scan" else selected) / v for k, v in cpu_med.items()}
         rates = {
             "scan": n / med["scan"],
             "memmap": selected / med["memmap"],
@@ -162,9 +184,10 @@ def main() -> None:
             f"keyword filter: {len(kws)} of {len(index)} keywords -> {selected:,} records"
         )
         print(f"median of {reps} repetition(s)\n")
-        print(f"{'measure':45s} {'rate':>14s} {'seconds':>9s}")
-        for name, rate, sec in rows:
-            print(f"{name:45s} {rate:14,.0f} {sec:9.2f}")
+        print(f"load average (1 min) before/after each repetition: {loads}\n")
+        print(f"{'measure':45s} {'rate':>14s} {'seconds':>9s} {'per CPU-s':>11s}")
+        for (name, rate, sec), key in zip(rows, per_cpu, strict=True):
+            print(f"{name:45s} {rate:14,.0f} {sec:9.2f} {per_cpu[key]:11,.0f}")
         print(f"\ningest / raw memmap rate: {rates['ingest'] / rates['memmap']:.3f}")
         print(f"ingest / read+hash rate:  {rates['ingest'] / rates['hash']:.3f}")
         print(
@@ -183,7 +206,9 @@ def main() -> None:
         RESULTS.write_text(json.dumps({
             "records_in_file": n, "records_ingested": selected, "keywords": len(kws),
             "repetitions": reps, "seconds_median": med, "seconds_all": times,
-            "records_per_s": rates, "ratio_ingest_vs_memmap": rates["ingest"] / rates["memmap"],
+            "records_per_s": rates, "cpu_seconds_all": _CPU,
+            "records_per_cpu_s": per_cpu, "load_average_1min": loads,
+            "ratio_ingest_vs_memmap": rates["ingest"] / rates["memmap"],
             "ratio_ingest_vs_hash": rates["ingest"] / rates["hash"],
             "target_records_per_s": 50_000, "machine": {"cpu": model, "python": platform.python_version()},
         }, indent=2) + "\n")  # fmt: skip

@@ -41,13 +41,14 @@ from retest.sources.cifar10 import (
 from retest.sources.flickr import SIZE_DIRS, load_search_results
 from retest.sources.idx import read_idx
 from retest.sources.images import ImageDecodeError, decode_image, image_to_array
-from retest.sources.tinyimages import KeywordIndex, TinyImages
+from retest.sources.tinyimages import KeywordIndex, TinyImages, decode_into
 
 __all__ = [
     "CANDIDATE_SOURCES",
     "ArraySource",
     "CandidateSource",
     "CifarSource",
+    "ColumnItems",
     "FlickrSource",
     "FolderSource",
     "IdxSource",
@@ -93,6 +94,49 @@ class SkippedItem:
     reason: str
 
 
+class ColumnItems(Sequence[SourceItem]):
+    """Items of an array batch kept as columns; :class:`SourceItem` built on access.
+
+    Array sources with many small items (TinyImages) use this instead of a list so
+    that a batch costs no Python object per item; the ingest reads the columns
+    directly. Indexing, iteration and ``len`` behave like the equivalent list.
+    """
+
+    __slots__ = ("class_names", "height", "keywords", "refs", "width")
+
+    def __init__(
+        self,
+        refs: Sequence[str],
+        class_names: Sequence[str | None],
+        keywords: Sequence[str | None],
+        width: int,
+        height: int,
+    ) -> None:
+        self.refs, self.class_names, self.keywords = refs, class_names, keywords
+        self.width, self.height = width, height
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def _item(self, i: int) -> SourceItem:
+        return SourceItem(
+            self.refs[i], class_name=self.class_names[i], keyword=self.keywords[i],
+            width=self.width, height=self.height,
+        )  # fmt: skip
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._item(j) for j in range(len(self))[i]]
+        return self._item(range(len(self))[i])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True, slots=True)
 class SourceBatch:
     """Items at source positions ``[start, stop)``.
@@ -104,7 +148,7 @@ class SourceBatch:
 
     start: int
     stop: int
-    items: list[SourceItem]
+    items: Sequence[SourceItem]
     pixels: NDArray[np.uint8] | None = field(default=None, repr=False)
     skipped: list[SkippedItem] = field(default_factory=list)
 
@@ -518,15 +562,21 @@ class TinyImagesSource(CandidateSource):
             yield self._batch(pos, todo)
 
     def _batch(self, pos: int, pieces: list[tuple[str, int, int]]) -> SourceBatch:
-        items = [
-            SourceItem(
-                str(i), class_name=self.keywords[kw], keyword=kw, width=32, height=32
-            )
-            for kw, a, b in pieces
-            for i in range(a, b)
-        ]
-        pixels = np.concatenate([self.ti.image_range(a, b) for _, a, b in pieces])
-        return SourceBatch(pos, pos + len(items), items, pixels)
+        n = sum(b - a for _, a, b in pieces)
+        refs: list[str] = []
+        kws: list[str | None] = []
+        classes: list[str | None] = []
+        pixels = np.empty((n, 32, 32, 3), dtype=np.uint8)
+        k = 0
+        for kw, a, b in pieces:
+            # contiguous reads of the keyword's range, decoded straight into the batch
+            decode_into(self.ti.records[a:b], pixels[k : k + b - a])
+            k += b - a
+            refs.extend(map(str, range(a, b)))
+            kws.extend([kw] * (b - a))
+            classes.extend([self.keywords[kw]] * (b - a))
+        items = ColumnItems(refs, classes, kws, 32, 32)
+        return SourceBatch(pos, pos + n, items, pixels)
 
 
 # ------------------------------------------------------------------ folders

@@ -175,6 +175,14 @@ class _Candidates(_Repo, CandidateRepo):
             data,
         )
 
+    def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        # extra (the 15th field) is the only column needing conversion
+        data = (r if r[14] is None else (*r[:14], _extra(r[14])) for r in rows)
+        return self._db.insert_count(
+            f"INSERT OR IGNORE INTO candidates({_CAND_COLS}) VALUES ({','.join('?' * 15)})",
+            data,
+        )
+
     def get(self, item_id: str) -> CandidateRow:
         row = self._db.one(
             f"SELECT {_CAND_COLS} FROM candidates WHERE id = ?", (item_id,)
@@ -200,7 +208,15 @@ class _Candidates(_Repo, CandidateRepo):
         return [_cand_row(found[i]) for i in item_ids]
 
     def existing(self, item_ids: Iterable[str]) -> set[str]:
-        return {r[0] for r in self._fetch("id", item_ids)}
+        # one query per call: the ids travel as one JSON array, probed in the index
+        ids = builtins.list(item_ids)
+        if not ids:
+            return set()
+        rows = self._db.rows(
+            "SELECT c.id FROM json_each(?) j JOIN candidates c ON c.id = j.value",
+            (_dumps(ids),),
+        )
+        return {r[0] for r in rows}
 
     def iter(
         self,

@@ -440,6 +440,14 @@ class CandidateRepo(ABC):
     def add(self, rows: Iterable[CandidateRow]) -> int:
         """Insert-or-ignore by id (batched, one transaction); returns how many were new."""
 
+    def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        """:meth:`add` for plain tuples in :class:`CandidateRow` field order.
+
+        The bulk path of ingest (no dataclass per row); implementations may
+        override it with a faster one.
+        """
+        return self.add(CandidateRow(*r) for r in rows)
+
     @abstractmethod
     def get(self, item_id: str) -> CandidateRow:
         """Raises :class:`~retest.errors.NotFoundError`."""
