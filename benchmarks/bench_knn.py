@@ -215,9 +215,10 @@ def main() -> None:
     if not args.skip_memory:
         n = 50_000 if args.quick else 500_000
         result["memory"] = memory_check(n, [2**30, 4 * 2**30])
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2))
-    print(f"wrote {OUT}")
+    out = Path(args.out)
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

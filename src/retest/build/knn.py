@@ -221,15 +221,15 @@ def _pick_backend(backend: str) -> str:
 def _drop_pages(arr: Any, r0: int, r1: int) -> None:
     """Tell the kernel we are done with rows r0:r1 of a memmap (keeps RSS bounded)."""
     mm = getattr(arr, "_mmap", None)
-    if not isinstance(arr, np.memmap) or mm is None or not arr.flags.c_contiguous:
+    if not isinstance(arr, np.memmap) or mm is None or r1 <= r0:
         return
-    row = arr.strides[0]
-    start = int(getattr(arr, "offset", 0)) + r0 * row
-    lo = (start // mmap.PAGESIZE) * mmap.PAGESIZE
-    hi = int(getattr(arr, "offset", 0)) + r1 * row
     try:
-        mm.madvise(mmap.MADV_DONTNEED, lo, max(0, min(hi, len(mm)) - lo))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - best effort
+        base = np.frombuffer(mm, dtype=np.uint8, count=1).ctypes.data
+        start = arr[r0:r1].ctypes.data - base
+        stop = start + (r1 - r0) * abs(arr.strides[0])
+        lo = (start // mmap.PAGESIZE) * mmap.PAGESIZE
+        mm.madvise(mmap.MADV_DONTNEED, lo, max(0, min(stop, len(mm)) - lo))
+    except (ValueError, OSError, AttributeError, TypeError):  # pragma: no cover
         pass
 
 
