@@ -25,7 +25,8 @@ import hashlib
 import json
 import os
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,7 @@ class _Writer:
         self.ids = set(self.class_ids.values())
         self.arrays: dict[tuple[int, ...], PixelArray] = {}
         self.check_own = False
+        self.inflight: set[str] = set()
 
     def _class_id(self, item: SourceItem) -> int | None:
         if item.class_name is None:
@@ -343,6 +345,10 @@ class _Writer:
                 and r.source_ref in {it.ref for it in batch.items}
             }
             stored -= own
+        # the previous batch's rows may still be on their way into the store
+        stored |= self.inflight.intersection(ids)
+        if not stored and len(set(ids)) == len(ids):
+            return list(range(len(ids))), []
         seen: set[str] = set()
         keep, dups = [], []
         for i, cid in enumerate(ids):
@@ -353,13 +359,13 @@ class _Writer:
             seen.add(cid)
         return keep, dups
 
-    def _write_columns(
+    def _column_tuples(
         self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
         keep: list[int],
-    ) -> int:  # fmt: skip
-        """Bulk path for column batches: one pixel append, tuples, one insert."""
+    ) -> list[tuple[Any, ...]]:  # fmt: skip
+        """Bulk path for column batches: one pixel append, one tuple per row."""
         if not keep:
-            return 0
+            return []
         px = pixels if len(keep) == len(ids) else pixels[keep]
         arr = self._array(px.shape[1:])
         rows = arr.append(px)
@@ -367,19 +373,25 @@ class _Writer:
         cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
         refs, kws = items.refs, items.keywords
         w, h, an, src = items.width, items.height, arr.name, self.name
-        tuples = [
+        return [
             (ids[i], src, refs[i], cids[names[i]], kws[i], None, None, None, None,
              w, h, an, r, None, None)
             for i, r in zip(keep, rows, strict=True)
         ]  # fmt: skip
-        self.store.candidates.add_tuples(tuples)
-        return len(tuples)
 
-    def write(self, batch: SourceBatch) -> tuple[int, list[str]]:
+    def prepare(self, batch: SourceBatch) -> tuple[int, list[str], Callable[[], Any]]:
+        """Ids, dedup, pixels / files written; returns ``(new, dups, insert)``.
+
+        ``insert()`` stores the rows; it may run in another thread while the
+        next batch is prepared (rows always after the pixels they point at).
+        """
         ids = self._ids(batch)
         keep, dups = self._fresh(batch, ids)
+        self.inflight = {ids[i] for i in keep}
+        cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
-            return self._write_columns(batch.items, batch.pixels, ids, keep), dups
+            tuples = self._column_tuples(batch.items, batch.pixels, ids, keep)
+            return len(tuples), dups, lambda: cands.add_tuples(tuples)
         rows: list[CandidateRow] = []
         if batch.pixels is not None and keep:
             px = batch.pixels[keep]
@@ -391,8 +403,14 @@ class _Writer:
         elif keep:
             for i in keep:
                 rows.append(self._file_row(batch.items[i]))
-        self.store.candidates.add(rows)
-        return len(rows), dups
+        return len(rows), dups, lambda: cands.add(rows)
+
+    def write(self, batch: SourceBatch) -> tuple[int, list[str]]:
+        """:meth:`prepare` and insert at once; returns ``(new, dups)``."""
+        new, dups, insert = self.prepare(batch)
+        insert()
+        self.inflight = set()
+        return new, dups
 
     def _file_row(self, item: SourceItem) -> CandidateRow:
         sha, _ = write_image_file(self.root / IMAGE_DIR, item.data or b"")
@@ -499,28 +517,47 @@ def ingest_source(
     task = f"ingest {name}"
     report(progress, task, resume, total)
     part, last_start = 0, -1
-    for n_batches, batch in enumerate(
-        source.iter_batches(start=resume, batch_size=bs), 1
-    ):
-        part = part + 1 if batch.start == last_start else 0
-        last_start = batch.start
-        # Only the batches at the resume position can hold this job's own rows.
-        writer.check_own = redo and batch.start == resume
-        new, dups = writer.write(batch)
+
+    def _commit(
+        insert: Callable[[], Any], n_batches: int, line: dict[str, Any]
+    ) -> None:
+        insert()
         _maybe_crash(n_batches)
-        skipped = [
-            {"position": batch.start, "ref": s.ref, "reason": s.reason}
-            for s in batch.skipped
-        ]
-        line = {"start": batch.start, "stop": batch.stop, "part": part, "new": new,
-                "duplicates": len(dups), "duplicate_refs": dups[:_MAX_LISTED_DUPLICATES],
-                "skipped": skipped}  # fmt: skip
         _append_line(log_path, line)
         store.stages.mark(
-            StageCheckpoint(f"{INGEST_STAGE}:{job}", f"{batch.stop:012d}")
+            StageCheckpoint(f"{INGEST_STAGE}:{job}", f"{line['stop']:012d}")
         )
+
+    def _finish(done: Future[None], line: dict[str, Any]) -> None:
+        done.result()
         tally.add(line)
-        report(progress, task, batch.stop, total)
+        report(progress, task, int(line["stop"]), total)
+
+    # Batch k's rows, log line and checkpoint are committed in a worker thread
+    # (sqlite, hashlib and numpy release the GIL) while batch k+1 is read, hashed
+    # and its pixels appended; batch k is done before batch k+1 is committed.
+    pending: tuple[Future[None], dict[str, Any]] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="retest-ingest") as pool:
+        for n_batches, batch in enumerate(
+            source.iter_batches(start=resume, batch_size=bs), 1
+        ):
+            part = part + 1 if batch.start == last_start else 0
+            last_start = batch.start
+            # Only the batches at the resume position can hold this job's own rows.
+            writer.check_own = redo and batch.start == resume
+            new, dups, insert = writer.prepare(batch)
+            skipped = [
+                {"position": batch.start, "ref": s.ref, "reason": s.reason}
+                for s in batch.skipped
+            ]
+            line = {"start": batch.start, "stop": batch.stop, "part": part, "new": new,
+                    "duplicates": len(dups), "duplicate_refs": dups[:_MAX_LISTED_DUPLICATES],
+                    "skipped": skipped}  # fmt: skip
+            if pending is not None:
+                _finish(*pending)
+            pending = (pool.submit(_commit, insert, n_batches, line), line)
+        if pending is not None:
+            _finish(*pending)
     tally.processed = max(tally.processed, total)
     result = _report(True)
     record_artifact(store, root, root / report_rel, name=f"ingest:{job}",
