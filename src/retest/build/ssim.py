@@ -187,7 +187,7 @@ def compute_ssim_stats(
     fh, fw = filter_matrix(h, p), filter_matrix(w, p)
     k = 2.0 * _cov_norm(p)
     c1, c2 = (p.K1 * rng) ** 2, (p.K2 * rng) ** 2
-    x = a.astype(np.float64).transpose(1, 2, 0, 3)  # (H, W, N, C)
+    x = np.ascontiguousarray(a.transpose(1, 2, 0, 3), dtype=np.float64)  # (H, W, N, C)
     xc = x - x.mean(axis=(0, 1), keepdims=True)
     mu_c = _filt(fh, fw, xc)
     mu = mu_c + (x - xc)[:1, :1]
