@@ -78,7 +78,7 @@ def build_project(root: Path) -> WebProject:
     cats = [c for i, c in enumerate(cand_ids) if i % 2 == 0]
     proj.store.neardup.put_neighbours(
         [
-            NeighbourList(cats[0], "l2", ("test:0", cats[1]), (10.0, 20.0)),
+            NeighbourList(cats[0], "l2", ("test:0", cats[1]), (2e6, 3e6)),
             NeighbourList(cats[2], "l2", ("test:2",), (5e8,)),  # above the target
         ]
     )

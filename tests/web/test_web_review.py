@@ -23,7 +23,7 @@ from retest.pipeline.review_queue import (
     queue_label_errors,
 )
 from retest.store.artifacts import save_json
-from retest.store.base import AnnotationEvent
+from retest.store.base import AnnotationEvent, DuplicateVerdict, NeighbourList
 
 TOKEN = "test-token-123"
 AUTH = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "alice"}
@@ -223,3 +223,54 @@ def test_neardup_progress_per_metric(app, web_project) -> None:
     assert "<td>l2</td><td>1.2e+08</td><td>2 of 2</td>" in html
     assert "Nothing to review" in html
     assert dedup_review_queue(web_project.project) == []  # the CLI's queue agrees
+
+
+def test_verify_stage_drops_near_copies_of_originals(app, web_project) -> None:
+    store = web_project.project.store
+    cats = web_project.candidates[0::2]
+    store.annotations.add(AnnotationEvent("a", "select", 0, c, 1) for c in cats[:4])
+    # sqrt(9.9e5) ≈ 995 ≤ 1000: dropped; sqrt(2e6) ≈ 1414 (cats[0]) is kept
+    store.neardup.put_neighbours(
+        [NeighbourList(cats[3], "l2", (cats[1], "test:4"), (1.0, 9.9e5))]
+    )
+    html = TestClient(app).get("/label/0/tabby?stage=verify").text
+    shown = set(re.findall(r'name="item" value="(\w+)"', html))
+    assert shown == set(cats[:3])
+    assert "1 dropped automatically" in html
+
+
+def test_class_review_filters_and_near_duplicates(app, web_project) -> None:
+    store = web_project.project.store
+    cats = web_project.candidates[0::2]  # members of class 0: cands 0, 2, 4
+    _task_events(
+        store,
+        {
+            (cats[0], 0): [0, 1, 1],
+            (cats[1], 0): [0, 1, 0],
+            (cats[2], 0): [0, 1, 1],
+            ("test:0", 0): [0, 1, 1],
+        },
+    )
+    c = TestClient(app)
+    url = "/review/webtest-a-0/0?min_annotations=2"
+    t = _review_table(c.get(url).text)
+    assert t["valid"] == [0, 0, 1, 0, 2]
+    # cats[2] duplicates an original: the resolution excludes it from "valid"
+    store.neardup.add_verdicts([DuplicateVerdict(cats[2], "test:2", "l2", True, "r")])
+    html = c.get(url).text
+    assert _review_table(html)["valid"] == [0, 0, 1, 0, 1]
+    assert "1 near-duplicates" in html and "1 annotated originals" in html
+    grid = lambda q: re.findall(r'name="blacklist" value="(\w+)"', c.get(url + q).text)  # noqa: E731
+    assert grid("&show=neardup") == [cats[2]]
+    assert grid("&bin=4&sort=date&order=desc") == [cats[2], cats[0]]
+    ties = sorted([cats[0], cats[2]])  # equal frequency: by id
+    assert grid("&sort=frequency&order=asc") == [cats[1], *ties]
+    assert "test:0 · 1.00 (n=2)" in c.get(url + "&originals=50").text
+
+
+def _review_table(html: str) -> dict[str, list[int]]:
+    block = html.split('<table class="hist">')[1].split("</table>")[0]
+    return {
+        row[0]: [int(v) for v in re.findall(r">(\d+)</td>", row[1])]
+        for row in re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", block, re.S)
+    }

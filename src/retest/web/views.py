@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from retest.build.histogram import DEFAULT_BINS, bin_index, round_histogram
+from retest.build.neardup import cifar_auto_excluded, resolve_near_duplicates
 from retest.build.selection_frequency import FrequencyStat
+from retest.pipeline.dedup import candidate_infos
 from retest.pipeline.plan import verified_per_keyword
+from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, target_histograms
 from retest.store.base import Store, split_reference_id
 
@@ -28,8 +31,11 @@ __all__ = [
     "BIN_LABELS",
     "KeywordProgress",
     "agreement",
+    "cifar_dropped",
     "class_histograms",
     "keyword_progress",
+    "latest_values",
+    "near_duplicate_ids",
     "render",
 ]
 
@@ -61,14 +67,15 @@ def class_histograms(
     *,
     min_annotations: int = 10,
     per_class: Mapping[int, int] | None = None,
+    near_duplicates: Collection[str] = frozenset(),
 ) -> dict[int, dict[str, list[int]]]:
     """Per class id, the SPEC §6.2 bin table: original, target, valid, annotated.
 
     ``original``: original images of the class with ≥ ``min_annotations`` valid
     assignments (as for the target histogram); ``target``: that histogram
     rounded to ``per_class[c]`` images (largest remainder; zeros when unknown);
-    ``valid``: candidates of the class with ≥ ``min_annotations`` and not
-    blacklisted; ``annotated``: candidates with any valid assignment.
+    ``valid``: candidates of the class with ≥ ``min_annotations``, not
+    blacklisted and not near-duplicates; ``annotated``: candidates with any valid assignment.
     """
     names = class_names(store)
     hists = target_histograms(
@@ -92,7 +99,11 @@ def class_histograms(
         if st.n_assignments > 0:
             b = bin_index(st.frequency)
             out[cid]["annotated"][b] += 1
-            if st.n_assignments >= min_annotations and item not in black:
+            if (
+                st.n_assignments >= min_annotations
+                and item not in black
+                and item not in near_duplicates
+            ):
                 out[cid]["valid"][b] += 1
     return out
 
@@ -125,6 +136,30 @@ def _plan_needs(store: Store, root: Path) -> tuple[dict[tuple[str, str], int], s
         rows = data.get("table") or []
         return {(r["class"], r["keyword"]): int(r["needed"]) for r in rows}, art.path
     return {}, ""
+
+
+def near_duplicate_ids(project: Project) -> frozenset[str]:
+    """Candidates excluded by the near-duplicate graph (SPEC §4.2 resolution)."""
+    pairs = project.store.neardup.duplicate_pairs()
+    if not pairs:
+        return frozenset()
+    infos = candidate_infos(project)
+    return resolve_near_duplicates(pairs, candidates=infos).near_duplicates
+
+
+def cifar_dropped(store: Store) -> set[str]:
+    """Candidates whose nearest original lies at plain L2 ≤ 1000 (SPEC §3.1 stage 2).
+
+    Read from the stored ``l2`` neighbour lists (squared distances on raw pixels).
+    """
+    out = set()
+    for nl in store.neardup.iter_neighbours(metric="l2"):
+        for ref, d in zip(nl.ref_ids, nl.distances, strict=False):
+            if split_reference_id(ref) is not None:
+                if bool(cifar_auto_excluded([d])[0]):
+                    out.add(nl.candidate_id)
+                break
+    return out
 
 
 def latest_values(store: Store, kind: str) -> dict[str, int]:

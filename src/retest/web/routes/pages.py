@@ -5,21 +5,25 @@ live in :mod:`retest.web.routes.review`)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from retest.build.histogram import bin_index
 from retest.build.tasks import image_token
 from retest.pipeline.sample import selection_frequencies
-from retest.store.base import Store
+from retest.store.base import Store, split_reference_id
 from retest.web.deps import StateDep, StoreDep
 from retest.web.views import (
     BIN_LABELS,
     agreement,
+    cifar_dropped,
     class_histograms,
     keyword_progress,
     latest_values,
+    near_duplicate_ids,
     render,
 )
 
@@ -68,8 +72,14 @@ def label(
         for c in store.candidates.iter(keyword=keyword)
         if c.class_id in (None, class_id) and c.id not in black
     ]
+    dropped: list[str] = []
     if stage == "verify":
-        items = [i for i in pool if selected.get(i) == 1 and i not in verified]
+        # SPEC §3.1: candidates whose nearest original is at plain L2 ≤ 1000 are
+        # dropped automatically before the verifier sees them.
+        auto = cifar_dropped(store)
+        picks = [i for i in pool if selected.get(i) == 1 and i not in verified]
+        items = [i for i in picks if i not in auto]
+        dropped = [i for i in picks if i in auto]
     else:
         stage = "select"
         items = [i for i in pool if i not in selected]
@@ -85,6 +95,8 @@ def label(
         originals=originals[:PAGE],
         items=shown,
         remaining=len(items),
+        dropped=len(dropped),
+        n_originals=len(originals),
         verified=kp.verified if kp else 0,
         needed=kp.needed if kp else 0,
         plan=plan,
@@ -136,62 +148,51 @@ def task_results(request: Request, task_id: str, store: StoreDep) -> HTMLRespons
     )
 
 
+_SHOW = {
+    "all": lambda i: True,
+    "blacklisted": lambda i: i["black"],
+    "clean": lambda i: not i["black"],
+    "neardup": lambda i: i["ndup"],
+    "not-neardup": lambda i: not i["ndup"],
+}
+
+
 @router.get("/review/{revision}/{class_id}", response_class=HTMLResponse)
 def review(
     request: Request,
     revision: str,
     class_id: int,
-    store: StoreDep,
+    state: StateDep,
     sort: str = "date",
+    order: str = "asc",
     show: str = "all",
+    bin: int | None = None,
+    originals: int = 10,
     min_annotations: int = 10,
 ) -> HTMLResponse:
+    """Final class review (SPEC §6.2): bin table, filters, originals, flags."""
+    store = state.store
     rev = store.revisions.get(revision)
     cls = store.classes.get(class_id)
     members = [m for m in store.revisions.members(revision) if m.class_id == class_id]
     stats, black = selection_frequencies(store), store.blacklist.current()
+    ndup = near_duplicate_ids(state.project)
+    cands = {c.id: c for c in store.candidates.get_many([m.item_id for m in members])}
     info = {}
     for m in members:
-        cand = None if ":" in m.item_id else store.candidates.get(m.item_id)
         st = stats.get((m.item_id, class_id))
-        n, f = (st.n_assignments, st.frequency) if st else (0, 0.0)
-        info[m.item_id] = {
-            "date": (cand.date_taken if cand else None) or "",
-            "freq": f,
-            "n": n,
-            "black": m.item_id in black,
-            "bin": m.bin,
-        }
-    ids = [
-        m.item_id
-        for m in members
-        if show == "all" or (show == "blacklisted") == info[m.item_id]["black"]
-    ]
-    key = (
-        (lambda i: (info[i]["freq"], i))
-        if sort == "frequency"
-        else (lambda i: (info[i]["date"], i))
-    )
-    ids.sort(key=key)
-    refs = [r.id for r in store.references.list(class_id=class_id)]
-    sample = (
-        sorted(
-            np.random.default_rng(class_id)
-            .choice(refs, size=min(10, len(refs)), replace=False)
-            .tolist()
-        )
-        if refs
-        else []
-    )
-    changed = _changed_classes(store, revision, rev.parent)
-    state = store.revisions.reviews(revision).get(class_id)
-    table = class_histograms(
-        store,
-        stats,
-        black,
-        min_annotations=min_annotations,
-        per_class={class_id: len(members)},
-    )[class_id]
+        f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
+        cand = cands.get(m.item_id)
+        info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
+                           "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
+                           "bin": bin_index(f) if n else None}  # fmt: skip
+    keep = _SHOW.get(show, _SHOW["all"])
+    ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
+    field = "freq" if sort == "frequency" else "date"
+    ids.sort(key=lambda i: (info[i][field], i), reverse=order == "desc")
+    table = class_histograms(store, stats, black, min_annotations=min_annotations,
+                             per_class={class_id: len(members)},
+                             near_duplicates=ndup)[class_id]  # fmt: skip
     return render(
         request,
         "review.html",
@@ -199,15 +200,48 @@ def review(
         cls=cls,
         ids=ids,
         info=info,
-        sample=sample,
-        changed=changed,
-        state=state,
+        sample=_originals(store, class_id, stats, max(0, min(originals, 50))),
+        counts=_review_counts(store, class_id, info, stats),
+        changed=_changed_classes(store, revision, rev.parent),
+        state=store.revisions.reviews(revision).get(class_id),
         table=table,
         bins=BIN_LABELS,
-        sort=sort,
-        show=show,
+        query={"sort": sort, "order": order, "show": show, "bin": bin},
         classes=store.classes.list(),
     )
+
+
+def _originals(
+    store: Store, class_id: int, stats: Any, size: int
+) -> list[tuple[str, float, int]]:
+    """A seeded sample of the class's originals with frequency and answers."""
+    refs = [r.id for r in store.references.list(class_id=class_id)]
+    if not refs or size == 0:
+        return []
+    rng = np.random.default_rng(class_id)
+    picked = sorted(rng.choice(refs, size=min(size, len(refs)), replace=False).tolist())
+    out = []
+    for r in picked:
+        st = stats.get((r, class_id))
+        out.append((r, st.frequency if st else 0.0, st.n_assignments if st else 0))
+    return out
+
+
+def _review_counts(
+    store: Store, class_id: int, info: dict[str, dict[str, Any]], stats: Any
+) -> dict[str, Any]:
+    val = [
+        st.frequency
+        for (item, cid), st in stats.items()
+        if cid == class_id and st.n_assignments and split_reference_id(item) is not None
+    ]
+    return {
+        "total": len(info),
+        "blacklisted": sum(i["black"] for i in info.values()),
+        "near_duplicates": sum(i["ndup"] for i in info.values()),
+        "annotated_originals": len(val),
+        "mean_original_frequency": sum(val) / len(val) if val else None,
+    }
 
 
 def _changed_classes(store: Store, name: str, parent: str | None) -> list[int]:
