@@ -1,0 +1,473 @@
+"""``retest demo``: the whole job on Fashion-MNIST, as an i.i.d. control.
+
+The original dataset is Fashion-MNIST with a smaller training set: a seeded,
+class-stratified hold-out of ``pool_size`` (10,000) training images becomes the
+candidate pool and the other 50,000 the reference training set; the 10,000 test
+images are the reference test set. Because the pool is drawn from the same
+distribution as the test set, a correct pipeline shows **no real drop**: the
+mean gap stays within sampling error and the fit of new vs original accuracy has
+slope ≈ 1 (the i.i.d. control).
+
+Steps (each recorded as a checkpoint of stage ``demo``; a rerun reuses finished
+ones and the prediction cache makes re-evaluation free):
+
+``split`` → ``reference`` → ``ingest`` → ``dedup`` → ``near-duplicates`` →
+``sample`` → ``export`` → ``evaluate`` → ``compare`` → ``label-errors``.
+
+Decisions
+---------
+* Near-duplicate rule: squared pixel L2 ≤ :data:`NEAR_DUP_SQ_L2` (127,604) on
+  28×28 uint8 images. It is the CIFAR-10.1 rule (plain L2 ≤ 1000 on 32×32×3,
+  i.e. 325.5 squared grey levels per value) scaled to 784 values, halved
+  because about half of a Fashion-MNIST image is constant black background that
+  adds nothing to the distance (RMS difference over the garment ≈ 18 grey
+  levels, as in CIFAR). Inspection of the closest test/train pairs shows the
+  same product photographed again below it, and distinct garments above.
+* Excluded from sampling: pool images within the threshold of a remaining
+  training image or a test image, and of each within-pool pair the one with the
+  larger id (exact within-pool copies are already merged by ingest).
+* Pool labels are Fashion-MNIST's own; class-balanced sampling needs no
+  annotations (``min_annotations`` 0), so no annotation events are written.
+* Label errors of the test set: confident learning on the mean of the testbed
+  models' scores (softmax of decision scores where a model has no
+  probabilities; :func:`retest.issues.ensemble_pred_probs` ``mode="auto"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest._progress import ProgressCallback, report
+from retest.config import CONFIG_NAME
+from retest.errors import ConfigError
+from retest.evaluate.fits import LinearFit
+from retest.evaluate.table import ComparisonTable
+from retest.issues import ensemble_pred_probs
+from retest.issues.ranking import LabelError
+from retest.models.testbed import build_testbed
+from retest.pipeline.dedup import AGAINST, dedup_report, run_dedup
+from retest.pipeline.evaluate import compare_testbed, evaluate_testbed
+from retest.pipeline.export import export_revision
+from retest.pipeline.ingest import add_source
+from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
+from retest.pipeline.project import Project
+from retest.pipeline.reference import register_reference_arrays
+from retest.pipeline.revisions import create_revision
+from retest.records import LabeledSet
+from retest.sources.base import fetch_dataset
+from retest.store.artifacts import atomic_write_bytes, read_npy, write_json
+from retest.store.base import StageCheckpoint, split_reference_id
+
+__all__ = [
+    "DEMO_STAGE",
+    "NEAR_DUP_SQ_L2",
+    "STEPS",
+    "DemoResult",
+    "DemoSettings",
+    "run_demo",
+]
+
+DEMO_STAGE = "demo"
+PROJECT_NAME = "fashion-mnist-demo"
+POOL_NAME = "fashion-mnist-pool"
+NEAR_DUP_SQ_L2 = 127_604.0
+"""Squared L2 (raw 0–255 pixels, 28×28) at or below which two images are near-duplicates."""
+STEPS = (
+    "split", "reference", "ingest", "dedup", "near-duplicates", "sample",
+    "export", "evaluate", "compare", "label-errors",
+)  # fmt: skip
+_CHECKPOINTED = STEPS[
+    :7
+]  # evaluate is cached per model; compare/label-errors are cheap
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    """What a demo run does; fixed for a demo folder (recorded in ``demo/settings.json``)."""
+
+    quick: bool = False
+    seed: int = 0
+    pool_size: int = 10_000
+    per_class: int = 200
+    knn_k: int = 10
+    n_boot: int = 100_000
+
+    @property
+    def preset(self) -> str:
+        return "quick" if self.quick else "full"
+
+    def key(self) -> dict[str, Any]:
+        """Settings that decide the data steps (changing them needs a new folder)."""
+        return {"seed": self.seed, "pool_size": self.pool_size,
+                "per_class": self.per_class, "knn_k": self.knn_k,
+                "near_dup_sq_l2": NEAR_DUP_SQ_L2}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """What the demo produced; ``summary`` is the one-line answer."""
+
+    root: Path
+    settings: DemoSettings
+    revision: str
+    table: ComparisonTable
+    fit: LinearFit | None
+    near_duplicates: Mapping[str, Any]
+    label_errors: tuple[LabelError, ...]
+    class_names: tuple[str, ...]
+    paths: Mapping[str, Path]
+    steps_run: tuple[str, ...]
+    steps_reused: tuple[str, ...]
+    predictions_computed: int
+    mean_gap: float
+    gap_se: float
+    summary: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        fit = self.fit.summary() if self.fit is not None else None
+        return {
+            "root": str(self.root),
+            "settings": {"quick": self.settings.quick, **self.settings.key()},
+            "revision": self.revision,
+            "table": self.table.to_records(),
+            "fit": fit,
+            "near_duplicates": dict(self.near_duplicates),
+            "label_errors": [e.as_dict(self.class_names) for e in self.label_errors],
+            "paths": {k: str(v) for k, v in self.paths.items()},
+            "steps_run": list(self.steps_run),
+            "steps_reused": list(self.steps_reused),
+            "predictions_computed": self.predictions_computed,
+            "mean_gap": self.mean_gap,
+            "gap_se": self.gap_se,
+            "summary": self.summary,
+        }
+
+
+class _Steps:
+    """Runs a step unless its checkpoint (and result file) says it finished."""
+
+    def __init__(self, project: Project, progress: ProgressCallback | None) -> None:
+        self.project = project
+        self.progress = progress
+        self.dir = project.root / "demo" / "steps"
+        self.run: list[str] = []
+        self.reused: list[str] = []
+
+    def __call__(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        path = self.dir / f"{name}.json"
+        cp = self.project.store.stages.get(DEMO_STAGE, key=name)
+        if cp is not None and cp.done and path.is_file():
+            self.reused.append(name)
+            result: dict[str, Any] = json.loads(path.read_text())
+            return result
+        result = fn()
+        write_json(path, result)
+        rel = path.relative_to(self.project.root).as_posix()
+        self.project.store.stages.mark(StageCheckpoint(DEMO_STAGE, name, artifact=rel))
+        self.run.append(name)
+        report(
+            self.progress, "demo steps", len(self.run) + len(self.reused), len(STEPS)
+        )
+        return result
+
+
+def _open_project(root: Path, settings: DemoSettings) -> Project:
+    marker = root / "demo" / "settings.json"
+    if (root / CONFIG_NAME).is_file():
+        project = Project.open(root)
+        if marker.is_file():
+            old = json.loads(marker.read_text())
+            if old != settings.key():
+                project.close()
+                raise ConfigError(
+                    f"{root} holds a demo run with settings {old}, not {settings.key()}. "
+                    "Pass another --dir (or the same --seed) to keep both runs."
+                )
+        elif project.store.candidates.count():
+            project.close()
+            raise ConfigError(
+                f"{root} is a retest project that is not a demo. Pass an empty or new --dir."
+            )
+    else:
+        if root.is_dir() and any(p.name != "demo" for p in root.iterdir()):
+            raise ConfigError(
+                f"{root} is not empty and not a retest project. Pass an empty or new --dir."
+            )
+        project = Project.init(root, name=PROJECT_NAME, classes_from="fashion-mnist")
+    write_json(marker, settings.key())
+    return project
+
+
+def stratified_holdout(
+    labels: NDArray[np.int64], n: int, seed: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(kept, held-out) sorted indices; ``n`` held out, class-stratified, seeded."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(labels.shape[0])
+    kept, held = train_test_split(
+        idx, test_size=n, stratify=labels, random_state=seed, shuffle=True
+    )
+    return np.sort(kept).astype(np.int64), np.sort(held).astype(np.int64)
+
+
+def _load(
+    data_root: str | os.PathLike[str] | None, progress: ProgressCallback | None
+) -> tuple[LabeledSet, LabeledSet]:
+    src = fetch_dataset("fashion_mnist", root=data_root, progress=progress)
+    return src.load("train"), src.load("test")
+
+
+def _nearest(project: Project) -> dict[str, dict[str, tuple[str, float]]]:
+    """``candidate → {"train"|"test"|"pool": (nearest id, squared L2)}``."""
+    out: dict[str, dict[str, tuple[str, float]]] = {}
+    for nl in project.store.neardup.iter_neighbours(metric="l2"):
+        per: dict[str, tuple[str, float]] = {}
+        for ref, d in zip(nl.ref_ids, nl.distances, strict=True):
+            parsed = split_reference_id(ref)
+            kind = parsed[0] if parsed is not None else "pool"
+            if kind not in per:
+                per[kind] = (ref, float(d))
+        out[nl.candidate_id] = per
+    return out
+
+
+def _near_duplicates(project: Project, ingest_dups: int) -> dict[str, Any]:
+    nearest = _nearest(project)
+    th = NEAR_DUP_SQ_L2
+    pairs: dict[str, list[dict[str, Any]]] = {"train": [], "test": [], "pool": []}
+    excluded: set[str] = set()
+    for cid, per in sorted(nearest.items()):
+        for kind, (ref, d) in per.items():
+            if d > th:
+                continue
+            if kind == "pool" and cid < ref:
+                continue  # each within-pool pair once; the larger id is excluded
+            pairs[kind].append({"candidate": cid, "reference": ref, "sq_l2": d})
+            excluded.add(cid)
+    for v in pairs.values():
+        v.sort(key=lambda p: (p["sq_l2"], p["candidate"]))
+    return {
+        "threshold_sq_l2": th,
+        "test": len(pairs["test"]),
+        "train": len(pairs["train"]),
+        "pool_pairs": len(pairs["pool"]),
+        "pool_exact_duplicates": ingest_dups,
+        "excluded": sorted(excluded),
+        "n_excluded": len(excluded),
+        "pairs": pairs,
+    }
+
+
+def _revision_set(
+    project: Project, export: dict[str, Any], names: tuple[str, ...]
+) -> LabeledSet:
+    d = Path(export["path"])
+    rev = export["revision"]
+    x = read_npy(d / f"{rev}_data.npy")
+    y = read_npy(d / f"{rev}_labels.npy").astype(np.int64)
+    return LabeledSet(rev, y, names, np.ascontiguousarray(x))
+
+
+def _snapshot(cache: Path) -> dict[str, int]:
+    return (
+        {p.name: p.stat().st_mtime_ns for p in cache.glob("*.npz")}
+        if cache.is_dir()
+        else {}
+    )
+
+
+def run_demo(
+    directory: str | os.PathLike[str],
+    *,
+    settings: DemoSettings | None = None,
+    workers: int | None = None,
+    data_root: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> DemoResult:
+    """Run (or resume) the Fashion-MNIST demo in ``directory``.
+
+    Parameters
+    ----------
+    directory : path
+        Project folder: new, empty, or an earlier demo run with the same settings.
+    settings : DemoSettings, optional
+        ``quick`` selects the quick testbed preset; the data steps follow the seed.
+    workers : int, optional
+        Train/evaluate the testbed on a local Dask cluster with this many workers
+        (default: in this process, one model after the other).
+    data_root : path, optional
+        Folder of the four Fashion-MNIST ``.gz`` files (default: Debian's
+        ``/usr/share/datasets/fashion-mnist`` when installed, else downloaded).
+    """
+    s = settings or DemoSettings()
+    root = Path(directory).resolve()
+    train_all, test = _load(data_root, progress)
+    names = tuple(train_all.class_names or ())
+    with _open_project(root, s) as project:
+        steps = _Steps(project, progress)
+        split_path = root / "demo" / "split.npz"
+
+        def split() -> dict[str, Any]:
+            kept, held = stratified_holdout(train_all.labels, s.pool_size, s.seed)
+            buf = _npz_bytes(kept=kept, held_out=held)
+            atomic_write_bytes(split_path, buf)
+            pool = root / "demo" / "pool.npz"
+            atomic_write_bytes(pool, _npz_bytes(
+                images=train_all.images[held], labels=train_all.labels[held],  # type: ignore[index]
+                class_names=np.array(names), train_index=held))  # fmt: skip
+            return {"n_train": int(kept.size), "n_pool": int(held.size),
+                    "split": str(split_path), "pool": str(pool)}  # fmt: skip
+
+        sp = steps("split", split)
+        with np.load(split_path) as z:
+            kept = z["kept"]
+        train = LabeledSet(
+            "fashion_mnist-train-kept", train_all.labels[kept], names,
+            train_all.images[kept],  # type: ignore[index]
+        )  # fmt: skip
+
+        def reference() -> dict[str, Any]:
+            out = {}
+            for split_name, ds in (("train", train), ("test", test)):
+                assert ds.images is not None
+                rep = register_reference_arrays(
+                    project.store, root, ds.images, ds.labels, split=split_name,
+                    class_names=names, progress=progress,
+                )  # fmt: skip
+                out[split_name] = rep.to_json()
+            return out
+
+        steps("reference", reference)
+
+        def ingest() -> dict[str, Any]:
+            rep = add_source(project.store, root, "arrays", sp["pool"], name=POOL_NAME,
+                             progress=progress)  # fmt: skip
+            return rep.to_json()
+
+        ing = steps("ingest", ingest)
+
+        def dedup() -> dict[str, Any]:
+            res = run_dedup(project, against=AGAINST, metrics=("l2",), k=s.knn_k,
+                            chunk_size=1000, backend="numpy", progress=progress)  # fmt: skip
+            return {"fingerprint": res.fingerprint, "n_candidates": res.n_candidates,
+                    "n_references": res.n_references}  # fmt: skip
+
+        steps("dedup", dedup)
+
+        def near_dups() -> dict[str, Any]:
+            res = _near_duplicates(project, int(ing["duplicates"]))
+            dedup_report(project, top=16, metrics=("l2",))
+            return res
+
+        nd = steps("near-duplicates", near_dups)
+
+        def sample() -> dict[str, Any]:
+            rev = create_revision(project, project=PROJECT_NAME, strategy="class-balanced",
+                                  seed=s.seed, per_class=s.per_class,
+                                  near_duplicates=nd["excluded"])  # fmt: skip
+            return {"revision": rev.revision.name, "valid": rev.revision.valid,
+                    "shortfall": dict(rev.revision.shortfall)}  # fmt: skip
+
+        rev = steps("sample", sample)["revision"]
+
+        def export() -> dict[str, Any]:
+            res = export_revision(
+                project, rev, format="npy", overwrite=True, progress=progress
+            )
+            return {"revision": rev, "path": str(res.out), "n_images": res.n_images}
+
+        ex = steps("export", export)
+        new = _revision_set(project, ex, names)
+        return _evaluate_and_report(
+            project, steps, s, train, test, new, nd, workers, progress
+        )
+
+
+def _evaluate_and_report(
+    project: Project,
+    steps: _Steps,
+    s: DemoSettings,
+    train: LabeledSet,
+    test: LabeledSet,
+    new: LabeledSet,
+    nd: Mapping[str, Any],
+    workers: int | None,
+    progress: ProgressCallback | None,
+) -> DemoResult:
+    """Train/evaluate the testbed (cached), compare, label errors, summary."""
+    root = project.root
+    cache = project.arrays_dir / "predictions"
+    before = _snapshot(cache)
+    models = build_testbed(s.preset, n_classes=len(project.class_names),
+                           random_state=s.seed, progress=progress)  # fmt: skip
+    preds = evaluate_testbed(models, test, new, cache_dir=cache, train=train,
+                             workers=workers, progress=progress)  # fmt: skip
+    after = _snapshot(cache)
+    computed = sum(1 for k, v in after.items() if before.get(k) != v)
+    steps.run.append("evaluate") if computed else steps.reused.append("evaluate")
+    out = project.reports_dir / "demo"
+    rep = compare_testbed(preds, test, new, out_dir=out, n_boot=s.n_boot,
+                          random_state=s.seed, progress=progress)  # fmt: skip
+    steps.run.append("compare")
+    ens = ensemble_pred_probs([p[0] for p in preds.values()],
+                              n_classes=len(project.class_names), mode="auto")  # fmt: skip
+    inputs = LabelErrorInputs(
+        test.labels, ens.pred_probs,
+        {"ensemble": ens.mode, "models": list(ens.models), "dataset": test.name},
+        images=test.images, class_names=project.class_names,
+    )  # fmt: skip
+    le = run_label_errors(inputs, out / "label_errors", top=24)
+    steps.run.append("label-errors")
+    gaps = rep.table.column("gap")
+    mean_gap = float(np.mean(gaps))
+    p = float(np.mean(rep.table.column("new_acc")))
+    # SE of one model's gap (binomial at the mean accuracy, both sets).
+    se = float(np.sqrt(p * (1 - p) * (1 / new.n + 1 / test.n)))
+    summary = _summary(mean_gap, se, rep.fit, int(nd["test"]))
+    paths = {
+        "project": root,
+        "revision": Path(str(project.revisions_dir / new.name / "npy")),
+        "predictions": cache,
+        **{f"report_{k}": v for k, v in rep.paths.items()},
+        **{f"label_errors_{k}": v for k, v in le.paths.items()},
+        "dedup_sheet": out.parent / "dedup" / "closest_l2.png",
+    }
+    result = DemoResult(
+        root, s, new.name, rep.table, rep.fit,
+        {k: v for k, v in nd.items() if k not in ("excluded", "pairs")},
+        le.ranked, project.class_names, paths, tuple(steps.run), tuple(steps.reused),
+        computed, mean_gap, se, summary,
+    )  # fmt: skip
+    write_json(out / "summary.json", result.as_dict())
+    return result
+
+
+def _summary(
+    mean_gap: float, se: float, fit: LinearFit | None, n_test_dups: int
+) -> str:
+    parts = [f"mean gap {100 * mean_gap:.1f} points (2·SE {200 * se:.1f})"]
+    if fit is not None:
+        lo, hi = fit.slope_ci
+        parts.append(f"slope {fit.slope:.2f} [{lo:.2f}, {hi:.2f}]")
+    parts.append(
+        f"{n_test_dups} near-duplicates of the test set found in the training pool"
+    )
+    return "; ".join(parts)
+
+
+def _npz_bytes(**arrays: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, allow_pickle=False, **arrays)
+    return buf.getvalue()
