@@ -441,12 +441,12 @@ class CandidateRepo(ABC):
         """Insert-or-ignore by id (batched, one transaction); returns how many were new."""
 
     def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
-        """:meth:`add` for plain tuples in :class:`CandidateRow` field order.
+        """:meth:`add` for plain 15-tuples in :class:`CandidateRow` field order.
 
-        The bulk path of ingest (no dataclass per row); implementations may
-        override it with a faster one.
+        The bulk path of ingest (no dataclass per row); ``extra`` may be ``None``.
+        Implementations may override it with a faster one.
         """
-        return self.add(CandidateRow(*r) for r in rows)
+        return self.add(CandidateRow(*r[:14], r[14] or {}) for r in rows)
 
     @abstractmethod
     def get(self, item_id: str) -> CandidateRow:

@@ -1,0 +1,145 @@
+"""The bulk TinyImages ingest path: column batches, pipelined commits, dedup, crash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retest.pipeline.ingest import CRASH_ENV, ingest_source
+from retest.sources.candidates import ColumnItems, SourceItem, TinyImagesSource
+from retest.sources.tinyimages import write_tinyimages
+from retest.store import open_store
+from retest.store.artifacts import PixelArray
+from retest.store.base import CandidateRow
+from retest.store.memory import MemoryStore
+
+KWS = ["ant"] * 70 + ["bee"] * 50 + ["cow"] * 80
+
+
+def _sha(img: np.ndarray) -> str:
+    """Independent content id: sha256 of the header and the HWC bytes."""
+    return hashlib.sha256(b"uint8:32,32,3:" + img.tobytes()).hexdigest()
+
+
+@pytest.fixture
+def ti(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndarray]:
+    imgs = rng.integers(0, 256, size=(len(KWS), 32, 32, 3), dtype=np.uint8)
+    imgs[60] = imgs[3]  # copy inside one batch
+    imgs[150] = imgs[10]  # copy in a later batch (the first is still in flight)
+    imgs[199] = imgs[150]
+    write_tinyimages(tmp_path / "ti", imgs, KWS)
+    return tmp_path / "ti", imgs
+
+
+def _source(folder: Path) -> TinyImagesSource:
+    return TinyImagesSource(folder, keywords={"ant": "a", "cow": "c", "bee": "b"})
+
+
+def test_column_items_behave_like_the_list_of_items() -> None:
+    items = ColumnItems(["5", "6", "7"], ["a", "a", None], ["k", "k", "j"], 32, 32)
+    expect = [
+        SourceItem(r, class_name=c, keyword=k, width=32, height=32)
+        for r, c, k in zip(
+            ["5", "6", "7"], ["a", "a", None], ["k", "k", "j"], strict=True
+        )
+    ]
+    assert len(items) == 3 and list(items) == expect and items == expect
+    assert items[-1] == expect[-1] and items[1:] == expect[1:]
+    with pytest.raises(IndexError):
+        items[3]
+
+
+@pytest.mark.parametrize("batch", [16, 64, 1000])
+def test_bulk_ingest_stores_each_content_once_in_source_order(
+    tmp_path: Path, ti, batch: int
+) -> None:
+    folder, imgs = ti
+    proj = tmp_path / "p"
+    proj.mkdir()
+    with open_store(proj / "retest.db") as store:
+        rep = ingest_source(store, proj, _source(folder), batch_size=batch)
+        rows = list(store.candidates.iter())
+    # positions: ant 0..69, cow 120..199, bee 70..119 (keyword order of the source)
+    order = [*range(70), *range(120, 200), *range(70, 120)]
+    dup_refs = {60, 150, 199}
+    want = [i for i in order if i not in dup_refs]
+    assert rep.new == len(want) == len(rows) and rep.duplicates == 3
+    assert sorted(rep.duplicate_refs) == ["150", "199", "60"]
+    assert [r.source_ref for r in rows] == [str(i) for i in want]
+    px = PixelArray(proj / "arrays", rows[0].array_name)
+    for r in rows:
+        i = int(r.source_ref)
+        assert r.id == _sha(imgs[i]) and r.keyword == KWS[i]
+        np.testing.assert_array_equal(px.read([r.array_row])[0], imgs[i])
+    with open_store(proj / "retest.db") as store:
+        names = {c.id: c.name for c in store.classes.list()}
+        assert {names[r.class_id] for r in rows if r.keyword == "cow"} == {"c"}
+        again = ingest_source(store, proj, _source(folder), batch_size=batch)
+        assert store.candidates.count() == len(want) and again.new == rep.new
+
+
+def test_bulk_ingest_into_the_memory_store_matches(tmp_path: Path, ti) -> None:
+    folder, _ = ti
+    mem = MemoryStore()
+    rep = ingest_source(mem, tmp_path, _source(folder), batch_size=32)
+    assert rep.new == 197 and mem.candidates.count() == 197
+
+
+def test_existing_and_add_tuples_over_many_ids(tmp_path: Path) -> None:
+    ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2500)]
+    rows = [(c, "s", str(i), None, None, None, None, None, None, 1, 1, "a", i,
+             None, {"k": i} if i % 2 else None) for i, c in enumerate(ids)]  # fmt: skip
+    for store in (open_store(tmp_path / "x.db"), MemoryStore()):
+        with store:
+            assert store.candidates.add_tuples(rows[::2]) == 1250
+            probe = [*ids, "nope", ids[0]]
+            assert store.candidates.existing(probe) == set(ids[::2])
+            assert store.candidates.existing([]) == set()
+            assert store.candidates.add_tuples(rows) == 1250
+            assert store.candidates.get(ids[3]) == CandidateRow(*rows[3])
+            assert store.candidates.get(ids[4]).extra == {}
+
+
+_HELPER = """
+import sys
+from retest.pipeline.ingest import ingest_source
+from retest.sources.candidates import TinyImagesSource
+from retest.store import open_store
+proj, folder = sys.argv[1], sys.argv[2]
+with open_store(proj + "/retest.db") as store:
+    src = TinyImagesSource(folder, keywords={"ant": "a", "cow": "c", "bee": "b"})
+    ingest_source(store, proj, src, batch_size=16)
+"""
+
+
+def test_sigkill_mid_ingest_then_resume_stores_everything_once(
+    tmp_path: Path, ti
+) -> None:
+    folder, imgs = ti
+    proj = tmp_path / "p"
+    proj.mkdir()
+    env = {**os.environ, CRASH_ENV: "6"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _HELPER, str(proj), str(folder)], env=env, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL
+    with open_store(proj / "retest.db") as store:
+        assert 0 < store.candidates.count() < 197
+        rep = ingest_source(
+            store, proj, _source(folder), batch_size=16, add_classes=True
+        )
+        rows = list(store.candidates.iter())
+    assert rep.complete and rep.new == 197 and rep.duplicates == 3
+    assert len({r.id for r in rows}) == len(rows) == 197
+    px = PixelArray(proj / "arrays", rows[0].array_name)
+    for r in rows:
+        np.testing.assert_array_equal(
+            px.read([r.array_row])[0], imgs[int(r.source_ref)]
+        )
