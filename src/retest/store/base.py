@@ -42,6 +42,7 @@ and :class:`retest.store.memory.MemoryStore`; both pass ``tests/store/test_store
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -446,7 +447,11 @@ class CandidateRepo(ABC):
         The bulk path of ingest (no dataclass per row); ``extra`` may be ``None``.
         Implementations may override it with a faster one.
         """
-        return self.add(CandidateRow(*r[:14], r[14] or {}) for r in rows)
+        fields = [f.name for f in dataclasses.fields(CandidateRow)]
+        return self.add(
+            CandidateRow(**dict(zip(fields[:14], r, strict=False)), extra=r[14] or {})
+            for r in rows
+        )
 
     @abstractmethod
     def get(self, item_id: str) -> CandidateRow:
