@@ -187,8 +187,10 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
         # neighbour of tabby1 is ignored
         st.neardup.put_neighbours(
             [
-                NeighbourList("tabby0", "pixels", ("test:3",), (800.0,)),
-                NeighbourList("tabby1", "pixels", ("tabby2", "test:4"), (10.0, 1500.0)),
+                NeighbourList("tabby0", "l2", ("test:3",), (800.0**2,)),
+                NeighbourList(
+                    "tabby1", "l2", ("tabby2", "test:4"), (10.0**2, 1500.0**2)
+                ),
             ]
         )
         plan = {"cat": {"tabby": 4}, "car": {"coupe": 2}}

@@ -8,6 +8,7 @@ this module translates. Item ids are the store's (candidate sha256 or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -113,19 +114,19 @@ def _default_near_duplicates(store: Store) -> set[str]:
     return {c for c, _ in store.neardup.duplicate_pairs()}
 
 
-def nearest_original_distances(
-    store: Store, *, metric: str = "pixels"
-) -> dict[str, float]:
-    """Distance from each candidate to its nearest *original* image under ``metric``.
+def nearest_original_distances(store: Store, *, metric: str = "l2") -> dict[str, float]:
+    """Plain L2 distance from each candidate to its nearest *original* image.
 
-    Read from the stored neighbour lists (closest first); neighbours that are other
-    candidates are skipped. ``"pixels"`` is the CIFAR rule's sqrt L2 on raw pixels.
+    Read from the neighbour lists the dedup stage stores (closest first; neighbours
+    that are other candidates are skipped). The dedup stage stores **squared** L2
+    under ``"l2"`` (SPEC §4.2), so the square root is taken here: the CIFAR rule
+    (nearest original at L2 ≤ 1000 is excluded) is stated on plain L2.
     """
     out: dict[str, float] = {}
     for nl in store.neardup.iter_neighbours(metric=metric):
         for ref, dist in zip(nl.ref_ids, nl.distances, strict=False):
             if split_reference_id(ref) is not None:
-                out[nl.candidate_id] = float(dist)
+                out[nl.candidate_id] = math.sqrt(float(dist))
                 break
     return out
 
@@ -228,7 +229,7 @@ def draw_sample(
         near_duplicates=near_duplicates,
         unreviewed=unreviewed,
         verified_only=strategy == "keyword-count",
-        nn_metric="pixels" if strategy == "keyword-count" else None,
+        nn_metric="l2" if strategy == "keyword-count" else None,
     )
     classes = sorted(class_names(store).values())
     if not classes:
