@@ -274,3 +274,30 @@ def _review_table(html: str) -> dict[str, list[int]]:
         row[0]: [int(v) for v in re.findall(r">(\d+)</td>", row[1])]
         for row in re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", block, re.S)
     }
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> None:
+    import numpy as np
+
+    from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
+
+    labels = np.arange(20) % 2  # the fixture's test split: class i % 2
+    probs = np.full((20, 2), 0.05)
+    probs[np.arange(20), labels] = 0.95
+    planted = [3, 6, 11]  # the models disagree with the given label here
+    probs[planted] = probs[planted][:, ::-1]
+    probs[6] = [0.3, 0.7]  # less sure: ranked after 3 and 11
+    inputs = LabelErrorInputs(labels, probs, {"test": True})
+    run = run_label_errors(inputs, tmp_path / "le", method="argmax")
+    suspects, method = load_suspects(run.paths[fmt], split="test")
+    assert method == ("argmax" if fmt == "json" else "")
+    # equal scores are ranked by index (retest.issues.rank_label_errors)
+    assert [s.item_id for s in suspects] == ["test:3", "test:11", "test:6"]
+    store = web_project.project.store
+    assert queue_label_errors(store, suspects, method=method) == 3
+    q = label_error_queue(store)
+    assert {(i.item_id, i.given, i.suggested) for i in q} == {
+        (f"test:{k}", k % 2, 1 - k % 2) for k in planted
+    }
+    assert q[-1].item_id == "test:6"
