@@ -359,39 +359,49 @@ class _Writer:
             seen.add(cid)
         return keep, dups
 
-    def _column_tuples(
+    def _column_insert(
         self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
         keep: list[int],
-    ) -> list[tuple[Any, ...]]:  # fmt: skip
-        """Bulk path for column batches: one pixel append, one tuple per row."""
+    ) -> Callable[[], Any]:  # fmt: skip
+        """Bulk path for column batches: one pixel append, then one tuple per row.
+
+        Classes are resolved here (they may add class rows); the returned
+        function appends and inserts, so the write and fsync of the pixels can
+        overlap the hashing of the next batch.
+        """
         if not keep:
-            return []
+            return lambda: 0
         px = pixels if len(keep) == len(ids) else pixels[keep]
         arr = self._array(px.shape[1:])
-        rows = arr.append(px)
         names = items.class_names
         cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
         refs, kws = items.refs, items.keywords
         w, h, an, src = items.width, items.height, arr.name, self.name
-        return [
-            (ids[i], src, refs[i], cids[names[i]], kws[i], None, None, None, None,
-             w, h, an, r, None, None)
-            for i, r in zip(keep, rows, strict=True)
-        ]  # fmt: skip
+        cands = self.store.candidates
+
+        def insert() -> int:
+            rows = arr.append(px)  # durable before any row points at it
+            return cands.add_tuples(
+                (ids[i], src, refs[i], cids[names[i]], kws[i], None, None, None,
+                 None, w, h, an, r, None, None)
+                for i, r in zip(keep, rows, strict=True)
+            )  # fmt: skip
+
+        return insert
 
     def prepare(self, batch: SourceBatch) -> tuple[int, list[str], Callable[[], Any]]:
-        """Ids, dedup, pixels / files written; returns ``(new, dups, insert)``.
+        """Ids and dedup (files written); returns ``(new, dups, insert)``.
 
-        ``insert()`` stores the rows; it may run in another thread while the
-        next batch is prepared (rows always after the pixels they point at).
+        ``insert()`` appends the pixels and stores the rows; it may run in another
+        thread while the next batch is prepared (rows always after their pixels).
         """
         ids = self._ids(batch)
         keep, dups = self._fresh(batch, ids)
         self.inflight = {ids[i] for i in keep}
         cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
-            tuples = self._column_tuples(batch.items, batch.pixels, ids, keep)
-            return len(tuples), dups, lambda: cands.add_tuples(tuples)
+            insert = self._column_insert(batch.items, batch.pixels, ids, keep)
+            return len(keep), dups, insert
         rows: list[CandidateRow] = []
         if batch.pixels is not None and keep:
             px = batch.pixels[keep]
