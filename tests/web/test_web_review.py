@@ -61,9 +61,11 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
         ("test:4", 0, 1, "both"),
     ]
 
+    _task_events(store, {("test:1", 1): [1, 1, 0], ("test:1", 0): [1, 1, 1]})
     c = TestClient(app)
     page = c.get("/label-errors").text
     assert page.index("test:1") < page.index("test:4")  # by rank
+    assert "selection frequency for dog: 0.50 (n=2)" in page  # given class only
     assert "0 of 2 queued items reviewed" in page
     body = {"item_id": "test:1", "verdict": "wrong", "new_class": 0}
     assert c.post("/api/label-error", json=body).status_code == 401

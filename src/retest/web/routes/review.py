@@ -13,10 +13,14 @@ from collections import defaultdict
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from retest.build.neardup import is_sufficiently_reviewed, review_thresholds
+from retest.build.neardup import (
+    is_sufficiently_reviewed,
+    review_queue,
+    review_thresholds,
+)
+from retest.build.selection_frequency import aggregate_item_events
 from retest.pipeline.dedup import (
     candidate_infos,
-    dedup_review_queue,
     load_neighbours,
     review_targets,
     reviewed_references,
@@ -36,23 +40,18 @@ router = APIRouter(tags=["review"])
 PAGE = 20
 
 
-def _review_progress(state: StateDep, targets: dict[str, float]) -> dict[str, object]:
+def _review_progress(
+    th: dict[str, dict[str, float]],
+    nbrs: dict[str, dict[str, list[tuple[str, float]]]],
+    targets: dict[str, float],
+) -> dict[str, object]:
     """Per metric: candidates past the target (every closer neighbour reviewed)."""
-    infos = candidate_infos(state.project)
-    nbrs = load_neighbours(state.project, list(targets))
-    th = review_thresholds(
-        nbrs,
-        candidate_ids=infos,
-        metrics=list(targets),
-        candidates=infos,
-        reviewed=reviewed_references(state.project),
-    )
     per_metric = {}
     for m, t in targets.items():
-        has = [c for c in infos if nbrs.get(c, {}).get(m)]
+        has = [c for c in th if nbrs.get(c, {}).get(m)]
         per_metric[m] = (sum(1 for c in has if th[c][m] > t), len(has))
-    done = sum(1 for c in infos if is_sufficiently_reviewed(th[c], targets))
-    return {"per_metric": per_metric, "done": done, "total": len(infos)}
+    done = sum(1 for c in th if is_sufficiently_reviewed(th[c], targets))
+    return {"per_metric": per_metric, "done": done, "total": len(th)}
 
 
 @router.get("/neardup", response_class=HTMLResponse)
@@ -63,18 +62,28 @@ def neardup(
     threshold: float | None = None,
     page: int = 0,
 ) -> HTMLResponse:
-    """Candidates with neighbours under the review target that nobody reviewed yet."""
+    """Candidates with neighbours under the review target that nobody reviewed yet.
+
+    Same rules as ``retest dedup queue``: :func:`retest.build.neardup.review_queue`
+    and :func:`~retest.build.neardup.review_thresholds` on the dedup stage's inputs.
+    """
     targets = review_targets(state.project)
     metric = metric if metric in targets else next(iter(targets))
     if threshold is not None:
         targets = {**targets, metric: threshold}
-    queue = [
-        r
-        for r in dedup_review_queue(state.project, thresholds={metric: targets[metric]})
-        if r.metric == metric
-    ]
-    decided = state.store.neardup.duplicate_pairs()
     infos = candidate_infos(state.project)
+    nbrs = load_neighbours(state.project, list(targets))
+    reviewed = reviewed_references(state.project)
+    queue = review_queue(
+        {c: {metric: per[metric]} for c, per in nbrs.items() if metric in per},
+        thresholds={metric: targets[metric]},
+        candidates=infos,
+        blacklist=set(state.store.blacklist.current()),
+        reviewed=reviewed,
+    )
+    th = review_thresholds(nbrs, candidate_ids=infos, metrics=list(targets),
+                           candidates=infos, reviewed=reviewed)  # fmt: skip
+    decided = state.store.neardup.duplicate_pairs()
     rows = [
         {
             "candidate": r.candidate_id,
@@ -94,7 +103,7 @@ def neardup(
         threshold=targets[metric],
         rows=rows,
         pending=len(queue),
-        progress=_review_progress(state, targets),
+        progress=_review_progress(th, nbrs, targets),
         targets=targets,
         page=page,
         pages=(len(queue) + PAGE - 1) // PAGE,
@@ -184,16 +193,24 @@ def label_errors(
     items = label_error_queue(store)
     reviewed = sum(1 for i in items if not i.pending)
     shown = [i for i in items if show == "all" or i.pending]
-    freq = selection_frequencies(store)
+    shown = shown[page * PAGE : (page + 1) * PAGE]
+    # only the shown items: a full scan of the task events is the slow part
+    freq = aggregate_item_events(
+        (e.item_id, e.class_id, e.assignment_status, e.value)
+        for it in shown
+        for e in store.annotations.list(
+            kind="task", item_id=it.item_id, class_id=it.given
+        )
+    )
     return render(
         request,
         "label_errors.html",
-        items=shown[page * PAGE : (page + 1) * PAGE],
+        items=shown,
         total=len(items),
         reviewed=reviewed,
         names=class_names(store),
         freq=freq,
         show=show,
         page=page,
-        pages=(len(shown) + PAGE - 1) // PAGE,
+        pages=(sum(1 for i in items if show == "all" or i.pending) + PAGE - 1) // PAGE,
     )
