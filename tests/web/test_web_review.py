@@ -303,3 +303,14 @@ def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> Non
         (f"test:{k}", k % 2, 1 - k % 2) for k in planted
     }
     assert q[-1].item_id == "test:6"
+
+
+def test_index_shows_class_review_states(app, web_project) -> None:
+    from retest.pipeline.revisions import set_class_review
+
+    store = web_project.project.store
+    c = TestClient(app)
+    assert "0 of 2 classes reviewed" in c.get("/").text
+    set_class_review(store, "webtest-a-0", 1, reviewed=True, who="bob")
+    html = c.get("/").text
+    assert "1 of 2 classes reviewed" in html and "dog ✓" in html

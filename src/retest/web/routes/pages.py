@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from retest.build.histogram import bin_index
 from retest.build.tasks import image_token
+from retest.pipeline.revisions import review_states
 from retest.pipeline.sample import selection_frequencies
 from retest.store.base import Store, split_reference_id
 from retest.web.deps import StateDep, StoreDep
@@ -36,6 +37,7 @@ PAGE = 40
 def index(request: Request, store: StoreDep) -> HTMLResponse:
     classes = store.classes.list()
     by_class = store.candidates.count_by_class()
+    revisions = store.revisions.list()
     keywords: dict[int, list[str]] = defaultdict(list)
     for kw in store.classes.keywords():
         keywords[kw.class_id].append(kw.keyword)
@@ -46,7 +48,8 @@ def index(request: Request, store: StoreDep) -> HTMLResponse:
         counts=by_class,
         keywords=keywords,
         tasks=len(store.tasks.list()),
-        revisions=store.revisions.list(),
+        revisions=revisions,
+        states={r.name: review_states(store, r.name) for r in revisions},
     )
 
 
