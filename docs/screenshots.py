@@ -32,6 +32,7 @@ from retest.store.base import (
     KeywordRow,
     NeighbourList,
     ReferenceRow,
+    ReviewState,
     Revision,
     RevisionMember,
     content_id,
@@ -126,6 +127,7 @@ def build(root: Path, seed: int = 0) -> Project:
     ]
     st.revisions.create(Revision("fashion-demo-a-0", "threshold", seed=seed), members)
     st.blacklist.add([BlacklistEvent(members[1].item_id, "not a photograph", "bob")])
+    st.revisions.set_review(ReviewState("fashion-demo-a-0", 1, True, who="bob"))
     queue_label_errors(
         st,
         [Suspect(f"test:{i}", int(yr[i]), (int(yr[i]) + 2) % 4, r + 1, 0.05 * (r + 1))
