@@ -477,8 +477,9 @@ def ingest_source(
     name : str, optional
         Name stored as each candidate's ``source``; defaults to the source kind.
     batch_size : int, optional
-        Items per batch (one transaction, one checkpoint); default 16,384 for
-        array sources and 256 for file sources.
+        Items per batch (one transaction, one checkpoint); default the source's
+        ``default_batch_size`` (65,536 for TinyImages), else 16,384 for array
+        sources and 256 for file sources.
     progress : ProgressCallback, optional
     add_classes : bool, optional
         Add class names the project does not know (default: only when the store
@@ -523,7 +524,8 @@ def ingest_source(
         return rep
 
     _report(False)
-    bs = batch_size or (16_384 if source.storage == "array" else 256)
+    bs = batch_size or source.default_batch_size
+    bs = bs or (16_384 if source.storage == "array" else 256)
     task = f"ingest {name}"
     report(progress, task, resume, total)
     part, last_start = 0, -1

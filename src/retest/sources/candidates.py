@@ -165,6 +165,8 @@ class CandidateSource(ABC):
     storage: ClassVar[str] = "array"
     #: Class names in label-id order when the source knows them (CIFAR meta).
     label_names: list[str] | None = None
+    #: Items per ingest batch when the caller does not say (None: the stage default).
+    default_batch_size: ClassVar[int | None] = None
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -495,6 +497,9 @@ class TinyImagesSource(CandidateSource):
     """
 
     kind = "tinyimages"
+    # Candidate ids are random sha256 keys, so every commit rewrites most leaves of
+    # the id index: 4x larger batches (~200 MB of pixels) mean 4x fewer rewrites.
+    default_batch_size = 65_536
 
     def __init__(
         self,
