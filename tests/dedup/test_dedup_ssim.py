@@ -39,32 +39,42 @@ def _images(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> np.ndar
         {"use_sample_covariance": False, "win_size": 5},
     ],
 )
-def test_matches_skimage_rgb(kw: dict) -> None:
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_matches_skimage_rgb(kw: dict, backend: str) -> None:
     rng = np.random.default_rng(0)
     imgs = _images(rng, 12, 24, 26, 3)
     q = imgs[5]
-    ours = ssim_one_to_many(q, imgs, SSIMParams(**kw))
+    ours = ssim_one_to_many(q, imgs, SSIMParams(**kw), backend=backend, batch=5)
     ref = [sk_ssim(q, im, channel_axis=-1, data_range=255, **kw) for im in imgs]
     np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
     assert abs(ours[5] - 1.0) < 1e-6
 
 
-def test_matches_skimage_large_window_and_pairs() -> None:
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_matches_skimage_large_window_and_pairs(backend: str) -> None:
     rng = np.random.default_rng(1)
     a = _images(rng, 5, 40, 40, 3)
     b = _images(np.random.default_rng(2), 4, 40, 40, 3)
     p = SSIMParams(win_size=35)
     qi, ri = np.array([0, 1, 4, 2, 3]), np.array([3, 0, 1, 1, 2])
-    ours = ssim_pairs(
-        compute_ssim_stats(a, p), compute_ssim_stats(b, p), qi, ri, n_threads=2, batch=2
-    )
+    qs, rs = compute_ssim_stats(a, p), compute_ssim_stats(b, p)
+    ours = ssim_pairs(qs, rs, qi, ri, n_threads=2, batch=2, backend=backend)
     ref = [
         sk_ssim(a[i], b[j], channel_axis=-1, data_range=255, win_size=35)
         for i, j in zip(qi, ri, strict=True)
     ]
     np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
-    d = dssim_pairs(compute_ssim_stats(a, p), compute_ssim_stats(b, p), qi, ri)
+    d = dssim_pairs(qs, rs, qi, ri, backend=backend)
     np.testing.assert_allclose(d, (1 - np.asarray(ref)) / 2, atol=1e-4)
+    # batches of 4: query 2 (tiled), query 0 (re-tiled), mixed (gathered), query 2
+    qi2 = np.array([2, 2, 2, 2, 0, 0, 0, 0, 4, 1, 2, 2, 2, 2, 2])
+    ri2 = np.array([0, 1, 3, 2, 2, 3, 3, 0, 1, 1, 0, 0, 1, 2, 3])
+    mixed = ssim_pairs(qs, rs, qi2, ri2, batch=4, n_threads=1, backend=backend)
+    ref2 = [
+        sk_ssim(a[i], b[j], channel_axis=-1, data_range=255, win_size=35)
+        for i, j in zip(qi2, ri2, strict=True)
+    ]
+    np.testing.assert_allclose(mixed, ref2, atol=1e-4, rtol=0)
 
 
 def test_single_pair_grayscale_and_float() -> None:
@@ -88,3 +98,5 @@ def test_bad_inputs() -> None:
     b = compute_ssim_stats(np.zeros((2, 9, 9), np.uint8))
     with pytest.raises(InputValidationError, match="one size"):
         ssim_pairs(a, b, [0], [0])
+    with pytest.raises(ConfigError, match="backend"):
+        ssim_pairs(a, a, [0], [0], backend="cuda")

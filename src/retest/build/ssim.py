@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
+from retest.build._ssim_torch import TorchKernel
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
@@ -208,6 +210,50 @@ def compute_ssim_stats(
     )
 
 
+def _check_compatible(q: SSIMStats, r: SSIMStats) -> None:
+    if (
+        q.params != r.params
+        or q.centred.shape[:2] != r.centred.shape[:2]
+        or (q.centred.shape[3] != r.centred.shape[3])
+    ):
+        raise InputValidationError(
+            "SSIM needs both image sets at one size and one parameter set: "
+            f"{q.centred.shape[:2]}×{q.centred.shape[3]} vs "
+            f"{r.centred.shape[:2]}×{r.centred.shape[3]}. Resize both sides first."
+        )
+
+
+def _torch_kernel(q: SSIMStats, r: SSIMStats, batch: int, torch: Any) -> TorchKernel:
+    _check_compatible(q, r)
+    h, w = r.centred.shape[:2]
+    p = r.params
+    ws = p.resolved_win_size()
+    k = 2.0 * _cov_norm(p)
+    box = not p.gaussian_weights
+    fh = ((1.0 if box else k) * filter_matrix(h, p)).astype(np.float32)
+    fw = filter_matrix(w, p).astype(np.float32)
+    return TorchKernel(torch, q, r, batch, fh, fw, box, k / ws**2 if box else 1.0)
+
+
+def _resolve_backend(backend: str) -> Any:
+    """The torch module for 'auto'/'torch' when importable, else None (numpy)."""
+    if backend not in ("auto", "numpy", "torch"):
+        raise ConfigError(
+            f"backend must be 'auto', 'numpy' or 'torch'. Got {backend!r}."
+        )
+    if backend == "numpy":
+        return None
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is optional
+        if backend == "torch":
+            raise ConfigError(
+                "backend 'torch' needs torch: pip install 'retest[torch]'."
+            ) from None
+        return None
+    return torch
+
+
 class _Kernel:
     """Reusable buffers and filters for one (query stats, reference stats) pairing.
 
@@ -216,16 +262,7 @@ class _Kernel:
     """
 
     def __init__(self, q: SSIMStats, r: SSIMStats, batch: int) -> None:
-        if (
-            q.params != r.params
-            or q.centred.shape[:2] != r.centred.shape[:2]
-            or (q.centred.shape[3] != r.centred.shape[3])
-        ):
-            raise InputValidationError(
-                "SSIM needs both image sets at one size and one parameter set: "
-                f"{q.centred.shape[:2]}×{q.centred.shape[3]} vs "
-                f"{r.centred.shape[:2]}×{r.centred.shape[3]}. Resize both sides first."
-            )
+        _check_compatible(q, r)
         self.q, self.r, self.batch = q, r, batch
         h, w, _, c = r.centred.shape
         p = r.params
@@ -328,16 +365,23 @@ def ssim_pairs(
     qi: ArrayLike,
     ri: ArrayLike,
     *,
-    batch: int = 48,
+    batch: int | None = None,
     n_threads: int | None = None,
+    backend: str = "auto",
     progress: ProgressCallback | None = None,
 ) -> NDArray[np.float64]:
     """Mean SSIM of the pairs ``(q[qi[t]], r[ri[t]])``, one value per pair.
 
-    Pairs are processed in batches by ``n_threads`` threads (default: CPU count, at
-    most 4); numpy and BLAS release the GIL, and BLAS is limited to one thread
-    inside the pool so the threads do not oversubscribe the cores.
+    Pairs are processed in batches (default 64 pairs with torch, 48 with numpy)
+    by ``n_threads`` threads (default: CPU count, at most 4); numpy, BLAS and torch
+    release the GIL, and BLAS/torch are limited to one thread inside the pool so
+    the threads do not oversubscribe the cores. ``backend`` 'auto' uses torch when
+    importable (2–3× faster elementwise passes), else numpy; both agree with
+    skimage to ~1e-6. Pairs sharing a query in a run are cheapest (the query is
+    tiled once); sort pairs by ``qi`` when possible.
     """
+    torch = _resolve_backend(backend)
+    batch = batch or (64 if torch is not None else 48)
     qa = np.asarray(qi, dtype=np.intp).ravel()
     ra = np.asarray(ri, dtype=np.intp).ravel()
     if qa.shape != ra.shape:
@@ -357,20 +401,29 @@ def ssim_pairs(
     done = [0]
 
     def work(worker: int) -> None:
-        kern = _Kernel(q, r, batch)
+        kern = (
+            _Kernel(q, r, batch) if torch is None else _torch_kernel(q, r, batch, torch)
+        )
         for s0 in starts[worker::threads]:
             out[s0 : s0 + batch] = kern.run(qa[s0 : s0 + batch], ra[s0 : s0 + batch])
             done[0] += 1
             if worker == 0:
                 report(progress, "ssim", min(qa.size, done[0] * batch), qa.size)
 
-    if threads == 1:
-        work(0)
-    else:
-        from threadpoolctl import threadpool_limits
+    torch_threads = torch.get_num_threads() if torch is not None else 0
+    try:
+        if torch is not None:
+            torch.set_num_threads(1)
+        if threads == 1:
+            work(0)
+        else:
+            from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1), ThreadPoolExecutor(threads) as pool:
-            list(pool.map(work, range(threads)))
+            with threadpool_limits(limits=1), ThreadPoolExecutor(threads) as pool:
+                list(pool.map(work, range(threads)))
+    finally:
+        if torch is not None:
+            torch.set_num_threads(torch_threads)
     report(progress, "ssim", qa.size, qa.size)
     return out
 
