@@ -24,11 +24,13 @@ def demo(
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of every random step.")] = 0,
     workers: Annotated[
-        int | None,
+        int,
         typer.Option(
-            "--workers", help="Train models on a local Dask cluster of N workers."
+            "--workers",
+            help="Train models on a local Dask cluster of N worker processes "
+            "(0: one after the other in this process).",
         ),
-    ] = None,
+    ] = 2,
     data: Annotated[
         Path | None,
         typer.Option(
@@ -49,10 +51,14 @@ def demo(
     from retest.cli._console import print_json, progress_bar
     from retest.pipeline.demo import DemoSettings, run_demo
 
-    settings = DemoSettings(quick=quick, seed=seed)
+    settings = DemoSettings.for_run(quick=quick, seed=seed)
     with progress_bar(disable=as_json) as cb:
         res = run_demo(
-            directory, settings=settings, workers=workers, data_root=data, progress=cb
+            directory,
+            settings=settings,
+            workers=workers or None,
+            data_root=data,
+            progress=cb,
         )
     if as_json:
         print_json(res.as_dict())

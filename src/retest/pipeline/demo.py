@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,12 @@ class DemoSettings:
     knn_k: int = 10
     n_boot: int = 100_000
 
+    @classmethod
+    def for_run(cls, *, quick: bool = False, seed: int = 0) -> DemoSettings:
+        """The demo's settings: ``quick`` uses the quick testbed and a 4,000-image
+        pool (400 per class; the near-duplicate search is the slowest data step)."""
+        return cls(quick=quick, seed=seed, pool_size=4_000 if quick else 10_000)
+
     @property
     def preset(self) -> str:
         return "quick" if self.quick else "full"
@@ -149,6 +156,7 @@ class DemoResult:
             "mean_gap": self.mean_gap,
             "gap_se": self.gap_se,
             "summary": self.summary,
+            **dict(self.extra),
         }
 
 
@@ -166,18 +174,22 @@ class _Steps:
         path = self.dir / f"{name}.json"
         cp = self.project.store.stages.get(DEMO_STAGE, key=name)
         if cp is not None and cp.done and path.is_file():
-            self.reused.append(name)
+            self.finish(name, reused=True)
             result: dict[str, Any] = json.loads(path.read_text())
             return result
+        t0 = time.perf_counter()
         result = fn()
+        result["seconds"] = round(time.perf_counter() - t0, 2)
         write_json(path, result)
         rel = path.relative_to(self.project.root).as_posix()
         self.project.store.stages.mark(StageCheckpoint(DEMO_STAGE, name, artifact=rel))
-        self.run.append(name)
-        report(
-            self.progress, "demo steps", len(self.run) + len(self.reused), len(STEPS)
-        )
+        self.finish(name, reused=False)
         return result
+
+    def finish(self, name: str, *, reused: bool) -> None:
+        (self.reused if reused else self.run).append(name)
+        done = len(self.run) + len(self.reused)
+        report(self.progress, "demo steps", done, len(STEPS))
 
 
 def _open_project(root: Path, settings: DemoSettings) -> Project:
@@ -408,17 +420,22 @@ def _evaluate_and_report(
     root = project.root
     cache = project.arrays_dir / "predictions"
     before = _snapshot(cache)
+    t0 = time.perf_counter()
     models = build_testbed(s.preset, n_classes=len(project.class_names),
                            random_state=s.seed, progress=progress)  # fmt: skip
     preds = evaluate_testbed(models, test, new, cache_dir=cache, train=train,
                              workers=workers, progress=progress)  # fmt: skip
     after = _snapshot(cache)
+    seconds = {"evaluate": round(time.perf_counter() - t0, 2)}
+    t0 = time.perf_counter()
     computed = sum(1 for k, v in after.items() if before.get(k) != v)
-    steps.run.append("evaluate") if computed else steps.reused.append("evaluate")
+    steps.finish("evaluate", reused=not computed)
     out = project.reports_dir / "demo"
     rep = compare_testbed(preds, test, new, out_dir=out, n_boot=s.n_boot,
                           random_state=s.seed, progress=progress)  # fmt: skip
-    steps.run.append("compare")
+    steps.finish("compare", reused=False)
+    seconds["compare"] = round(time.perf_counter() - t0, 2)
+    t0 = time.perf_counter()
     ens = ensemble_pred_probs([p[0] for p in preds.values()],
                               n_classes=len(project.class_names), mode="auto")  # fmt: skip
     inputs = LabelErrorInputs(
@@ -427,7 +444,8 @@ def _evaluate_and_report(
         images=test.images, class_names=project.class_names,
     )  # fmt: skip
     le = run_label_errors(inputs, out / "label_errors", top=24)
-    steps.run.append("label-errors")
+    steps.finish("label-errors", reused=False)
+    seconds["label-errors"] = round(time.perf_counter() - t0, 2)
     gaps = rep.table.column("gap")
     mean_gap = float(np.mean(gaps))
     p = float(np.mean(rep.table.column("new_acc")))
@@ -446,7 +464,7 @@ def _evaluate_and_report(
         root, s, new.name, rep.table, rep.fit,
         {k: v for k, v in nd.items() if k not in ("excluded", "pairs")},
         le.ranked, project.class_names, paths, tuple(steps.run), tuple(steps.reused),
-        computed, mean_gap, se, summary,
+        computed, mean_gap, se, summary, {"seconds": seconds},
     )  # fmt: skip
     write_json(out / "summary.json", result.as_dict())
     return result
