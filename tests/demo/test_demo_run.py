@@ -31,7 +31,7 @@ def demo(
     tmp_path_factory: pytest.TempPathFactory, fashion_mnist_dir: Path
 ) -> tuple[Path, Path, DemoResult]:
     root = tmp_path_factory.mktemp("demo") / "run"
-    res = run_demo(root, settings=SETTINGS, data_root=fashion_mnist_dir)
+    res = run_demo(root, settings=SETTINGS, workers=2, data_root=fashion_mnist_dir)
     return root, fashion_mnist_dir, res
 
 

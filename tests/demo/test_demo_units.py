@@ -1,0 +1,96 @@
+"""Fast checks of the demo's own rules: the stratified hold-out and the near-duplicate count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retest.errors import ConfigError
+from retest.pipeline.demo import (
+    NEAR_DUP_SQ_L2,
+    DemoSettings,
+    _near_duplicates,
+    _open_project,
+    stratified_holdout,
+)
+from retest.pipeline.project import Project
+from retest.store.base import CandidateRow, NeighbourList
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    per_class=st.integers(2, 30),
+    k=st.integers(2, 6),
+    frac=st.floats(0.1, 0.5),
+    seed=st.integers(0, 10_000),
+)
+def test_holdout_is_class_stratified_disjoint_and_seeded(
+    per_class: int, k: int, frac: float, seed: int
+) -> None:
+    labels = np.repeat(np.arange(k), per_class)
+    np.random.default_rng(seed).shuffle(labels)
+    n = max(k, round(frac * labels.size))
+    kept, held = stratified_holdout(labels, n, seed)
+    assert held.size == n and kept.size == labels.size - n
+    assert np.intersect1d(kept, held).size == 0
+    assert np.array_equal(np.sort(np.concatenate([kept, held])), np.arange(labels.size))
+    counts = np.bincount(labels[held], minlength=k)
+    assert counts.max() - counts.min() <= 1  # equal classes → equal shares
+    again = stratified_holdout(labels, n, seed)
+    assert np.array_equal(again[1], held)
+
+
+def test_holdout_of_fashion_mnist_shape_is_exactly_1000_per_class() -> None:
+    labels = np.repeat(np.arange(10), 6000)
+    _, held = stratified_holdout(labels, 10_000, 0)
+    assert np.bincount(labels[held]).tolist() == [1000] * 10
+    other = stratified_holdout(labels, 10_000, 1)[1]
+    assert not np.array_equal(other, held)
+
+
+def _cand(i: int) -> CandidateRow:
+    return CandidateRow(id=f"{i:064x}", source="pool", source_ref=str(i), class_id=0)
+
+
+def test_near_duplicate_counts_and_exclusions(tmp_path: Path) -> None:
+    """Planted neighbour lists: which candidates are counted and excluded."""
+    th = NEAR_DUP_SQ_L2
+    with Project.init(tmp_path / "p", classes=["a"]) as proj:
+        c = [_cand(i) for i in range(1, 6)]
+        proj.store.candidates.add(c)
+        ids = [x.id for x in c]
+        lists = [
+            # near a test image (and, farther, a train image): counted for both
+            NeighbourList(ids[0], "l2", ("test:3", "train:9"), (th, th * 0.99)),
+            # nearest train far, then a test image beyond the threshold: none
+            NeighbourList(ids[1], "l2", ("train:1", "test:4"), (th + 1, th + 2)),
+            # within-pool pair ids[2] <-> ids[3]: one pair, larger id excluded
+            NeighbourList(ids[2], "l2", (ids[3], "train:2"), (10.0, 5e6)),
+            NeighbourList(ids[3], "l2", (ids[2], "test:1"), (10.0, 5e6)),
+            # only the second-nearest test image counts (nearest per kind)
+            NeighbourList(ids[4], "l2", ("test:7", "test:8"), (th * 2, 0.0)),
+        ]
+        proj.store.neardup.put_neighbours(lists)
+        nd = _near_duplicates(proj, ingest_dups=2)
+    assert (nd["test"], nd["train"], nd["pool_pairs"]) == (1, 1, 1)
+    assert nd["pool_exact_duplicates"] == 2
+    assert nd["excluded"] == sorted([ids[0], ids[3]])
+    assert nd["pairs"]["pool"] == [
+        {"candidate": ids[3], "reference": ids[2], "sq_l2": 10.0}
+    ]
+
+
+def test_a_non_demo_project_or_busy_folder_is_refused(tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not empty"):
+        _open_project(busy, DemoSettings())
+    with Project.init(tmp_path / "other", classes=["a"]) as proj:
+        proj.store.candidates.add([_cand(1)])
+    with pytest.raises(ConfigError, match="not a demo"):
+        _open_project(tmp_path / "other", DemoSettings())
