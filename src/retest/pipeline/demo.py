@@ -473,7 +473,8 @@ def _evaluate_and_report(
 def _summary(
     mean_gap: float, se: float, fit: LinearFit | None, n_test_dups: int
 ) -> str:
-    parts = [f"mean gap {100 * mean_gap:.1f} points (2·SE {200 * se:.1f})"]
+    gap = round(100 * mean_gap, 1) + 0.0  # no "-0.0"
+    parts = [f"mean gap {gap:.1f} points (2·SE {200 * se:.1f})"]
     if fit is not None:
         lo, hi = fit.slope_ci
         parts.append(f"slope {fit.slope:.2f} [{lo:.2f}, {hi:.2f}]")
