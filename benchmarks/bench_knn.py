@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -191,11 +192,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--sizes", help="comma-separated QxN, e.g. 2000x60000")
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sizes = (
         [(200, 6000), (1000, 5000)] if args.quick else [(2000, 60000), (10000, 50000)]
     )
-    result = {"sizes": [], "memory": []}
+    if args.sizes:
+        sizes = [
+            (int(a), int(b))
+            for a, b in (p.lower().split("x") for p in args.sizes.split(","))
+        ]
+    result = {"sizes": [], "memory": [], "loadavg_start": os.getloadavg()}
     for nq, nr in sizes:
         print(f"Q={nq:,} vs N={nr:,}, d={D}, k={K}", flush=True)
         r = run_size(nq, nr, args.reps)
@@ -215,6 +223,7 @@ def main() -> None:
     if not args.skip_memory:
         n = 50_000 if args.quick else 500_000
         result["memory"] = memory_check(n, [2**30, 4 * 2**30])
+    result["loadavg_end"] = os.getloadavg()
     out = Path(args.out)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

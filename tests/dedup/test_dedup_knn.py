@@ -74,9 +74,10 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
     kind=st.sampled_from(["uint8", "lowrange", "float"]),
     backend=st.sampled_from(BACKENDS),
     seed=st.integers(0, 2**31 - 1),
+    threads=st.sampled_from([1, 2, 3]),
 )
 def test_knn_equals_brute_force(
-    nq, nr, d, k, chunk, self_ex, kind, backend, seed
+    nq, nr, d, k, chunk, self_ex, kind, backend, seed, threads
 ) -> None:
     rng = np.random.default_rng(seed)
     if kind == "uint8":
@@ -99,7 +100,7 @@ def test_knn_equals_brute_force(
     k = min(k, nr - (1 if self_ex else 0))
     if k < 1:
         return
-    got = knn(q, r, k, exclude=ex, backend=backend, chunk_size=chunk)
+    got = knn(q, r, k, exclude=ex, backend=backend, chunk_size=chunk, n_threads=threads)
     ref = brute(q, r, k, exclude=ex)
     if kind == "float":  # float64 sums in another order may differ in the last bit
         np.testing.assert_allclose(got.distances, ref.distances, rtol=1e-12)
@@ -217,5 +218,16 @@ def test_bad_input_names_the_input(kwargs: dict, match: str) -> None:
 
 
 def test_bad_config() -> None:
+    with pytest.raises(ConfigError, match="n_threads"):
+        knn(np.zeros((1, 2)), np.zeros((2, 2)), 1, n_threads=0)
     with pytest.raises(ConfigError, match="backend"):
         knn(np.zeros((1, 2)), np.zeros((2, 2)), 1, backend="gpu")  # type: ignore[arg-type]
+
+
+def test_torch_thread_setting_is_restored() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    r = np.random.default_rng(0).integers(0, 256, (300, 16)).astype(np.uint8)
+    got = knn(r[:20], r, 3, backend="torch", chunk_size=50, n_threads=2)
+    assert torch.get_num_threads() == before
+    assert_same(got, brute(r[:20], r, 3))

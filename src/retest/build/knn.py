@@ -32,7 +32,11 @@ do not depend on chunking (which is what makes a Dask run identical).
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -351,16 +355,35 @@ def _chunk_norms(
 class _Plan:
     q_block: int
     chunk: int
+    threads: int = 1
 
 
-def _plan(nq: int, nr: int, d: int, budget: int, chunk_size: int | None) -> _Plan:
+def _plan(
+    nq: int,
+    nr: int,
+    d: int,
+    budget: int,
+    chunk_size: int | None,
+    n_threads: int | None = None,
+) -> _Plan:
+    """Block sizes: each chunk thread holds a chunk buffer and a score block."""
     if budget < 2**20:
         raise ConfigError(f"memory_budget must be at least 1 MiB. Got {budget} bytes.")
+    if n_threads is not None and n_threads < 1:
+        raise ConfigError(f"n_threads must be at least 1. Got {n_threads}.")
+    threads = n_threads or min(4, _cpu_count())
     chunk = min(nr, chunk_size or 8192)
-    chunk = max(1, min(chunk, budget // (4 * 4 * d)))
-    per_q = 4 * d + 20 * chunk
+    chunk = max(1, min(chunk, budget // (4 * 4 * d * threads)))
+    threads = max(1, min(threads, -(-nr // chunk)))
+    per_q = 4 * d + 20 * chunk * threads
     q_block = max(1, min(nq, (budget // 2) // per_q))
-    return _Plan(q_block=q_block, chunk=chunk)
+    return _Plan(q_block=q_block, chunk=chunk, threads=threads)
+
+
+def _cpu_count() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover
 
 
 @dataclass
@@ -558,30 +581,87 @@ def _knn_block(
     ex: NDArray[np.int64] | None,
     tick: Callable[[], None],
 ) -> KnnResult:
+    """Top-k of queries q0:q1; reference chunks are shared out to ``plan.threads``.
+
+    Each thread keeps its own shortlist (own GEMM, selection and merge, so one
+    thread's selection overlaps the other's GEMM); the lists are merged at the end.
+    A candidate a thread dropped scored at or above that thread's k'-th value, which
+    is at or above the merged k'-th value, so the rescan rule of :func:`_finalize`
+    still covers it.
+    """
     xq, qn = _load_queries(q, q0, q1)
     nr = refs.shape[0]
     kp = min(nr, k + max(16, k))
-    sl = _Shortlist.empty(q1 - q0, kp)
-    sc = _Scorer(backend if backend != "faiss" else "numpy", xq, plan.chunk)
     c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
-    for r0 in range(0, nr, plan.chunk):
-        r1 = min(nr, r0 + plan.chunk)
-        chunk = sc.load(refs, r0, r1)
-        rn = norms.get(chunk, r0)
-        if backend == "faiss":
-            rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
-            if ex is not None:
-                ok = cols + r0 != ex[rows]
-                rows, cols, vals = rows[ok], cols[ok], vals[ok]
-        else:
-            s = sc.scores(chunk, rn)
-            _mask_excluded(s, ex, r0, r1)
-            rows, cols = _select(s, sl.tau(), kp, backend)
-            vals = s[rows, cols].astype(np.float64)
-        sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
-        _drop_pages(refs, r0, r1)
-        tick()
+    starts = list(range(0, nr, plan.chunk))
+    nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
+
+    def work(worker: int) -> _Shortlist:
+        sl = _Shortlist.empty(q1 - q0, kp)
+        sc = _Scorer(backend if backend != "faiss" else "numpy", xq, plan.chunk)
+        for r0 in starts[worker::nt]:
+            r1 = min(nr, r0 + plan.chunk)
+            chunk = sc.load(refs, r0, r1)
+            rn = norms.get(chunk, r0)
+            if backend == "faiss":
+                rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
+                if ex is not None:
+                    ok = cols + r0 != ex[rows]
+                    rows, cols, vals = rows[ok], cols[ok], vals[ok]
+            else:
+                s = sc.scores(chunk, rn)
+                _mask_excluded(s, ex, r0, r1)
+                rows, cols = _select(s, sl.tau(), kp, backend)
+                vals = s[rows, cols].astype(np.float64)
+            sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+            _drop_pages(refs, r0, r1)
+            tick()
+        return sl
+
+    if nt == 1:
+        sl = work(0)
+    else:
+        with _one_thread_each(backend), ThreadPoolExecutor(nt) as pool:
+            lists = list(pool.map(work, range(nt)))
+        sl = lists[0]
+        for other in lists[1:]:
+            rows, col = np.nonzero(other.idx >= 0)
+            sl.merge(
+                rows, other.idx[rows, col], other.vals[rows, col], other.bnd[rows, col]
+            )
     return _finalize(q, (xq, qn), refs, k, sl, plan, backend, norms, ex, q0, c)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_USERS = [0, 0]  # active single-threaded sections, saved torch thread count
+
+
+@contextmanager
+def _one_thread_each(backend: str) -> Iterator[None]:
+    """BLAS/torch at one thread per calling thread while chunk threads run.
+
+    Independent single-threaded GEMMs degrade gracefully when the cores are shared;
+    barrier-synchronised multi-threaded GEMMs stall whenever one of their threads is
+    descheduled. Nested/concurrent sections share one saved torch setting.
+    """
+    from threadpoolctl import threadpool_limits
+
+    torch = _torch() if backend == "torch" else None
+    if torch is not None:
+        with _THREADS_LOCK:
+            if _THREADS_USERS[0] == 0:
+                _THREADS_USERS[1] = torch.get_num_threads()
+                torch.set_num_threads(1)
+            _THREADS_USERS[0] += 1
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        if torch is not None:
+            with _THREADS_LOCK:
+                _THREADS_USERS[0] -= 1
+                if _THREADS_USERS[0] == 0:
+                    torch.set_num_threads(_THREADS_USERS[1])
 
 
 def _finalize(
@@ -639,6 +719,7 @@ def knn(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: Backend = "auto",
     chunk_size: int | None = None,
+    n_threads: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> KnnResult:
     """Exact k nearest references of each query under squared L2.
@@ -665,6 +746,10 @@ def knn(
         Engine of the float32 pass; 'auto' takes torch when importable.
     chunk_size : int, optional
         Reference rows per chunk (default from the budget, at most 8192).
+    n_threads : int, optional
+        Threads that each score their share of the reference chunks with a
+        single-threaded GEMM (default: CPU count, at most 4; faiss: 1, it threads
+        itself). The result does not depend on it.
     progress : ProgressCallback, optional
         Called as ``progress("knn", chunks_done, chunks_total)``.
 
@@ -687,7 +772,9 @@ def knn(
         queries, references, k, exclude=exclude, exclude_self=exclude_self, pad=pad
     )
     be = _pick_backend(backend)
-    plan = _plan(q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size)
+    plan = _plan(
+        q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size, n_threads
+    )
     nq, nr = q.shape[0], refs.shape[0]
     n_chunks = -(-nr // plan.chunk)
     total = n_chunks * -(-nq // plan.q_block)
