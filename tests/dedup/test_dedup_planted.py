@@ -3,9 +3,15 @@
 Protocol: 200 test images are the "originals"; 2,000 training images are
 distractors. Each transformed copy queries the 2,200 references; a copy counts as
 found if its original is the rank-1 neighbour under l2, under features (the
-shift-invariant Fourier embedder) or under DSSIM on the union of the l2 and
-features top-30 shortlists. Rotated-by-90° copies are a different pose (SPEC
-§4.1) and are expected NOT to be found.
+shift-invariant Fourier embedder), or under DSSIM or warp-tolerant L2
+(:mod:`retest.build.warp`) on the union of the l2 and features top-30 shortlists.
+Rotated-by-90° copies are a different pose (SPEC §4.1) and are expected NOT to be
+found.
+
+Scale (±1 px on 28 px, anchored top-left) reaches 96.5 % (l2/features/DSSIM alone:
+92.5 %; warp alone 93.5 %), not 99 %: of the 7 misses, 6 have a training image
+that is closer in pixel L2 to the original than the scaled copy is (e.g. 1.8e5
+vs 1.1e6), so a rank-1 match there is a genuine near-duplicate of the original.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from PIL import Image
 
 from retest.build.knn import knn
 from retest.build.ssim import compute_ssim_stats, dssim_pairs
+from retest.build.warp import warped_sqdist_pairs
 from retest.models.embedders import (
     FourierEmbedder,
     RandomProjectionEmbedder,
@@ -97,14 +104,15 @@ def _found(q, data) -> np.ndarray:
         qi.extend([i] * short.size)
         ri.extend(short.tolist())
     qi_a, ri_a = np.asarray(qi), np.asarray(ri)
-    d = dssim_pairs(qs, ref_stats, qi_a, ri_a)
-    order = np.lexsort((ri_a, d, qi_a))
-    first = ri_a[order][np.searchsorted(qi_a[order], np.arange(len(q)))]
-    return (
-        (by_l2.indices[:, 0] == truth)
-        | (by_feat.indices[:, 0] == truth)
-        | (first == truth)
-    )
+    found = (by_l2.indices[:, 0] == truth) | (by_feat.indices[:, 0] == truth)
+    for d in (
+        dssim_pairs(qs, ref_stats, qi_a, ri_a),
+        warped_sqdist_pairs(q, refs, qi_a, ri_a),
+    ):
+        order = np.lexsort((ri_a, d, qi_a))
+        first = ri_a[order][np.searchsorted(qi_a[order], np.arange(len(q)))]
+        found |= first == truth
+    return found
 
 
 @pytest.mark.parametrize("name", sorted(TRANSFORMS))
@@ -115,7 +123,7 @@ def test_planted_copies_found_at_rank_1(name: str, data) -> None:
     )
     rate = _found(q, data).mean()
     print(f"{name}: found at rank 1 in {rate:.1%}")
-    floor = 0.90 if name == "scale" else 0.99  # scale: see the module report
+    floor = 0.95 if name == "scale" else 0.99  # scale: see the module docstring
     assert rate >= floor
 
 
