@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -212,7 +213,7 @@ def check_train_labels(
     return y
 
 
-class BatchedRunner:
+class BatchedRunner(ABC):
     """Base class: batching, progress, output checks and ``Predictions`` assembly.
 
     Subclasses implement ``_scores(batch) -> (b, n_classes)`` (or ``(b,)`` class ids
@@ -239,8 +240,9 @@ class BatchedRunner:
     def describe(self) -> dict[str, Any]:
         return {"runner": type(self).__name__}
 
-    def _scores(self, batch: NDArray[Any]) -> NDArray[Any]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _scores(self, batch: NDArray[Any]) -> NDArray[Any]:
+        """Class scores (N, K) of one preprocessed batch."""
 
     def predict(
         self,
