@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
+
 crowd_app = typer.Typer(
     help="Crowd labeling tasks (MTurk batch files).", no_args_is_help=True
 )
-ProjectOpt = Annotated[
-    Path | None, typer.Option("--project", "-p", help="Project directory.")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @crowd_app.command("tasks")

@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import JsonOpt
+
 __all__ = ["register"]
 
 datasets_app = typer.Typer(
@@ -24,7 +26,6 @@ RootOpt = Annotated[
 VersionOpt = Annotated[
     str | None, typer.Option("--version", help="Version / variant, e.g. v4, v6.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @datasets_app.command("list")

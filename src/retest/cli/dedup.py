@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError
 
 __all__ = ["register"]
-
-ProjectOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--project",
-        "-p",
-        envvar="RETEST_PROJECT",
-        help="Project directory (default: the current directory or a parent).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _split(value: str, what: str) -> list[str]:

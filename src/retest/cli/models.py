@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import JsonOpt
+
 models_app = typer.Typer(
     help="Model runners and the built-in testbed.", no_args_is_help=True
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @models_app.command("list")

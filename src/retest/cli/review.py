@@ -7,13 +7,11 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import JsonOpt, ProjectOpt
+
 review_app = typer.Typer(
     help="Review queues shown in the web app (retest serve).", no_args_is_help=True
 )
-ProjectOpt = Annotated[
-    Path | None, typer.Option("--project", "-p", help="Project directory.")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @review_app.command("queue-label-errors")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-ProjectOpt = Annotated[
-    Path | None, typer.Option("--project", "-p", help="Project directory.")
-]
+from retest.cli._options import ProjectOpt
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retest._atomic import atomic_write_bytes
 from retest.build.tasks import (
     Task,
     compose_tasks,
@@ -136,12 +137,6 @@ def create_tasks(
     return rows
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 _TEMPLATE = """<!-- retest MTurk question template: one task per row of batch_input.csv -->
 <script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
 <crowd-form>
@@ -205,10 +200,10 @@ def export_mturk(
             for tok, item in zip(tokens, t.items, strict=True):
                 target = out / "images" / f"{tok}.jpg"
                 if not target.exists():
-                    _atomic_write(target, image_bytes(item))
+                    atomic_write_bytes(target, image_bytes(item))
     cells = "\n".join(_CELL % (i, i) for i in range(width))
-    _atomic_write(out / "question.html", (_TEMPLATE % cells).encode())
-    _atomic_write(out / "batch_input.csv", buf.getvalue().encode())
+    atomic_write_bytes(out / "question.html", (_TEMPLATE % cells).encode())
+    atomic_write_bytes(out / "batch_input.csv", buf.getvalue().encode())
     return {
         "question": out / "question.html",
         "batch": out / "batch_input.csv",
