@@ -107,6 +107,51 @@ def test_existing_and_add_tuples_over_many_ids(tmp_path: Path) -> None:
             assert store.candidates.get(ids[4]).extra == {}
 
 
+def test_add_columns_equals_add_in_both_stores(tmp_path: Path) -> None:
+    ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3000)]
+    refs = [str(i) for i in range(3000)]
+    classes = [None if i % 7 == 0 else i % 3 for i in range(3000)]
+    kws = [None if i % 5 == 0 else f"kw\u00e9{i % 11}\"'" for i in range(3000)]
+    rows = list(range(100, 3100))
+    want = [
+        CandidateRow(c, "ti", r, k, w, width=32, height=32, array_name="a",
+                     array_row=n)
+        for c, r, k, w, n in zip(ids, refs, classes, kws, rows, strict=True)
+    ]  # fmt: skip
+    for store in (open_store(tmp_path / "x.db"), MemoryStore()):
+        with store:
+            cand = store.candidates
+            half = slice(0, 3000, 2)
+            n = cand.add_columns(ids[half], refs[half], classes[half], kws[half],
+                                 rows[half], source="ti", width=32, height=32,
+                                 array_name="a")  # fmt: skip
+            assert n == 1500
+            # already stored ids are ignored; new ones keep column order
+            n = cand.add_columns(ids[::-1], refs[::-1], classes[::-1], kws[::-1],
+                                 rows[::-1], source="ti", width=32, height=32,
+                                 array_name="a")  # fmt: skip
+            assert n == 1500 and cand.add_columns([], [], [], [], [], source="ti",
+                width=32, height=32, array_name="a") == 0  # fmt: skip
+            got = list(cand.iter())
+            assert got == want[half] + want[1::2][::-1]
+            assert cand.get(ids[5]) == want[5] and cand.get(ids[0]).class_id is None
+
+
+def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
+    folder, _ = ti
+    src = _source(folder)
+    for start, bs in [(0, 16), (5, 64), (190, 7)]:
+        fresh = [(b.start, b.stop, list(b.items), b.pixels.copy())
+                 for b in src.iter_batches(start=start, batch_size=bs)]  # fmt: skip
+        recycled = src.iter_batches_recycled(start=start, batch_size=bs, depth=2)
+        bufs = set()
+        for (a, z, items, px), b in zip(fresh, recycled, strict=True):
+            assert (b.start, b.stop, list(b.items)) == (a, z, items)
+            np.testing.assert_array_equal(b.pixels, px)
+            bufs.add(b.pixels.__array_interface__["data"][0])
+        assert len(bufs) <= 2  # decoded into two arrays, alternately
+
+
 _HELPER = """
 import sys
 from retest.pipeline.ingest import ingest_source

@@ -371,20 +371,27 @@ class _Writer:
         """
         if not keep:
             return lambda: 0
-        px = pixels if len(keep) == len(ids) else pixels[keep]
-        arr = self._array(px.shape[1:])
         names = items.class_names
         cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
         refs, kws = items.refs, items.keywords
-        w, h, an, src = items.width, items.height, arr.name, self.name
-        cands = self.store.candidates
+        if len(keep) == len(ids):
+            px, k_ids = pixels, ids
+        else:
+            px, k_ids = pixels[keep], [ids[i] for i in keep]
+            refs, kws = [refs[i] for i in keep], [kws[i] for i in keep]
+            names = [names[i] for i in keep]
+        arr = self._array(px.shape[1:])
+        if len(cids) == 1:
+            classes: Sequence[int | None] = [*cids.values()] * len(k_ids)
+        else:
+            classes = [cids[n] for n in names]
+        cands, w, h, src = self.store.candidates, items.width, items.height, self.name
 
         def insert() -> int:
             rows = arr.append(px)  # durable before any row points at it
-            return cands.add_tuples(
-                (ids[i], src, refs[i], cids[names[i]], kws[i], None, None, None,
-                 None, w, h, an, r, None, None)
-                for i, r in zip(keep, rows, strict=True)
+            return cands.add_columns(
+                k_ids, refs, classes, kws, rows,
+                source=src, width=w, height=h, array_name=arr.name,
             )  # fmt: skip
 
         return insert
@@ -550,9 +557,10 @@ def ingest_source(
     # and its pixels appended; batch k is done before batch k+1 is committed.
     pending: tuple[Future[None], dict[str, Any]] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="retest-ingest") as pool:
-        for n_batches, batch in enumerate(
-            source.iter_batches(start=resume, batch_size=bs), 1
-        ):
+        # depth 2: batch k's pixels are done with (committed) before batch k+2
+        # is requested, so the source may decode batch k+2 into them
+        batches = source.iter_batches_recycled(start=resume, batch_size=bs, depth=2)
+        for n_batches, batch in enumerate(batches, 1):
             part = part + 1 if batch.start == last_start else 0
             last_start = batch.start
             # Only the batches at the resume position can hold this job's own rows.

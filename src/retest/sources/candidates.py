@@ -185,6 +185,19 @@ class CandidateSource(ABC):
     ) -> Iterator[SourceBatch]:
         """Batches covering positions ``[start, len(self))`` in order."""
 
+    def iter_batches_recycled(
+        self, *, start: int = 0, batch_size: int = 4096, depth: int = 2
+    ) -> Iterator[SourceBatch]:
+        """:meth:`iter_batches` for a consumer that drops batches promptly.
+
+        The caller promises to be done with batch *k*'s ``pixels`` before it asks
+        for batch *k + depth*, so a source may decode batch *k + depth* into the
+        same array (a fresh 200 MB array per batch costs more in page faults than
+        the decode itself). Same batches as :meth:`iter_batches` otherwise; this
+        default reuses nothing.
+        """
+        return self.iter_batches(start=start, batch_size=batch_size)
+
     def options(self) -> dict[str, Any]:
         """Options that change what the source yields (part of the ingest key)."""
         return {}
@@ -549,7 +562,28 @@ class TinyImagesSource(CandidateSource):
     def iter_batches(
         self, *, start: int = 0, batch_size: int = 4096
     ) -> Iterator[SourceBatch]:
+        return self._iter(start, batch_size, 0)
+
+    def iter_batches_recycled(
+        self, *, start: int = 0, batch_size: int = 4096, depth: int = 2
+    ) -> Iterator[SourceBatch]:
+        return self._iter(start, batch_size, depth)
+
+    def _iter(self, start: int, batch_size: int, depth: int) -> Iterator[SourceBatch]:
         # Batches span keyword boundaries: real keyword runs are often short.
+        # With depth > 0, batch k is decoded into the array of batch k - depth.
+        bufs: list[NDArray[np.uint8]] = []
+        n_batches = 0
+
+        def buffer(n: int) -> NDArray[np.uint8]:
+            nonlocal n_batches
+            n_batches += 1
+            if depth <= 0:
+                return np.empty((n, 32, 32, 3), dtype=np.uint8)
+            if len(bufs) < depth:
+                bufs.append(np.empty((batch_size, 32, 32, 3), dtype=np.uint8))
+            return bufs[(n_batches - 1) % depth][:n]
+
         pos = start
         todo: list[tuple[str, int, int]] = []
         room = batch_size
@@ -560,18 +594,19 @@ class TinyImagesSource(CandidateSource):
                 room -= b - a
                 a = b
                 if room == 0:
-                    yield self._batch(pos, todo)
+                    yield self._batch(pos, todo, buffer(batch_size))
                     pos += batch_size
                     todo, room = [], batch_size
         if todo:
-            yield self._batch(pos, todo)
+            yield self._batch(pos, todo, buffer(batch_size - room))
 
-    def _batch(self, pos: int, pieces: list[tuple[str, int, int]]) -> SourceBatch:
+    def _batch(
+        self, pos: int, pieces: list[tuple[str, int, int]], pixels: NDArray[np.uint8]
+    ) -> SourceBatch:
         n = sum(b - a for _, a, b in pieces)
         refs: list[str] = []
         kws: list[str | None] = []
         classes: list[str | None] = []
-        pixels = np.empty((n, 32, 32, 3), dtype=np.uint8)
         k = 0
         for kw, a, b in pieces:
             # contiguous reads of the keyword's range, decoded straight into the batch

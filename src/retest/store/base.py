@@ -453,6 +453,33 @@ class CandidateRepo(ABC):
             for r in rows
         )
 
+    def add_columns(
+        self,
+        ids: Sequence[str],
+        refs: Sequence[str],
+        class_ids: Sequence[int | None],
+        keywords: Sequence[str | None],
+        array_rows: Sequence[int],
+        *,
+        source: str,
+        width: int,
+        height: int,
+        array_name: str,
+    ) -> int:
+        """:meth:`add` for array rows given as columns (the TinyImages bulk path).
+
+        Row ``i`` is ``CandidateRow(ids[i], source, refs[i], class_ids[i],
+        keywords[i], width=width, height=height, array_name=array_name,
+        array_row=array_rows[i])``; rows are stored in column order.
+        Implementations may override it with a faster one.
+        """
+        return self.add_tuples(
+            (i, source, r, c, k, None, None, None, None, width, height, array_name,
+             a, None, None)
+            for i, r, c, k, a in zip(ids, refs, class_ids, keywords, array_rows,
+                                     strict=True)
+        )  # fmt: skip
+
     @abstractmethod
     def get(self, item_id: str) -> CandidateRow:
         """Raises :class:`~retest.errors.NotFoundError`."""

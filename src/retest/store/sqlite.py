@@ -45,19 +45,26 @@ class _DB:
 
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
+        self.timeout = timeout
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(
-            str(path), timeout=timeout, isolation_level=None, check_same_thread=False
-        )
-        c = self.conn
-        c.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        c.execute("PRAGMA journal_mode = WAL")
+        self.conn = self._connect()
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self._reader: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(
+            str(self.path), timeout=self.timeout, isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         c.execute("PRAGMA synchronous = NORMAL")
         c.execute("PRAGMA foreign_keys = ON")
         # random 64-hex ids make index inserts cache-bound: a bigger page cache
         # roughly doubles bulk-ingest speed
         c.execute("PRAGMA cache_size = -65536")
         c.execute("PRAGMA temp_store = MEMORY")
+        return c
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -77,6 +84,25 @@ class _DB:
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         with self.lock:
             return self.conn.execute(sql, params).fetchone()
+
+    def snapshot_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """:meth:`rows` on a second, read-only connection (last committed state).
+
+        Does not wait for a transaction running on the main connection (WAL
+        readers never block), e.g. the ingest's commit thread inserting the
+        previous batch while the next batch is de-duplicated.
+        """
+        with self._read_lock:
+            if self._reader is None:
+                self._reader = self._connect()
+                self._reader.execute("PRAGMA query_only = ON")
+            return self._reader.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self.lock, self._read_lock:
+            if self._reader is not None:
+                self._reader.close()
+            self.conn.close()
 
     def append(self, table: str, sql: str, rows: Iterable[Sequence[Any]]) -> list[int]:
         """Insert event rows (first column is the id) and return the ids given."""
@@ -173,5 +199,4 @@ class SQLiteStore(Store):
         return int(self._db.one("SELECT version FROM schema_version")[0])
 
     def close(self) -> None:
-        with self._db.lock:
-            self._db.conn.close()
+        self._db.close()
