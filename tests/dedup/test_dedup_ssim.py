@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from skimage.metrics import structural_similarity as sk_ssim
@@ -10,11 +16,18 @@ from retest.build.ssim import (
     SSIMParams,
     compute_ssim_stats,
     dssim_pairs,
+    native_available,
     ssim_one_to_many,
     ssim_pairs,
     structural_similarity,
 )
 from retest.errors import ConfigError, InputValidationError
+
+
+def _need_native() -> None:
+    why = native_available()
+    if why:
+        pytest.skip(f"compiled SSIM loop unavailable here: {why}")
 
 
 def _images(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> np.ndarray:
@@ -39,19 +52,28 @@ def _images(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> np.ndar
         {"use_sample_covariance": False, "win_size": 5},
     ],
 )
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_matches_skimage_rgb(kw: dict, backend: str) -> None:
     rng = np.random.default_rng(0)
     imgs = _images(rng, 12, 24, 26, 3)
     q = imgs[5]
+    if backend == "native":
+        _need_native()
+        if kw.get("gaussian_weights") and kw.get("win_size") == 7:
+            # the 7-wide crop of an 11-tap gaussian reflects at the border
+            with pytest.raises(ConfigError, match="reflected border taps"):
+                ssim_one_to_many(q, imgs, SSIMParams(**kw), backend=backend)
+            return
     ours = ssim_one_to_many(q, imgs, SSIMParams(**kw), backend=backend, batch=5)
     ref = [sk_ssim(q, im, channel_axis=-1, data_range=255, **kw) for im in imgs]
     np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
     assert abs(ours[5] - 1.0) < 1e-6
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "native"])
 def test_matches_skimage_large_window_and_pairs(backend: str) -> None:
+    if backend == "native":
+        _need_native()
     rng = np.random.default_rng(1)
     a = _images(rng, 5, 40, 40, 3)
     b = _images(np.random.default_rng(2), 4, 40, 40, 3)
@@ -100,3 +122,70 @@ def test_bad_inputs() -> None:
         ssim_pairs(a, b, [0], [0])
     with pytest.raises(ConfigError, match="backend"):
         ssim_pairs(a, a, [0], [0], backend="cuda")
+
+
+def test_native_and_numpy_agree_whatever_the_batching() -> None:
+    _need_native()
+    rng = np.random.default_rng(5)
+    a, b = _images(rng, 30, 32, 32, 3), _images(rng, 200, 32, 32, 3)
+    qs, rs = compute_ssim_stats(a), compute_ssim_stats(b)
+    qi, ri = rng.integers(0, 30, 1000), rng.integers(0, 200, 1000)
+    ref = ssim_pairs(qs, rs, qi, ri, backend="numpy", batch=64, n_threads=1)
+    one = ssim_pairs(qs, rs, qi, ri, backend="native", batch=1000, n_threads=1)
+    np.testing.assert_allclose(one, ref, atol=2e-6, rtol=0)
+    many = ssim_pairs(qs, rs, qi, ri, backend="native", batch=7, n_threads=3)
+    np.testing.assert_array_equal(many, one)  # per-pair sums: batching-invariant
+    assert ssim_pairs(qs, rs, qi, ri).tolist() == one.tolist()  # auto = native
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"RETEST_NATIVE": "0"}, "RETEST_NATIVE=0"),
+        ({"CC": "no-such-cc"}, "no C compiler"),
+    ],
+)
+def test_without_native_kernel_auto_falls_back_to_numpy(
+    tmp_path: Path, env: dict[str, str], reason: str
+) -> None:
+    code = (
+        "import json\nimport numpy as np\n"
+        "from retest.build.ssim import native_available, ssim_one_to_many\n"
+        "from retest.errors import ConfigError\n"
+        "x = np.arange(3 * 16 * 16 * 3, dtype=np.uint8).reshape(3, 16, 16, 3)\n"
+        "print(native_available())\n"
+        "print(json.dumps(ssim_one_to_many(x[0], x).tolist()))\n"
+        "try:\n"
+        "    ssim_one_to_many(x[0], x, backend='native')\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+    )
+    full = {**os.environ, "RETEST_CACHE_DIR": str(tmp_path), **env}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=full,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert reason in out[0]
+    x = np.arange(3 * 16 * 16 * 3, dtype=np.uint8).reshape(3, 16, 16, 3)
+    expect = [sk_ssim(x[0], im, channel_axis=-1, data_range=255) for im in x]
+    np.testing.assert_allclose(json.loads(out[1]), expect, atol=1e-5)
+    assert "backend 'native' is unavailable" in out[2] and reason in out[2]
+    assert not list(tmp_path.rglob("*.so"))  # nothing compiled
+
+
+def test_native_kernel_is_built_once_into_the_cache(tmp_path: Path) -> None:
+    _need_native()
+    code = (
+        "from retest.build.ssim import native_available\n"
+        "assert native_available() == '', native_available()\n"
+    )
+    env = {**os.environ, "RETEST_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    built = list(tmp_path.rglob("*.so"))
+    assert len(built) == 1 and built[0].parent.name == "native"
+    stamp = built[0].stat().st_mtime_ns
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert [p.stat().st_mtime_ns for p in tmp_path.rglob("*.so")] == [stamp]

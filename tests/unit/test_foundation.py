@@ -77,6 +77,7 @@ def test_validation_helpers() -> None:
 _LAYER = {
     "errors": 0,
     "_atomic": 0,
+    "_native": 0,
     "records": 0,
     "registry": 0,
     "_validation": 0,
