@@ -1,17 +1,22 @@
 """Planted near-duplicates of real Fashion-MNIST images are found at rank 1.
 
-Protocol: 200 test images are the "originals"; 2,000 training images are
-distractors. Each transformed copy queries the 2,200 references; a copy counts as
-found if its original is the rank-1 neighbour under l2, under features (the
-shift-invariant Fourier embedder), or under DSSIM or warp-tolerant L2
-(:mod:`retest.build.warp`) on the union of the l2 and features top-30 shortlists.
-Rotated-by-90° copies are a different pose (SPEC §4.1) and are expected NOT to be
-found.
+Protocol: 200 test images are the "originals"; 2,000 training images are drawn as
+distractors, minus those that are themselves near-duplicates of an original by
+the CIFAR-10.1 rule (SPEC §3.1: nearest original at plain L2 ≤ 1000 on 32×32×3,
+i.e. RMS pixel difference ≤ 1000/√3072 ≈ 18; on 28×28 squared L2 ≤ 255,208):
+with two copies of the same image among the references, rank 1 is ambiguous.
+This removes 2 of the 2,000 (:data:`N_REMOVED`). Each transformed copy queries
+the remaining references; a copy counts as found if its original is the rank-1
+neighbour under l2, under features (the shift-invariant Fourier embedder), or
+under DSSIM or warp-tolerant L2 (:mod:`retest.build.warp`) on the union of the
+l2 and features top-30 shortlists. Rotated-by-90° copies are a different pose
+(SPEC §4.1): no metric turns images, so they are expected NOT to be found.
 
-Scale (±1 px on 28 px, anchored top-left) reaches 96.5 % (l2/features/DSSIM alone:
-92.5 %; warp alone 93.5 %), not 99 %: of the 7 misses, 6 have a training image
-that is closer in pixel L2 to the original than the scaled copy is (e.g. 1.8e5
-vs 1.1e6), so a rank-1 match there is a genuine near-duplicate of the original.
+Measured (every transform ≥ 99 % is asserted): 100 % for each transform, with
+or without the distractor filter. Scale (±1 px on 28 px, anchored top-left) was
+the hard case: l2 alone finds 68.5 %, features 85 %, the one-way warp (query
+warped only) 93.5 %; the symmetric warp (the original warped forward, which
+reproduces PIL's resize up to rounding) finds 100 %.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from retest.models.embedders import (
 )
 from retest.sources.idx import read_idx
 
-N_BASE, N_DISTRACT, K = 200, 2000, 30
+N_BASE, N_DRAW, K = 200, 2000, 30
+N_REMOVED = 2  # distractors that are near-duplicates of an original (see above)
+CIFAR_SQ_L2 = 1000.0**2 / (32 * 32 * 3) * (28 * 28)  # same RMS as L2 ≤ 1000 at 32²
 
 
 def _shift(a, r, px):
@@ -85,16 +92,22 @@ def data(fashion_mnist_dir: Path):
     train = read_idx(fashion_mnist_dir / "train-images-idx3-ubyte.gz")
     rng = np.random.default_rng(0)
     base = test[rng.choice(len(test), N_BASE, replace=False)]
-    refs = np.concatenate(
-        [train[rng.choice(len(train), N_DISTRACT, replace=False)], base]
+    drawn = train[rng.choice(len(train), N_DRAW, replace=False)].astype(np.float64)
+    sq = (
+        (drawn**2).sum((1, 2))[:, None]
+        + (base.astype(np.float64) ** 2).sum((1, 2))[None, :]
+        - 2.0 * drawn.reshape(N_DRAW, -1) @ base.reshape(N_BASE, -1).T
     )
+    keep = sq.min(axis=1) > CIFAR_SQ_L2
+    assert (~keep).sum() == N_REMOVED
+    refs = np.concatenate([drawn[keep].astype(np.uint8), base])
     emb = FourierEmbedder(10)
     return base, refs, emb, embed(emb, refs), compute_ssim_stats(refs)
 
 
 def _found(q, data) -> np.ndarray:
     _, refs, emb, ref_feats, ref_stats = data
-    truth = np.arange(N_DISTRACT, N_DISTRACT + N_BASE)
+    truth = np.arange(len(refs) - N_BASE, len(refs))
     by_l2 = knn(q, refs, K)
     by_feat = knn(embed(emb, q), ref_feats, K)
     qs = compute_ssim_stats(q)
@@ -123,8 +136,7 @@ def test_planted_copies_found_at_rank_1(name: str, data) -> None:
     )
     rate = _found(q, data).mean()
     print(f"{name}: found at rank 1 in {rate:.1%}")
-    floor = 0.95 if name == "scale" else 0.99  # scale: see the module docstring
-    assert rate >= floor
+    assert rate >= 0.99
 
 
 def test_rotated_copies_are_a_different_pose(data) -> None:
