@@ -111,12 +111,12 @@ def test_resume_after_interrupt_skips_finished_chunks(
     real = dd.knn
     monkeypatch.setattr(dd, "knn", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     res = run_dedup(project, k=4, chunk_size=12, backend="numpy")
-    assert (res.chunks_skipped, res.chunks_computed) == (4, 5)
+    assert (res.chunks_skipped, res.chunks_computed) == (4, 8)  # 4 metrics × 3
     assert len(calls) == 2  # l2: 3 chunks done before; features: 1 of 3 done
     resumed = _lists(project)
     project.store.stages.reset(f"dedup:{res.fingerprint}")
     again = run_dedup(project, k=4, chunk_size=12, backend="numpy")
-    assert again.chunks_computed == 9
+    assert again.chunks_computed == 12
     assert _lists(project) == resumed
 
 
@@ -200,4 +200,4 @@ def test_cli_dedup_report_and_queue(project: Project) -> None:
     q = runner.invoke(app, ["dedup-queue", "-p", root, "--json"])
     assert q.exit_code == 0 and isinstance(json.loads(q.stdout), list)
     bad = runner.invoke(app, ["dedup", "-p", root, "--metrics", "l3"])
-    assert bad.exit_code == 2 and "l2, features, dssim" in bad.output
+    assert bad.exit_code == 2 and "l2, features, dssim, warp" in bad.output

@@ -28,17 +28,29 @@ It never turns or flips an image, so a 90° rotation stays a different pose
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
 from retest.errors import ConfigError, InputValidationError
 
-__all__ = ["warp_grid", "warp_threshold", "warped_sqdist_pairs"]
+__all__ = ["WarpParams", "warp_grid", "warp_threshold", "warped_sqdist_pairs"]
 
 _CIFAR_RMS = 1000.0 / np.sqrt(32 * 32 * 3)
 """Per-pixel RMS of the CIFAR-10.1 exclusion rule (plain L2 ≤ 1000 on 32×32×3)."""
 _NORM_BLOCK = 1024  # references per block when computing ‖w(y)‖²
+
+
+@dataclass(frozen=True, slots=True)
+class WarpParams:
+    """Keyword arguments of :func:`warped_sqdist_pairs` (the warp grid, direction)."""
+
+    max_scale_px: int = 1
+    max_shift_px: float = 1.0
+    shift_step: float = 0.5
+    symmetric: bool = True
 
 
 def warp_threshold(image_shape: tuple[int, ...] | list[int]) -> float:

@@ -25,9 +25,12 @@ def dedup(
     against: Annotated[
         str, typer.Option(help="Reference sets: original-train,original-test,pool.")
     ] = "original-train,original-test,pool",
-    metrics: Annotated[str, typer.Option(help="Metrics: l2,features,dssim.")] = (
-        "l2,features,dssim"
-    ),
+    metrics: Annotated[
+        str,
+        typer.Option(
+            help="Metrics: l2,features (exact kNN), dssim,warp (on their shortlists)."
+        ),
+    ] = "l2,features,dssim,warp",
     k: Annotated[int, typer.Option("--k", help="Neighbours per metric.")] = 30,
     resize: Annotated[
         int | None, typer.Option(help="Compare images at N×N (needed if sizes differ).")
@@ -116,14 +119,42 @@ def dedup(
         )
 
 
-def dedup_queue(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+def _thresholds(values: list[str], defaults: dict[str, float]) -> dict[str, float]:
+    out = dict(defaults)
+    for v in values:
+        name, sep, num = v.partition("=")
+        try:
+            value = float(num) if sep else float("nan")
+        except ValueError:
+            value = float("nan")
+        if name.strip() not in defaults or not value >= 0:
+            raise ConfigError(
+                f"--threshold must look like METRIC=DISTANCE with METRIC one of "
+                f"{', '.join(defaults)} (the metrics of the last run). Got {v!r}."
+            )
+        out[name.strip()] = value
+    return out
+
+
+def dedup_queue(
+    project: ProjectOpt = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Review target override METRIC=DISTANCE, e.g. warp=2e5 (repeatable).",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
     """List the near-duplicate review queue (pairs under threshold, not reviewed)."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.dedup import dedup_review_queue
+    from retest.pipeline.dedup import dedup_review_queue, review_targets
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
-        items = dedup_review_queue(proj)
+        th = _thresholds(threshold or [], review_targets(proj))
+        items = dedup_review_queue(proj, thresholds=th)
     rows = [
         {
             "candidate": i.candidate_id,

@@ -2,9 +2,18 @@
 
 For every (non-blacklisted) candidate it stores the ``k`` nearest images under each
 metric (SPEC §4.2): ``l2`` (squared pixel L2 after resizing both sides to a common
-size), ``features`` (squared L2 between embeddings) and ``dssim`` (computed on the
-union of the other metrics' neighbour lists). References are the original train
-and/or test images and the candidate pool itself (a candidate never lists itself).
+size), ``features`` (squared L2 between embeddings), and — on the union of those
+two neighbour lists (:mod:`retest.pipeline.dedup_shortlist`) — ``dssim`` and
+``warp`` (squared L2 up to a small shift/rescale/stretch,
+:mod:`retest.build.warp`). References are the original train and/or test images
+and the candidate pool itself (a candidate never lists itself).
+
+Review targets: SPEC §4.2 defaults for ``l2``/``features``/``dssim``
+(:func:`retest.build.neardup.default_thresholds`); for ``warp`` the CIFAR-10.1
+rule "nearest original at plain L2 ≤ 1000 on 32×32×3" squared and scaled by the
+number of pixel values (:func:`retest.build.warp.warp_threshold`: 1e6 at 32×32×3,
+≈ 2.55e5 at 28×28). All are overridable per call (``thresholds``/``targets``),
+in ``retest dedup-queue --threshold warp=…`` and on the review page.
 
 The stage is resumable: candidates are processed in chunks and each finished
 (metric, chunk) is a checkpoint under ``dedup:<fingerprint>``; a restart skips
@@ -31,7 +40,6 @@ from retest.build.knn import (
     Backend,
     KnnResult,
     knn,
-    topk_from_pairs,
 )
 from retest.build.neardup import (
     CandidateInfo,
@@ -43,17 +51,23 @@ from retest.build.neardup import (
     review_queue,
     review_thresholds,
 )
-from retest.build.ssim import SSIMParams, compute_ssim_stats, dssim_pairs
-from retest.errors import ConfigError, InputValidationError, StageError
+from retest.build.ssim import SSIMParams
+from retest.build.warp import WarpParams, warp_threshold
+from retest.errors import ConfigError, InputValidationError
 from retest.models.embedders import embed, make_embedder
+from retest.pipeline.dedup_shortlist import (
+    BASE_METRICS,
+    SHORTLIST_METRICS,
+    DedupInputs,
+    gather_inputs,
+    shortlist_chunk,
+)
 from retest.pipeline.project import Project
 from retest.store.artifacts import read_npy, write_json, write_npy
 from retest.store.base import (
-    CandidateRow,
     DuplicateVerdict,
     NeighbourList,
     NeighbourReview,
-    ReferenceRow,
     StageCheckpoint,
 )
 
@@ -74,9 +88,8 @@ __all__ = [
 ]
 
 DEDUP_STAGE = "dedup"
-METRICS = ("l2", "features", "dssim")
+METRICS = (*BASE_METRICS, *SHORTLIST_METRICS)  # computation order
 AGAINST = ("original-train", "original-test", "pool")
-_SPLITS = {"original-train": "train", "original-test": "test"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,114 +122,17 @@ def _check_options(against: Sequence[str], metrics: Sequence[str], k: int) -> No
         raise ConfigError("--against needs at least one reference set.")
     if not metrics:
         raise ConfigError("--metrics needs at least one metric.")
-    if "dssim" in metrics and not {"l2", "features"} & set(metrics):
+    short = [m for m in SHORTLIST_METRICS if m in metrics]
+    if short and not set(BASE_METRICS) & set(metrics):
         raise ConfigError(
-            "dssim is computed on the shortlist of another metric; add l2 or features "
-            "to --metrics."
+            f"{' and '.join(short)} {'is' if len(short) == 1 else 'are'} computed on "
+            "the shortlist of another metric; add l2 or features to --metrics."
         )
     if k < 1:
         raise ConfigError(f"k must be a positive integer. Got {k}.")
 
 
-def _resize(img: NDArray[np.uint8], size: int) -> NDArray[np.uint8]:
-    from PIL import Image
-
-    if img.shape[0] == size and img.shape[1] == size:
-        return img
-    mode_img = Image.fromarray(
-        img[..., 0] if img.ndim == 3 and img.shape[2] == 1 else img
-    )
-    out = np.asarray(mode_img.resize((size, size), Image.Resampling.BILINEAR), np.uint8)
-    return out.reshape(size, size, -1)
-
-
-def _load_pixels(
-    project: Project, rows: Sequence[CandidateRow | ReferenceRow], ids: Sequence[str]
-) -> list[NDArray[np.uint8]]:
-    out: list[Any] = [None] * len(rows)
-    by_array: dict[str, list[tuple[int, int]]] = {}
-    files = []
-    for i, r in enumerate(rows):
-        if r.array_name is not None and r.array_row is not None:
-            by_array.setdefault(r.array_name, []).append((i, r.array_row))
-        else:
-            files.append(i)
-    for name, pairs in by_array.items():
-        imgs = project.pixel_array(name).read([row for _, row in pairs])
-        for (i, _), img in zip(pairs, imgs, strict=True):
-            out[i] = img
-    if files:
-        for i, img in zip(files, project.pixels([ids[i] for i in files]), strict=True):
-            out[i] = img
-    return out
-
-
-def _stack(
-    images: list[NDArray[np.uint8]], resize: int | None, what: str, channels: int
-) -> NDArray[np.uint8]:
-    fixed = []
-    for img in images:
-        a = img if img.ndim == 3 else img[..., None]
-        if resize is not None:
-            a = _resize(a, resize)
-        if a.shape[2] != channels:
-            a = np.repeat(a[..., :1], channels, axis=2)
-        fixed.append(a)
-    shapes = sorted({a.shape for a in fixed})
-    if len(shapes) > 1:
-        raise InputValidationError(
-            f"{what} have different sizes ({', '.join(map(str, shapes[:4]))}); pass "
-            "--resize N to compare them at N×N."
-        )
-    return np.stack(fixed) if fixed else np.zeros((0, 1, 1, channels), np.uint8)
-
-
-@dataclass
-class _Inputs:
-    cand_ids: list[str]
-    ref_ids: list[str]
-    cand_px: NDArray[np.uint8]
-    ref_px: NDArray[np.uint8]
-    exclude: NDArray[np.int64] | None
-
-
-def _gather(project: Project, against: Sequence[str], resize: int | None) -> _Inputs:
-    store = project.store
-    black = set(store.blacklist.current())
-    cands = [c for c in store.candidates.iter() if c.id not in black]
-    cands.sort(key=lambda c: c.id)
-    if not cands:
-        raise StageError("the project has no (non-blacklisted) candidates to check.")
-    refs: list[ReferenceRow] = []
-    for a in against:
-        if a in _SPLITS:
-            refs.extend(store.references.list(split=_SPLITS[a]))
-    cand_ids = [c.id for c in cands]
-    ref_ids = [r.id for r in refs]
-    c_img = _load_pixels(project, cands, cand_ids)
-    r_img = _load_pixels(project, refs, ref_ids)
-    ch = max([i.shape[2] if i.ndim == 3 else 1 for i in c_img + r_img])
-    cand_px = _stack(c_img, resize, "candidate images", ch)
-    ref_px = _stack(r_img, resize, "original images", ch) if r_img else cand_px[:0]
-    if ref_px.shape[0] and ref_px.shape[1:] != cand_px.shape[1:]:
-        raise InputValidationError(
-            f"candidate images are {cand_px.shape[1:]} but original images are "
-            f"{ref_px.shape[1:]}; pass --resize N to compare them at N×N."
-        )
-    exclude = None
-    if "pool" in against:
-        exclude = np.arange(len(ref_ids), len(ref_ids) + len(cand_ids), dtype=np.int64)
-        ref_px = np.concatenate([ref_px, cand_px])
-        ref_ids = ref_ids + cand_ids
-    if not ref_ids:
-        raise InputValidationError(
-            f"the reference set ({', '.join(against)}) is empty; register original "
-            "images with `retest reference add` or include pool."
-        )
-    return _Inputs(cand_ids, ref_ids, cand_px, ref_px, exclude)
-
-
-def _fingerprint(inp: _Inputs, params: dict[str, Any]) -> str:
+def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
     h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
     for ids in (inp.cand_ids, inp.ref_ids):
         h.update(str(len(ids)).encode())
@@ -271,36 +187,6 @@ def _knn_chunk(
     return knn(q, refs, k, exclude=ex, memory_budget=budget, backend=backend)
 
 
-def _dssim_chunk(
-    project: Project,
-    inp: _Inputs,
-    c0: int,
-    c1: int,
-    k: int,
-    params: SSIMParams,
-    cand_px: NDArray[np.uint8],
-    ref_px: NDArray[np.uint8],
-) -> KnnResult:
-    row_of = {r: i for i, r in enumerate(inp.ref_ids)}
-    qi, ri = [], []
-    for j, cid in enumerate(inp.cand_ids[c0:c1]):
-        short = {
-            row_of[r]
-            for nl in project.store.neardup.neighbours(cid)
-            if nl.metric in ("l2", "features")
-            for r in nl.ref_ids
-            if r in row_of
-        }
-        qi.extend([j] * len(short))
-        ri.extend(sorted(short))
-    qa, ra = np.asarray(qi, np.int64), np.asarray(ri, np.int64)
-    uniq, local = np.unique(ra, return_inverse=True)
-    qs = compute_ssim_stats(np.asarray(cand_px[c0:c1]), params, name="candidate images")
-    rs = compute_ssim_stats(np.asarray(ref_px[uniq]), params, name="reference images")
-    dist = dssim_pairs(qs, rs, qa, local) if qa.size else np.zeros(0)
-    return topk_from_pairs(qa, ra, dist.astype(np.float64), c1 - c0, k)
-
-
 def run_dedup(
     project: Project,
     *,
@@ -310,6 +196,7 @@ def run_dedup(
     resize: int | None = None,
     embedder: str = "random-projection:64:0",
     ssim: SSIMParams | None = None,
+    warp: WarpParams | None = None,
     chunk_size: int = 1000,
     client: Any = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -322,7 +209,8 @@ def run_dedup(
     ----------
     project : Project
     against : subset of ``("original-train", "original-test", "pool")``
-    metrics : subset of ``("l2", "features", "dssim")``; dssim needs l2 or features.
+    metrics : subset of ``("l2", "features", "dssim", "warp")``
+        dssim and warp are computed on the l2/features lists, so need one of them.
     k : int
         Neighbours kept per candidate and metric (SPEC: ≥ 30).
     resize : int, optional
@@ -331,6 +219,9 @@ def run_dedup(
         Embedder spec for ``features`` (see :func:`retest.models.embedders.make_embedder`).
     ssim : SSIMParams, optional
         DSSIM window settings (default: skimage defaults, uniform 7×7).
+    warp : WarpParams, optional
+        Warp grid of the ``warp`` metric (default: ±1 px scale, ±1 px shift in
+        0.5 px steps, both directions).
     chunk_size : int
         Candidates per checkpointed chunk.
     client : dask.distributed.Client, optional
@@ -338,7 +229,8 @@ def run_dedup(
     """
     _check_options(against, metrics, k)
     ssim = ssim or SSIMParams()
-    inp = _gather(project, against, resize)
+    warp = warp or WarpParams()
+    inp = gather_inputs(project, against, resize)
     n_avail = len(inp.ref_ids) - (1 if inp.exclude is not None else 0)
     if k > n_avail:
         raise InputValidationError(
@@ -352,6 +244,7 @@ def run_dedup(
         "k": k,
         "embedder": getattr(emb, "name", None),
         "ssim": asdict(ssim),
+        "warp": asdict(warp),
         "shape": list(inp.cand_px.shape[1:]),
     }
     fp = _fingerprint(inp, params)
@@ -379,7 +272,7 @@ def run_dedup(
     write_json(cfg_path, config)
     stage = f"{DEDUP_STAGE}:{fp}"
     done = project.store.stages.done_keys(stage)
-    order = [m for m in METRICS if m in metrics]  # dssim after its shortlists
+    order = [m for m in METRICS if m in metrics]  # shortlist metrics last
     chunks = list(range(0, len(inp.cand_ids), chunk_size))
     total, computed, skipped = len(order) * len(chunks), 0, 0
     for metric in order:
@@ -390,8 +283,9 @@ def run_dedup(
                 continue
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
             ex = None if inp.exclude is None else inp.exclude[c0:c1]
-            if metric == "dssim":
-                res = _dssim_chunk(project, inp, c0, c1, k, ssim, cand_px, ref_px)
+            if metric in SHORTLIST_METRICS:
+                res = shortlist_chunk(metric, project, inp, c0, c1, k, cand_px=cand_px,
+                                      ref_px=ref_px, ssim=ssim, warp=warp)  # fmt: skip
             else:
                 q, r = (cand_px, ref_px) if metric == "l2" else feats  # type: ignore[misc]
                 res = _knn_chunk(q[c0:c1], r, k, ex, client, memory_budget, backend)
@@ -464,10 +358,14 @@ def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
 
 
 def review_targets(project: Project) -> dict[str, float]:
-    """Review targets of the metrics the last run computed (SPEC §4.2 defaults)."""
+    """Review targets of the metrics the last run computed.
+
+    SPEC §4.2 defaults for l2/features/dssim; :func:`retest.build.warp.warp_threshold`
+    (the CIFAR L2 ≤ 1000 rule scaled to the image size) for warp.
+    """
     cfg = _config(project)
     shape = cfg.get("shape") or [256, 256, 3]
-    t = default_thresholds(shape)
+    t = {**default_thresholds(shape), "warp": warp_threshold(shape)}
     return {m: t[m] for m in cfg.get("metrics", METRICS)}
 
 
