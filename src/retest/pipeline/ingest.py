@@ -277,6 +277,10 @@ def batch_content_ids(pixels: NDArray[np.uint8]) -> list[str]:
     return out
 
 
+_Append = Callable[[], Sequence[int]]
+_Insert = Callable[[Sequence[int]], Any]
+
+
 def _first_of(
     names: Sequence[str | None], keep: Sequence[int]
 ) -> list[tuple[int, str | None]]:
@@ -362,15 +366,16 @@ class _Writer:
     def _column_insert(
         self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
         keep: list[int],
-    ) -> Callable[[], Any]:  # fmt: skip
-        """Bulk path for column batches: one pixel append, then one tuple per row.
+    ) -> tuple[Callable[[], Sequence[int]], Callable[[Sequence[int]], Any]]:  # fmt: skip
+        """Bulk path for column batches: one pixel append, then the rows as columns.
 
         Classes are resolved here (they may add class rows); the returned
-        function appends and inserts, so the write and fsync of the pixels can
-        overlap the hashing of the next batch.
+        ``(append, insert)`` run later in the commit threads: ``append()`` writes
+        and fsyncs the pixels and returns their array rows, ``insert(rows)``
+        stores the candidate rows pointing at them.
         """
         if not keep:
-            return lambda: 0
+            return (lambda: range(0)), (lambda rows: 0)
         names = items.class_names
         cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
         refs, kws = items.refs, items.keywords
@@ -387,28 +392,29 @@ class _Writer:
             classes = [cids[n] for n in names]
         cands, w, h, src = self.store.candidates, items.width, items.height, self.name
 
-        def insert() -> int:
-            rows = arr.append(px)  # durable before any row points at it
+        def insert(rows: Sequence[int]) -> int:
             return cands.add_columns(
                 k_ids, refs, classes, kws, rows,
                 source=src, width=w, height=h, array_name=arr.name,
             )  # fmt: skip
 
-        return insert
+        return (lambda: arr.append(px)), insert
 
-    def prepare(self, batch: SourceBatch) -> tuple[int, list[str], Callable[[], Any]]:
-        """Ids and dedup (files written); returns ``(new, dups, insert)``.
+    def prepare(self, batch: SourceBatch) -> tuple[int, list[str], _Append, _Insert]:
+        """Ids and dedup (files written); returns ``(new, dups, append, insert)``.
 
-        ``insert()`` appends the pixels and stores the rows; it may run in another
-        thread while the next batch is prepared (rows always after their pixels).
+        ``append()`` stores the batch's pixels durably and returns their array
+        rows; ``insert(rows)`` then stores the candidate rows. Both may run in
+        other threads while the next batch is prepared; the caller runs
+        ``insert`` only after ``append`` has returned.
         """
         ids = self._ids(batch)
         keep, dups = self._fresh(batch, ids)
         self.inflight = {ids[i] for i in keep}
         cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
-            insert = self._column_insert(batch.items, batch.pixels, ids, keep)
-            return len(keep), dups, insert
+            append, insert = self._column_insert(batch.items, batch.pixels, ids, keep)
+            return len(keep), dups, append, insert
         rows: list[CandidateRow] = []
         if batch.pixels is not None and keep:
             px = batch.pixels[keep]
@@ -420,14 +426,8 @@ class _Writer:
         elif keep:
             for i in keep:
                 rows.append(self._file_row(batch.items[i]))
-        return len(rows), dups, lambda: cands.add(rows)
-
-    def write(self, batch: SourceBatch) -> tuple[int, list[str]]:
-        """:meth:`prepare` and insert at once; returns ``(new, dups)``."""
-        new, dups, insert = self.prepare(batch)
-        insert()
-        self.inflight = set()
-        return new, dups
+        # these pixels were appended above (rows already point at them)
+        return len(rows), dups, (lambda: range(0)), (lambda _: cands.add(rows))
 
     def _file_row(self, item: SourceItem) -> CandidateRow:
         sha, _ = write_image_file(self.root / IMAGE_DIR, item.data or b"")
@@ -538,9 +538,10 @@ def ingest_source(
     part, last_start = 0, -1
 
     def _commit(
-        insert: Callable[[], Any], n_batches: int, line: dict[str, Any]
-    ) -> None:
-        insert()
+        insert: _Insert, appended: Future[Sequence[int]], n_batches: int,
+        line: dict[str, Any],
+    ) -> None:  # fmt: skip
+        insert(appended.result())  # rows only once their pixels are durable
         _maybe_crash(n_batches)
         _append_line(log_path, line)
         store.stages.mark(
@@ -552,11 +553,17 @@ def ingest_source(
         tally.add(line)
         report(progress, task, int(line["stop"]), total)
 
-    # Batch k's rows, log line and checkpoint are committed in a worker thread
-    # (sqlite, hashlib and numpy release the GIL) while batch k+1 is read, hashed
-    # and its pixels appended; batch k is done before batch k+1 is committed.
+    # Three-stage pipeline (sqlite, hashlib, numpy and file writes release the
+    # GIL): while batch k+1 is read, hashed and de-duplicated here, one thread
+    # appends pixels (batch k+1 right after its preparation) and another commits
+    # rows, log line and checkpoint (batch k, once its pixels are durable).
+    # Batch k is committed before batch k+1's rows are submitted, so rows,
+    # checkpoints and pixel rows all follow source order.
     pending: tuple[Future[None], dict[str, Any]] | None = None
-    with ThreadPoolExecutor(1, thread_name_prefix="retest-ingest") as pool:
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pix_pool,
+        ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as pool,
+    ):
         # depth 2: batch k's pixels are done with (committed) before batch k+2
         # is requested, so the source may decode batch k+2 into them
         batches = source.iter_batches_recycled(start=resume, batch_size=bs, depth=2)
@@ -565,7 +572,8 @@ def ingest_source(
             last_start = batch.start
             # Only the batches at the resume position can hold this job's own rows.
             writer.check_own = redo and batch.start == resume
-            new, dups, insert = writer.prepare(batch)
+            new, dups, append, insert = writer.prepare(batch)
+            appended = pix_pool.submit(append)
             skipped = [
                 {"position": batch.start, "ref": s.ref, "reason": s.reason}
                 for s in batch.skipped
@@ -575,7 +583,7 @@ def ingest_source(
                     "skipped": skipped}  # fmt: skip
             if pending is not None:
                 _finish(*pending)
-            pending = (pool.submit(_commit, insert, n_batches, line), line)
+            pending = (pool.submit(_commit, insert, appended, n_batches, line), line)
         if pending is not None:
             _finish(*pending)
     tally.processed = max(tally.processed, total)

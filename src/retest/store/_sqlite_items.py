@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from retest.errors import NotFoundError
@@ -12,7 +12,6 @@ from retest.store._sqlite_common import (
     Repo as _Repo,
 )
 from retest.store._sqlite_common import (
-    _batches,
     _dumps,
     _extra,
     _loads_extra,
@@ -21,8 +20,6 @@ from retest.store._sqlite_common import (
 from retest.store.base import (
     AnnotationEvent,
     AnnotationRepo,
-    CandidateRepo,
-    CandidateRow,
     ClassRepo,
     ClassRow,
     KeywordRow,
@@ -33,7 +30,7 @@ from retest.store.base import (
     utc_now,
 )
 
-__all__ = ["_Annotations", "_Candidates", "_Classes", "_References", "_Tasks"]
+__all__ = ["_Annotations", "_Classes", "_References", "_Tasks"]
 
 
 class _Classes(_Repo, ClassRepo):
@@ -119,178 +116,6 @@ class _References(_Repo, ReferenceRepo):
             c.executemany(
                 "UPDATE refs SET keyword = ? WHERE split = ? AND idx = ?", data
             )
-
-
-_CAND_COLS = (
-    "id, source, source_ref, class_id, keyword, date_taken, date_uploaded, url, "
-    "license, width, height, array_name, array_row, file_path, extra"
-)
-
-
-_COLUMN_INSERT = (
-    f"INSERT OR IGNORE INTO candidates({_CAND_COLS}) SELECT value->>0, ?1, value->>1, "
-    "value->>2, value->>3, NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>4, NULL, NULL "
-    "FROM json_each(?5)"
-)
-
-
-def _cand_row(r: Sequence[Any]) -> CandidateRow:
-    a = r
-    return CandidateRow(
-        a[0],
-        a[1],
-        a[2],
-        a[3],
-        a[4],
-        a[5],
-        a[6],
-        a[7],
-        a[8],
-        a[9],
-        a[10],
-        a[11],
-        a[12],
-        a[13],
-        _loads_extra(a[14]),
-    )
-
-
-class _Candidates(_Repo, CandidateRepo):
-    def add(self, rows: Iterable[CandidateRow]) -> int:
-        data = (
-            (
-                r.id,
-                r.source,
-                r.source_ref,
-                r.class_id,
-                r.keyword,
-                r.date_taken,
-                r.date_uploaded,
-                r.url,
-                r.license,
-                r.width,
-                r.height,
-                r.array_name,
-                r.array_row,
-                r.file_path,
-                _extra(r.extra),
-            )
-            for r in rows
-        )
-        return self._db.insert_count(
-            f"INSERT OR IGNORE INTO candidates({_CAND_COLS}) VALUES ({','.join('?' * 15)})",
-            data,
-        )
-
-    def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
-        # extra (the 15th field) is the only column needing conversion
-        data = (r if r[14] is None else (*r[:14], _extra(r[14])) for r in rows)
-        return self._db.insert_count(
-            f"INSERT OR IGNORE INTO candidates({_CAND_COLS}) VALUES ({','.join('?' * 15)})",
-            data,
-        )
-
-    def add_columns(
-        self,
-        ids: Sequence[str],
-        refs: Sequence[str],
-        class_ids: Sequence[int | None],
-        keywords: Sequence[str | None],
-        array_rows: Sequence[int],
-        *,
-        source: str,
-        width: int,
-        height: int,
-        array_name: str,
-    ) -> int:
-        # The rows travel as one JSON array read by json_each (which walks it in
-        # order, so seq follows the columns): no per-row parameter binding, which
-        # was half the cost of executemany for 15-column rows.
-        if not ids:
-            return 0
-        cols = builtins.list(
-            zip(ids, refs, class_ids, keywords, array_rows, strict=True)
-        )
-        data = json.dumps(cols, ensure_ascii=False, separators=(",", ":"))
-        return self._db.insert_count(
-            _COLUMN_INSERT, [(source, width, height, array_name, data)]
-        )
-
-    def get(self, item_id: str) -> CandidateRow:
-        row = self._db.one(
-            f"SELECT {_CAND_COLS} FROM candidates WHERE id = ?", (item_id,)
-        )
-        if row is None:
-            raise NotFoundError(f"candidate {item_id!r} is not in the project.")
-        return _cand_row(row)
-
-    def _fetch(self, cols: str, ids: Iterable[str]) -> Iterator[Any]:
-        for batch in _batches(ids, 900):
-            marks = ",".join("?" * len(batch))
-            yield from self._db.rows(
-                f"SELECT {cols} FROM candidates WHERE id IN ({marks})", batch
-            )
-
-    def get_many(self, item_ids: Sequence[str]) -> list[CandidateRow]:
-        found = {r[0]: r for r in self._fetch(_CAND_COLS, item_ids)}
-        missing = [i for i in item_ids if i not in found]
-        if missing:
-            raise NotFoundError(
-                f"{len(missing)} candidate(s) are not in the project, e.g. {missing[0]!r}."
-            )
-        return [_cand_row(found[i]) for i in item_ids]
-
-    def existing(self, item_ids: Iterable[str]) -> set[str]:
-        # one query per call: the ids travel as one JSON array, probed in the index
-        ids = builtins.list(item_ids)
-        if not ids:
-            return set()
-        rows = self._db.snapshot_rows(
-            "SELECT c.id FROM json_each(?) j JOIN candidates c ON c.id = j.value",
-            (_dumps(ids),),
-        )
-        return {r[0] for r in rows}
-
-    def iter(
-        self,
-        *,
-        class_id: int | None = None,
-        source: str | None = None,
-        keyword: str | None = None,
-        batch_size: int = 10_000,
-    ) -> Iterator[CandidateRow]:
-        where, params = _where(class_id=class_id, source=source, keyword=keyword)
-        cond = (where + " AND" if where else " WHERE") + " seq > ?"
-        last = 0
-        while True:
-            rows = self._db.rows(
-                f"SELECT seq, {_CAND_COLS} FROM candidates{cond} ORDER BY seq LIMIT ?",
-                [*params, last, batch_size],
-            )
-            if not rows:
-                return
-            last = rows[-1][0]
-            for r in rows:
-                yield _cand_row(r[1:])
-
-    def count(
-        self,
-        *,
-        class_id: int | None = None,
-        source: str | None = None,
-        keyword: str | None = None,
-    ) -> int:
-        where, params = _where(class_id=class_id, source=source, keyword=keyword)
-        return int(self._db.one(f"SELECT COUNT(*) FROM candidates{where}", params)[0])
-
-    def count_by_class(self) -> dict[int | None, int]:
-        rows = self._db.rows(
-            "SELECT class_id, COUNT(*) FROM candidates GROUP BY class_id"
-        )
-        return {c: int(n) for c, n in rows}
-
-    def class_map(self) -> dict[str, int | None]:
-        return dict(self._db.rows("SELECT id, class_id FROM candidates ORDER BY seq"))
 
 
 class _Tasks(_Repo, TaskRepo):

@@ -79,6 +79,30 @@ CREATE TABLE predictions(
   PRIMARY KEY(dataset, model));
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Version 2: candidates get a compact unique ``key`` (32 digest bytes for sha256
+# content ids, see retest.store._sqlite_candidates.candidate_key) instead of the
+# unique index on the 64-character ``id`` text, which halves the index that bulk
+# ingest inserts random keys into. The table is rebuilt (a column's UNIQUE cannot
+# be dropped in place); ``seq`` values, hence the insertion order, are kept.
+# ``retest_candidate_key`` is registered on the connection by the migration code.
+_V2 = """
+CREATE TABLE candidates_v2(
+  seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, id TEXT NOT NULL,
+  source TEXT NOT NULL, source_ref TEXT NOT NULL, class_id INTEGER, keyword TEXT,
+  date_taken TEXT, date_uploaded TEXT, url TEXT, license TEXT, width INTEGER,
+  height INTEGER, array_name TEXT, array_row INTEGER, file_path TEXT, extra TEXT);
+INSERT INTO candidates_v2(
+  seq, key, id, source, source_ref, class_id, keyword, date_taken, date_uploaded,
+  url, license, width, height, array_name, array_row, file_path, extra)
+SELECT seq, retest_candidate_key(id), id, source, source_ref, class_id, keyword,
+  date_taken, date_uploaded, url, license, width, height, array_name, array_row,
+  file_path, extra FROM candidates ORDER BY seq;
+DROP TABLE candidates;
+ALTER TABLE candidates_v2 RENAME TO candidates;
+CREATE INDEX candidates_class ON candidates(class_id);
+CREATE INDEX candidates_keyword ON candidates(keyword);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 """SQL scripts; migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 SCHEMA_VERSION = len(MIGRATIONS)

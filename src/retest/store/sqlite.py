@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retest.errors import StoreError
+from retest.store._sqlite_candidates import _Candidates, candidate_key
 from retest.store._sqlite_common import _batches
 from retest.store._sqlite_decisions import (
     _Artifacts,
@@ -29,7 +30,6 @@ from retest.store._sqlite_decisions import (
 )
 from retest.store._sqlite_items import (
     _Annotations,
-    _Candidates,
     _Classes,
     _References,
     _Tasks,
@@ -124,6 +124,9 @@ class _DB:
 
 
 def _migrate(db: _DB) -> int:
+    db.conn.create_function(
+        "retest_candidate_key", 1, candidate_key, deterministic=True
+    )
     with db.tx() as c:
         c.execute("CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)")
         row = c.execute("SELECT version FROM schema_version").fetchone()

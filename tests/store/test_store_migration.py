@@ -1,0 +1,128 @@
+"""Schema migrations: a database written by an older retest opens and upgrades."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from retest.store._sqlite_candidates import candidate_key
+from retest.store.base import AnnotationEvent, CandidateRow
+from retest.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+
+# The candidates table of schema version 1, verbatim: the frozen MIGRATIONS[0]
+# must still hold it (migrations are never edited once released).
+_V1_CANDIDATES = """
+CREATE TABLE candidates(
+  seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+  source_ref TEXT NOT NULL, class_id INTEGER, keyword TEXT, date_taken TEXT,
+  date_uploaded TEXT, url TEXT, license TEXT, width INTEGER, height INTEGER,
+  array_name TEXT, array_row INTEGER, file_path TEXT, extra TEXT);
+CREATE INDEX candidates_class ON candidates(class_id);
+CREATE INDEX candidates_keyword ON candidates(keyword);"""
+
+
+def _hex(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+# hex content ids, other ids (one of 31 UTF-8 bytes), ids that only look like hex
+_IDS = [_hex(i) for i in range(40)] + [
+    "odd", "x" * 31, "é" * 16, _hex(99).upper(), _hex(98)[:63], "",
+]  # fmt: skip
+
+
+def _old_rows() -> list[tuple[object, ...]]:
+    # seq values with gaps, inserted out of id order: order must survive
+    return [
+        (10 + 3 * k, cid, "arrays", str(k), k % 3, f"kw{k % 4}", None, "2020",
+         None, "cc", 32, 32, "cand", k, None, '{"a":1}' if k % 5 == 0 else None)
+        for k, cid in enumerate(_IDS)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def old_db(tmp_path: Path) -> Path:
+    """A version-1 ``retest.db`` with candidates and annotations in it."""
+    path = tmp_path / "retest.db"
+    with sqlite3.connect(path) as c:
+        c.executescript(MIGRATIONS[0])
+        c.executescript("CREATE TABLE schema_version(version INTEGER NOT NULL);"
+                        "INSERT INTO schema_version VALUES (1);")  # fmt: skip
+        c.executemany(
+            f"INSERT INTO candidates VALUES ({','.join('?' * 16)})", _old_rows()
+        )
+        c.execute(
+            "INSERT INTO annotations(who, kind, class_id, item_id, value, at, ui_version) "
+            "VALUES ('ann', 'label', 1, ?, 1, '2021', 'v1')",
+            (_IDS[3],),
+        )
+    c.close()
+    return path
+
+
+def test_version_1_script_is_frozen() -> None:
+    assert _V1_CANDIDATES.strip() in MIGRATIONS[0]
+
+
+def test_candidate_key_is_injective_and_compact() -> None:
+    keys = [candidate_key(i) for i in _IDS]
+    assert len(set(keys)) == len(_IDS)
+    assert [len(k) == 32 for k in keys] == [True] * 40 + [False] * 6
+    assert candidate_key(_IDS[0]) == hashlib.sha256(b"0").digest()
+
+
+def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
+    with SQLiteStore(old_db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        got = list(store.candidates.iter())
+        want = [
+            CandidateRow(*r[1:15], extra={"a": 1} if r[15] else {})  # type: ignore[arg-type]
+            for r in _old_rows()
+        ]
+        assert got == want  # same rows, same (seq) order
+        for cid in _IDS:
+            assert store.candidates.get(cid).id == cid
+        assert store.candidates.get_many(_IDS[::-1]) == want[::-1]
+        assert store.candidates.existing([*_IDS, "nope", _hex(1000)]) == set(_IDS)
+        assert store.candidates.count(class_id=1) == sum(r[4] == 1 for r in _old_rows())
+        assert store.candidates.count(keyword="kw2") == sum(
+            r[5] == "kw2" for r in _old_rows()
+        )
+        # uniqueness holds through the new key: old ids are ignored, new ones land last
+        new = CandidateRow(_hex(500), "arrays", "new", 0)
+        assert store.candidates.add([CandidateRow(_IDS[0], "x", "y"), new]) == 1
+        assert list(store.candidates.iter())[-1] == new
+        assert (
+            store.candidates.add_tuples([(_IDS[-2], *("x",) * 2, *(None,) * 12)]) == 0
+        )
+        ann = store.annotations.list()
+        assert [(a.who, a.item_id) for a in ann] == [("ann", _IDS[3])]
+        store.annotations.add([AnnotationEvent("b", "label", 0, _IDS[4], 0)])
+    with SQLiteStore(old_db) as store:  # reopening does not migrate again
+        assert store.schema_version() == 2 and store.candidates.count() == len(_IDS) + 1
+    with sqlite3.connect(old_db) as c:
+        ddl = c.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'candidates'"
+        ).fetchone()[0]
+        idx = {
+            r[0]
+            for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+    c.close()
+    assert "key BLOB NOT NULL UNIQUE" in ddl and "id TEXT NOT NULL UNIQUE" not in ddl
+    assert {"candidates_class", "candidates_keyword"} <= idx
+
+
+def test_fresh_database_has_the_latest_schema(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "retest.db") as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        cid = _hex(1)
+        assert store.candidates.add([CandidateRow(cid, "s", "0")]) == 1
+        assert store.candidates.add_columns(
+            [cid, _hex(2)], ["0", "1"], [None, 1], ["k", None], [0, 1],
+            source="s", width=1, height=1, array_name="a",
+        ) == 1  # fmt: skip
+        assert store.candidates.existing([cid, _hex(2), _hex(3)]) == {cid, _hex(2)}
