@@ -1,0 +1,225 @@
+"""The candidate-source interface: items, batches, the abstract source, the registry.
+
+Concrete sources live in :mod:`retest.sources.candidate_arrays` and
+:mod:`retest.sources.candidate_files`; :mod:`retest.sources.candidates` gathers
+them (importing it registers every built-in kind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest.errors import ConfigError, DataIntegrityError
+from retest.registry import Registry
+
+__all__ = [
+    "CANDIDATE_SOURCES",
+    "IMAGE_SUFFIXES",
+    "CandidateSource",
+    "ColumnItems",
+    "SkippedItem",
+    "SourceBatch",
+    "SourceItem",
+    "read_keywords_file",
+]
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    """One candidate as a source delivers it.
+
+    ``ref`` is the source's own reference (TinyImages index, array row, file path
+    relative to the source root, Flickr photo id). ``class_name`` or ``class_id``
+    give the intended class when the source knows it. ``data`` holds file bytes
+    for file sources; array sources put pixels in :attr:`SourceBatch.pixels`.
+    """
+
+    ref: str
+    class_name: str | None = None
+    class_id: int | None = None
+    keyword: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+    suffix: str = ""
+    width: int | None = None
+    height: int | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Extra files of a file item (e.g. ``scaled_256``), stored next to ``data``.
+    derived: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedItem:
+    """An item that could not be read, with the reason (goes to the ingest report)."""
+
+    ref: str
+    reason: str
+
+
+class ColumnItems(Sequence[SourceItem]):
+    """Items of an array batch kept as columns; :class:`SourceItem` built on access.
+
+    Array sources with many small items (TinyImages) use this instead of a list so
+    that a batch costs no Python object per item; the ingest reads the columns
+    directly. Indexing, iteration and ``len`` behave like the equivalent list.
+    """
+
+    __slots__ = ("class_names", "height", "keywords", "refs", "width")
+
+    def __init__(
+        self,
+        refs: Sequence[str],
+        class_names: Sequence[str | None],
+        keywords: Sequence[str | None],
+        width: int,
+        height: int,
+    ) -> None:
+        self.refs, self.class_names, self.keywords = refs, class_names, keywords
+        self.width, self.height = width, height
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def _item(self, i: int) -> SourceItem:
+        return SourceItem(
+            self.refs[i], class_name=self.class_names[i], keyword=self.keywords[i],
+            width=self.width, height=self.height,
+        )  # fmt: skip
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._item(j) for j in range(len(self))[i]]
+        return self._item(range(len(self))[i])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceBatch:
+    """Items at source positions ``[start, stop)``.
+
+    ``pixels`` (array sources) is aligned with ``items``: ``pixels[i]`` belongs to
+    ``items[i]``; it is ``None`` for items carrying file ``data``. ``skipped``
+    items are part of the range but not of ``items``.
+    """
+
+    start: int
+    stop: int
+    items: Sequence[SourceItem]
+    pixels: NDArray[np.uint8] | None = field(default=None, repr=False)
+    skipped: list[SkippedItem] = field(default_factory=list)
+
+
+class CandidateSource(ABC):
+    """A source of candidate images.
+
+    Subclasses set :attr:`kind` and implement :meth:`__len__`,
+    :meth:`iter_batches` and (optionally) extend :meth:`describe`.
+    """
+
+    kind: ClassVar[str]
+    #: ``"array"`` (pixels into arrays/) or ``"file"`` (bytes into images/).
+    storage: ClassVar[str] = "array"
+    #: Class names in label-id order when the source knows them (CIFAR meta).
+    label_names: list[str] | None = None
+    #: Items per ingest batch when the caller does not say (None: the stage default).
+    default_batch_size: ClassVar[int | None] = None
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise DataIntegrityError(
+                f"{self.kind} source {self.path} does not exist. Check the path."
+            )
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of positions (items + unreadable items)."""
+
+    @abstractmethod
+    def iter_batches(
+        self, *, start: int = 0, batch_size: int = 4096
+    ) -> Iterator[SourceBatch]:
+        """Batches covering positions ``[start, len(self))`` in order."""
+
+    def iter_batches_recycled(
+        self, *, start: int = 0, batch_size: int = 4096, depth: int = 2
+    ) -> Iterator[SourceBatch]:
+        """:meth:`iter_batches` for a consumer that drops batches promptly.
+
+        The caller promises to be done with batch *k*'s ``pixels`` before it asks
+        for batch *k + depth*, so a source may decode batch *k + depth* into the
+        same array (a fresh 200 MB array per batch costs more in page faults than
+        the decode itself). Same batches as :meth:`iter_batches` otherwise; this
+        default reuses nothing.
+        """
+        return self.iter_batches(start=start, batch_size=batch_size)
+
+    def options(self) -> dict[str, Any]:
+        """Options that change what the source yields (part of the ingest key)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, resolved path, item count and options."""
+        return {
+            "kind": self.kind,
+            "path": str(self.path.resolve()),
+            "n_items": len(self),
+            "storage": self.storage,
+            **self.options(),
+        }
+
+
+CANDIDATE_SOURCES: Registry[type[CandidateSource]] = Registry(
+    "candidate source", entry_point_group="retest.sources"
+)
+
+
+def read_keywords_file(path: str | os.PathLike[str]) -> dict[str, str | None]:
+    """Keywords (and their class, when given) from a file.
+
+    Accepted formats: JSON ``{class: [keyword, ...]}`` or ``{class: {keyword: n}}``
+    (the keyword-plan / ``keyword_counts_v6.json`` layout), a JSON list of
+    keywords, or text with one keyword per line (``#`` starts a comment).
+
+    Returns
+    -------
+    dict of str to (str or None)
+        ``keyword → class name`` (``None`` when the file does not say), in file
+        order.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read keywords file {p}: {err}.") from err
+    if p.suffix.lower() == ".json":
+        data = json.loads(text)
+        if isinstance(data, dict):
+            return {str(kw): str(c) for c, kws in data.items() for kw in kws}
+        if isinstance(data, list):
+            return {str(kw): None for kw in data}
+        raise ConfigError(
+            f"keywords file {p} must hold a JSON object or list. Got {type(data).__name__}."
+        )
+    out: dict[str, str | None] = {}
+    for line in text.splitlines():
+        kw = line.split("#", 1)[0].strip()
+        if kw:
+            out[kw] = None
+    return out
