@@ -40,7 +40,7 @@ __all__ = ["WarpParams", "warp_grid", "warp_threshold", "warped_sqdist_pairs"]
 
 _CIFAR_RMS = 1000.0 / np.sqrt(32 * 32 * 3)
 """Per-pixel RMS of the CIFAR-10.1 exclusion rule (plain L2 ≤ 1000 on 32×32×3)."""
-_NORM_BLOCK = 1024  # references per block when computing ‖w(y)‖²
+_NORM_BLOCK = 256  # references per block when computing ‖w(y)‖²
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,36 +142,61 @@ def _warped_norms(
 
     With ``G = AᵀA`` (banded: bilinear rows touch ≤ 3 neighbouring pixels) this is
     ``Σ_{δy,δx} Σ_{h,w} G_y[a,h,h+δy] G_x[b,w,w+δx] Σ_c Y[h,w,c] Y[h+δy,w+δx,c]``:
-    two matrix products per offset pair for all images at once, instead of
-    materialising every warp.
+    the products of ``Y`` with its shifted copies (half of them: the ``(−δy, −δx)``
+    term equals the ``(δy, δx)`` one), then two matrix products (over ``(δx, w)``
+    and over ``(δy, h)``) for a block of images at once, instead of materialising
+    every warp.
     """
     gy = np.matmul(ay.transpose(0, 2, 1), ay)
     gx = np.matmul(ax.transpose(0, 2, 1), ax)
+    oy = range(-_band(gy), _band(gy) + 1)
+    ox = range(-_band(gx), _band(gx) + 1)
+    gy_cat = np.concatenate([_offset_diagonal(gy, d) for d in oy], axis=1)  # A, δy·H
+    gx_cat = np.concatenate([_offset_diagonal(gx, d) for d in ox], axis=1).T  # δx·W, B
     n, h, w = imgs.shape[:3]
-    out = np.zeros((ay.shape[0], n, ax.shape[0]))
+    out = np.empty((ay.shape[0], n, ax.shape[0]))
     for s in range(0, n, _NORM_BLOCK):
-        y = imgs[s : s + _NORM_BLOCK].astype(np.float64)
-        m = y.shape[0]
-        for dy in range(-_band(gy), _band(gy) + 1):
-            dgy = _offset_diagonal(gy, dy)  # (A, H)
-            for dx in range(-_band(gx), _band(gx) + 1):
-                z = _shifted_products(y, dy, dx)
-                t = (dgy @ z.reshape(h, m * w)).reshape(-1, w)
-                out[:, s : s + m] += (t @ _offset_diagonal(gx, dx).T).reshape(
-                    -1, m, ax.shape[0]
-                )
+        y = np.ascontiguousarray(
+            imgs[s : s + _NORM_BLOCK].transpose(3, 1, 0, 2), dtype=np.float64
+        )  # c, h, n, w
+        m = y.shape[2]
+        z = np.zeros((len(oy), h, m, len(ox), w))
+        y2 = 2.0 * y
+        for iy, dy in enumerate(oy):
+            for ix, dx in enumerate(ox):
+                # the (−δy, −δx) term equals the (δy, δx) one (G symmetric): count
+                # each pair once, doubled, and the (0, 0) term once
+                if (dy, dx) > (0, 0):
+                    _shifted_products(y, y2, dy, dx, out=z[iy, :, :, ix])
+                elif (dy, dx) == (0, 0):
+                    _shifted_products(y, y, 0, 0, out=z[iy, :, :, ix])
+        u = z.reshape(-1, len(ox) * w) @ gx_cat  # (δy, h, n), b
+        out[:, s : s + m] = (gy_cat @ u.reshape(len(oy) * h, -1)).reshape(
+            -1, m, ax.shape[0]
+        )
     return out.transpose(0, 2, 1).reshape(ay.shape[0] * ax.shape[0], n)
 
 
-def _shifted_products(y: NDArray[np.float64], dy: int, dx: int) -> NDArray[np.float64]:
-    """``z[h, n, w] = Σ_c y[n, h, w, c] · y[n, h + dy, w + dx, c]`` (0 outside)."""
-    m, h, w = y.shape[:3]
-    z = np.zeros((h, m, w))
+def _shifted_products(
+    y: NDArray[np.float64],
+    v: NDArray[np.float64],
+    dy: int,
+    dx: int,
+    *,
+    out: NDArray[np.float64],
+) -> None:
+    """``out[h, n, w] = Σ_c y[c, h, n, w] · v[c, h + dy, n, w + dx]`` (0 outside)."""
+    h, w = y.shape[1], y.shape[3]
     hs = slice(max(0, -dy), h - max(0, dy))
     ws = slice(max(0, -dx), w - max(0, dx))
-    shifted = y[:, hs.start + dy : hs.stop + dy, ws.start + dx : ws.stop + dx]
-    z[hs, :, ws] = np.einsum("nhwc,nhwc->hnw", y[:, hs, ws], shifted)
-    return z
+    hs2 = slice(hs.start + dy, hs.stop + dy)
+    ws2 = slice(ws.start + dx, ws.stop + dx)
+    acc = out[hs, :, ws]  # a view: written in place
+    np.multiply(y[0, hs, :, ws], v[0, hs2, :, ws2], out=acc)
+    if y.shape[0] > 1:
+        tmp = np.empty_like(acc)
+        for c in range(1, y.shape[0]):
+            acc += np.multiply(y[c, hs, :, ws], v[c, hs2, :, ws2], out=tmp)
 
 
 def _band(g: NDArray[np.float64]) -> int:
