@@ -122,6 +122,45 @@ def test_pixel_array_ignores_and_truncates_uncommitted_bytes(tmp_path: Path) -> 
         px.array()
 
 
+def _direct_io_works(folder: Path) -> bool:
+    try:
+        fd = os.open(folder / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT)
+    except (OSError, AttributeError):
+        return False
+    os.close(fd)
+    return True
+
+
+def test_pixel_array_bulk_appends_direct_and_through_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32×32×3 rows (O_DIRECT-sized, bounce buffer chunked) read back exactly."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (5804, 32, 32, 3), dtype=np.uint8)
+    px = PixelArray.create(tmp_path, "c", shape=(32, 32, 3))
+    assert px.append(a[:1]) == range(0, 1)
+    assert px.append(a[1:2900]) == range(1, 2900)  # > the 8 MiB bounce buffer
+    with open(px.data_path, "ab") as f:
+        f.write(b"\xff" * 5000)  # a killed writer's tail, cut by the next append
+    # the direct write fails after its first chunk: the page-cache path redoes it
+    real = os.pwrite
+    calls: list[int] = []
+
+    def flaky(fd: int, data: object, offset: int) -> int:
+        calls.append(offset)
+        if len(calls) > 1:
+            raise OSError(22, "Invalid argument")
+        return real(fd, data, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "pwrite", flaky)
+    assert px.append(a[2900:5803]) == range(2900, 5803)
+    monkeypatch.undo()
+    assert len(calls) == 2 or not _direct_io_works(tmp_path)
+    assert px.append(a[5803:]) == range(5803, 5804)
+    assert px.data_path.stat().st_size == 5804 * 3072
+    assert np.array_equal(PixelArray(tmp_path, "c").array(), a)
+
+
 _WRITER = textwrap.dedent(
     """
     import sys

@@ -96,6 +96,9 @@ class _DB:
             if self._reader is None:
                 self._reader = self._connect()
                 self._reader.execute("PRAGMA query_only = ON")
+                # the writer's commits invalidate this connection's page cache;
+                # reading the file through a memory map makes the re-reads cheap
+                self._reader.execute("PRAGMA mmap_size = 1073741824")
             return self._reader.execute(sql, params).fetchall()
 
     def close(self) -> None:
