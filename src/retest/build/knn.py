@@ -31,8 +31,6 @@ do not depend on chunking (which is what makes a Dask run identical).
 
 from __future__ import annotations
 
-import mmap
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +42,21 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
+from retest.build._knn_chunks import (
+    _INNER_BLOCK,
+    _drop_pages,
+    _faiss_select,
+    _is_small_int,
+    _load_queries,
+    _mask_excluded,
+    _Plan,
+    _plan,
+    _RefNorms,
+    _Scorer,
+    _select,
+    _Shortlist,
+    _torch,
+)
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
@@ -61,7 +74,6 @@ __all__ = [
 
 Backend = Literal["auto", "numpy", "torch", "faiss"]
 DEFAULT_MEMORY_BUDGET = 4 * 2**30
-_INNER_BLOCK = 4096
 _U = 2.0**-24
 
 
@@ -107,15 +119,6 @@ def _as_2d(x: Any, name: str) -> NDArray[Any]:
     if x.ndim > 2:
         x = x.reshape(x.shape[0], -1)
     return x
-
-
-def _check_finite32(block: NDArray[np.float32], name: str, offset: int) -> None:
-    if not np.isfinite(block).all():
-        rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + offset
-        raise InputValidationError(
-            f"{name} contains NaN or infinite values (or values beyond float32 range) "
-            f"in rows {rows[:5].tolist()}. Remove or impute them first."
-        )
 
 
 def _resolve_exclude(
@@ -195,14 +198,6 @@ def validate_knn_inputs(
 # ----------------------------------------------------------------------------- engine
 
 
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is optional
-        return None
-    return torch
-
-
 _ENGINE: list[str] = []
 
 
@@ -258,21 +253,6 @@ def _pick_backend(backend: str) -> str:
     return backend
 
 
-def _drop_pages(arr: Any, r0: int, r1: int) -> None:
-    """Tell the kernel we are done with rows r0:r1 of a memmap (keeps RSS bounded)."""
-    mm = getattr(arr, "_mmap", None)
-    if not isinstance(arr, np.memmap) or mm is None or r1 <= r0:
-        return
-    try:
-        base = np.frombuffer(mm, dtype=np.uint8, count=1).ctypes.data
-        start = arr[r0:r1].ctypes.data - base
-        stop = start + (r1 - r0) * abs(arr.strides[0])
-        lo = (start // mmap.PAGESIZE) * mmap.PAGESIZE
-        mm.madvise(mmap.MADV_DONTNEED, lo, max(0, min(stop, len(mm)) - lo))
-    except (ValueError, OSError, AttributeError, TypeError):  # pragma: no cover
-        pass
-
-
 def _norms64(block: NDArray[Any]) -> NDArray[np.float64]:
     if block.dtype == np.float32 and block.flags.c_contiguous:
         b64 = block.astype(np.float64)
@@ -311,249 +291,6 @@ def exact_sqdist(
         rows -= np.asarray(queries[qi[sel]], dtype=np.float64)
         out[sel] = np.einsum("ij,ij->i", rows, rows)
     return out
-
-
-class _Scorer:
-    """Float32 scores ``ẽ = ‖y‖² − 2x·y`` (or faiss top lists) per reference chunk."""
-
-    def __init__(self, backend: str, xq: NDArray[np.float32], rows: int) -> None:
-        self.backend = backend
-        self.xq = xq
-        nq, self.d = xq.shape
-        self.buf = np.empty((rows, self.d), dtype=np.float32)
-        self.out = np.empty(nq * rows, dtype=np.float32)
-        if backend == "torch":
-            torch = _torch()
-            self.t_xq = torch.from_numpy(xq)
-            self.t_buf = torch.from_numpy(self.buf)
-            self.t_out = torch.from_numpy(self.out)
-
-    def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
-        chunk = self.buf[: r1 - r0]
-        np.copyto(chunk, refs[r0:r1], casting="unsafe")
-        if refs.dtype.kind == "f":
-            _check_finite32(chunk, "references", r0)
-        return chunk
-
-    def scores(
-        self, chunk: NDArray[np.float32], rn: NDArray[np.float64]
-    ) -> NDArray[Any]:
-        n, nq = chunk.shape[0], self.xq.shape[0]
-        if self.d > _INNER_BLOCK:
-            acc = np.zeros((nq, n), dtype=np.float64)
-            for b0 in range(0, self.d, _INNER_BLOCK):
-                b1 = min(self.d, b0 + _INNER_BLOCK)
-                acc += self.xq[:, b0:b1] @ chunk[:, b0:b1].T
-            acc *= -2.0
-            acc += rn[None, :]
-            return acc
-        out = self.out[: nq * n].reshape(nq, n)
-        rn32 = rn.astype(np.float32)
-        if self.backend == "torch":
-            torch = _torch()
-            torch.addmm(
-                torch.from_numpy(rn32)[None, :],
-                self.t_xq,
-                self.t_buf[:n].T,
-                beta=1,
-                alpha=-2,
-                out=self.t_out[: nq * n].view(nq, n),
-            )
-            return out
-        np.matmul(self.xq, chunk.T, out=out)
-        out *= -2.0
-        out += rn32[None, :]
-        return out
-
-
-def _chunk_norms(
-    chunk: NDArray[np.float32], exact_small_int: bool
-) -> NDArray[np.float64]:
-    """Squared row norms in float64 (exact for 8-bit integer data)."""
-    n, d = chunk.shape
-    out = np.empty(n, dtype=np.float64)
-    if exact_small_int and d % 128 == 0:
-        # squares ≤ 255², so float32 partial sums of 128 of them are exact integers
-        for s in range(0, n, 256):
-            sq = chunk[s : s + 256] * chunk[s : s + 256]
-            out[s : s + 256] = (
-                sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
-            )
-        return out
-    for s in range(0, n, 512):
-        out[s : s + 512] = np.einsum(
-            "ij,ij->i", chunk[s : s + 512], chunk[s : s + 512], dtype=np.float64
-        )
-    return out
-
-
-@dataclass
-class _Plan:
-    q_block: int
-    chunk: int
-    threads: int = 1
-
-
-def _plan(
-    nq: int,
-    nr: int,
-    d: int,
-    budget: int,
-    chunk_size: int | None,
-    n_threads: int | None = None,
-) -> _Plan:
-    """Block sizes: each chunk thread holds a chunk buffer and a score block."""
-    if budget < 2**20:
-        raise ConfigError(f"memory_budget must be at least 1 MiB. Got {budget} bytes.")
-    if n_threads is not None and n_threads < 1:
-        raise ConfigError(f"n_threads must be at least 1. Got {n_threads}.")
-    threads = n_threads or min(4, _cpu_count())
-    chunk = min(nr, chunk_size or 8192)
-    chunk = max(1, min(chunk, budget // (4 * 4 * d * threads)))
-    n_chunks = -(-nr // chunk)
-    threads = max(1, min(threads, n_chunks))
-    # equal chunks, a multiple of the thread count: no thread idles at the end
-    n_chunks = -(-n_chunks // threads) * threads
-    chunk = max(1, -(-nr // n_chunks))
-    per_q = 4 * d + 20 * chunk * threads
-    q_block = max(1, min(nq, (budget // 2) // per_q))
-    return _Plan(q_block=q_block, chunk=chunk, threads=threads)
-
-
-def _cpu_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1  # pragma: no cover
-
-
-@dataclass
-class _Shortlist:
-    """Running k' smallest float32 scores per query (ties by index)."""
-
-    vals: NDArray[np.float64]
-    idx: NDArray[np.int64]
-    bnd: NDArray[np.float64]
-
-    @classmethod
-    def empty(cls, nq: int, kp: int) -> _Shortlist:
-        return cls(
-            np.full((nq, kp), np.inf),
-            np.full((nq, kp), -1, np.int64),
-            np.zeros((nq, kp)),
-        )
-
-    def tau(self) -> NDArray[np.float64]:
-        return self.vals[:, -1]
-
-    def merge(
-        self,
-        rows: NDArray[np.int64],
-        idx: NDArray[np.int64],
-        vals: NDArray[np.float64],
-        bnd: NDArray[np.float64],
-    ) -> None:
-        if rows.size == 0:
-            return
-        kp = self.vals.shape[1]
-        ar, local = np.unique(rows, return_inverse=True)
-        nloc = ar.size
-        r_all = np.concatenate([np.repeat(np.arange(nloc), kp), local])
-        v_all = np.concatenate([self.vals[ar].ravel(), vals])
-        i_all = np.concatenate([self.idx[ar].ravel(), idx])
-        b_all = np.concatenate([self.bnd[ar].ravel(), bnd])
-        # −1 padding sorts after real indices at equal (inf) score
-        order = np.lexsort(
-            (np.where(i_all < 0, np.iinfo(np.int64).max, i_all), v_all, r_all)
-        )
-        rs = r_all[order]
-        rank = np.arange(rs.size) - np.searchsorted(rs, rs, side="left")
-        keep = order[rank < kp]
-        pos = (r_all[keep], rank[rank < kp])
-        for arr, src in ((self.vals, v_all), (self.idx, i_all), (self.bnd, b_all)):
-            sub = arr[ar]
-            sub[pos] = src[keep]
-            arr[ar] = sub
-
-
-def _select(
-    scores: NDArray[Any], tau: NDArray[np.float64], kp: int, backend: str
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(row, col) of entries that may enter the shortlists."""
-    nq, n = scores.shape
-    t = tau.astype(scores.dtype)
-    mask = scores < t[:, None]
-    count = int(np.count_nonzero(mask))
-    if count <= 2 * nq * kp + (nq * n) // 16 or kp >= n:
-        rows, cols = np.nonzero(mask)
-        return rows.astype(np.int64), cols.astype(np.int64)
-    if backend == "torch":
-        torch = _torch()
-        _, ti = torch.topk(
-            torch.from_numpy(scores), kp, dim=1, largest=False, sorted=False
-        )
-        cols = ti.numpy().astype(np.int64)
-    else:
-        cols = np.argpartition(scores, kp - 1, axis=1)[:, :kp].astype(np.int64)
-    rows = np.repeat(np.arange(nq, dtype=np.int64), kp)
-    cols = cols.ravel()
-    ok = mask[rows, cols]
-    return rows[ok], cols[ok]
-
-
-def _faiss_select(
-    xq: NDArray[np.float32],
-    qn: NDArray[np.float64],
-    chunk: NDArray[np.float32],
-    kp: int,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
-    import faiss
-
-    n = chunk.shape[0]
-    dist, ind = faiss.knn(xq, chunk, min(kp + 1, n))
-    rows = np.repeat(np.arange(xq.shape[0], dtype=np.int64), dist.shape[1])
-    cols = ind.ravel().astype(np.int64)
-    vals = dist.ravel().astype(np.float64) - qn[rows]
-    ok = cols >= 0
-    return rows[ok], cols[ok], vals[ok]
-
-
-class _RefNorms:
-    """Reference norms computed once per row and reused by later query blocks."""
-
-    def __init__(self, nr: int, small_int: bool) -> None:
-        self.small_int = small_int
-        self.rn = np.zeros(nr)
-        self.done = np.zeros(nr, dtype=bool)
-
-    def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
-        r1 = r0 + chunk.shape[0]
-        if not self.done[r0:r1].all():
-            self.rn[r0:r1] = _chunk_norms(chunk, self.small_int)
-            self.done[r0:r1] = True
-        return self.rn[r0:r1]
-
-
-def _mask_excluded(
-    scores: NDArray[Any], ex: NDArray[np.int64] | None, r0: int, r1: int
-) -> None:
-    if ex is None:
-        return
-    hit = np.flatnonzero((ex >= r0) & (ex < r1))
-    scores[hit, ex[hit] - r0] = np.inf
-
-
-def _is_small_int(a: Any) -> bool:
-    return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
-
-
-def _load_queries(
-    q: Any, q0: int, q1: int
-) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
-    xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
-    np.copyto(xq, q[q0:q1], casting="unsafe")
-    if q.dtype.kind == "f":
-        _check_finite32(xq, "queries", q0)
-    return xq, _chunk_norms(xq, _is_small_int(q))
 
 
 def _scan(
