@@ -7,6 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retest.store._sqlite_candidates import candidate_key
 from retest.store.base import AnnotationEvent, CandidateRow
@@ -76,7 +78,7 @@ def test_candidate_key_is_injective_and_compact() -> None:
 
 def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
     with SQLiteStore(old_db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         got = list(store.candidates.iter())
         want = [
             CandidateRow(*r[1:15], extra={"a": 1} if r[15] else {})  # type: ignore[arg-type]
@@ -87,6 +89,7 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
             assert store.candidates.get(cid).id == cid
         assert store.candidates.get_many(_IDS[::-1]) == want[::-1]
         assert store.candidates.existing([*_IDS, "nope", _hex(1000)]) == set(_IDS)
+        assert store.candidates.class_map() == {r[1]: r[4] for r in _old_rows()}
         assert store.candidates.count(class_id=1) == sum(r[4] == 1 for r in _old_rows())
         assert store.candidates.count(keyword="kw2") == sum(
             r[5] == "kw2" for r in _old_rows()
@@ -102,7 +105,7 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
         assert [(a.who, a.item_id) for a in ann] == [("ann", _IDS[3])]
         store.annotations.add([AnnotationEvent("b", "label", 0, _IDS[4], 0)])
     with SQLiteStore(old_db) as store:  # reopening does not migrate again
-        assert store.schema_version() == 2 and store.candidates.count() == len(_IDS) + 1
+        assert store.schema_version() == 3 and store.candidates.count() == len(_IDS) + 1
     with sqlite3.connect(old_db) as c:
         ddl = c.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'candidates'"
@@ -112,7 +115,8 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
             for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
         }
     c.close()
-    assert "key BLOB NOT NULL UNIQUE" in ddl and "id TEXT NOT NULL UNIQUE" not in ddl
+    # ids live only in the compact unique key now
+    assert "key BLOB NOT NULL UNIQUE" in ddl and "id TEXT" not in ddl
     assert {"candidates_class", "candidates_keyword"} <= idx
 
 
@@ -126,3 +130,18 @@ def test_fresh_database_has_the_latest_schema(tmp_path: Path) -> None:
             source="s", width=1, height=1, array_name="a",
         ) == 1  # fmt: skip
         assert store.candidates.existing([cid, _hex(2), _hex(3)]) == {cid, _hex(2)}
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=40) | st.sampled_from(_IDS), min_size=1, max_size=8))
+def test_any_id_round_trips_through_the_key(tmp_path_factory, ids: list[str]) -> None:
+    ids = list(dict.fromkeys(ids))
+    folder = tmp_path_factory.mktemp("k")
+    with SQLiteStore(folder / "retest.db") as store:
+        assert store.candidates.add(
+            CandidateRow(i, "s", str(k)) for k, i in enumerate(ids)
+        ) == len(ids)
+        assert [r.id for r in store.candidates.iter()] == ids
+        assert list(store.candidates.class_map()) == ids
+        assert store.candidates.existing([*ids, "zz-not-there"]) == set(ids)
+        assert [r.id for r in store.candidates.get_many(ids)] == ids

@@ -1,12 +1,13 @@
-"""SQLite repository of candidates (schema version 2: compact unique ``key``).
+"""SQLite repository of candidates (schema version 3: ids stored as a compact ``key``).
 
 Candidate ids are usually sha256 content ids, 64 lower-case hex characters. Since
-schema version 2 the table keeps the public ``id`` text as it was, but uniqueness
-and look-ups go through ``key``, a BLOB derived injectively from the id
-(:func:`candidate_key`): the 32 raw digest bytes for a content id, so the unique
-index holds 32-byte instead of 64-character keys. Ingest inserts random keys into
-that index, so its size is what bulk ingest pays for (every batch rewrites most of
-its leaf pages); halving it makes inserts and ``existing`` probes cheaper.
+schema version 2 uniqueness and look-ups go through ``key``, a BLOB derived
+injectively from the id (:func:`candidate_key`): the 32 raw digest bytes for a
+content id, so the unique index holds 32-byte instead of 64-character keys.
+Ingest inserts random keys into that index, so its size is what bulk ingest pays
+for (every batch rewrites most of its leaf pages). Since version 3 the id text is
+not stored at all: queries decode it from ``key`` (``_ID``), which shrinks each
+row by 64 bytes and the JSON that bulk inserts carry by half.
 """
 
 from __future__ import annotations
@@ -25,19 +26,26 @@ from retest.store.base import CandidateRepo, CandidateRow
 
 __all__ = ["_Candidates", "candidate_key"]
 
-_CAND_COLS = (
-    "id, source, source_ref, class_id, keyword, date_taken, date_uploaded, url, "
+# The id, decoded from the key (inverse of candidate_key).
+_ID = (
+    "CASE WHEN length(key) = 32 THEN lower(hex(key)) "
+    "WHEN substr(key, 1, 2) = X'FFFF' THEN CAST(substr(key, 3) AS TEXT) "
+    "ELSE CAST(substr(key, 2) AS TEXT) END"
+)
+_FIELDS = (
+    "source, source_ref, class_id, keyword, date_taken, date_uploaded, url, "
     "license, width, height, array_name, array_row, file_path, extra"
 )
+_CAND_COLS = f"{_ID}, {_FIELDS}"
 _INSERT = (
-    f"INSERT OR IGNORE INTO candidates(key, {_CAND_COLS}) VALUES ({','.join('?' * 16)})"
+    f"INSERT OR IGNORE INTO candidates(key, {_FIELDS}) VALUES ({','.join('?' * 15)})"
 )
 # Rows as one JSON array walked in order by json_each (so seq follows the input),
 # keys as one blob of 32-byte digests cut by position: no per-row binding.
 _COLUMN_INSERT = (
-    f"INSERT OR IGNORE INTO candidates(key, {_CAND_COLS}) SELECT "
-    "substr(?5, 32 * key + 1, 32), value->>0, ?1, value->>1, value->>2, value->>3, "
-    "NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>4, NULL, NULL FROM json_each(?6)"
+    f"INSERT OR IGNORE INTO candidates(key, {_FIELDS}) SELECT "
+    "substr(?5, 32 * key + 1, 32), ?1, value->>0, value->>1, value->>2, "
+    "NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>3, NULL, NULL FROM json_each(?6)"
 )
 # Positions come back, not ids: a JSON array of small integers parses much
 # faster than one of 64-character strings.
@@ -88,7 +96,7 @@ def _cand_row(a: Sequence[Any]) -> CandidateRow:
 class _Candidates(_Repo, CandidateRepo):
     def add(self, rows: Iterable[CandidateRow]) -> int:
         data = (
-            (candidate_key(r.id), r.id, r.source, r.source_ref, r.class_id, r.keyword,
+            (candidate_key(r.id), r.source, r.source_ref, r.class_id, r.keyword,
              r.date_taken, r.date_uploaded, r.url, r.license, r.width, r.height,
              r.array_name, r.array_row, r.file_path, _extra(r.extra))
             for r in rows
@@ -98,7 +106,7 @@ class _Candidates(_Repo, CandidateRepo):
     def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
         # extra (the 15th field) is the only column needing conversion
         data = (
-            (candidate_key(r[0]), *r[:14], None if r[14] is None else _extra(r[14]))
+            (candidate_key(r[0]), *r[1:14], None if r[14] is None else _extra(r[14]))
             for r in rows
         )
         return self._db.insert_count(_INSERT, data)
@@ -124,9 +132,9 @@ class _Candidates(_Repo, CandidateRepo):
             )  # fmt: skip
         if not ids:
             return 0
-        cols = builtins.list(
-            zip(ids, refs, class_ids, keywords, array_rows, strict=True)
-        )
+        if len(ids) != len(refs):
+            raise ValueError(f"{len(ids)} ids but {len(refs)} refs.")
+        cols = builtins.list(zip(refs, class_ids, keywords, array_rows, strict=True))
         data = json.dumps(cols, ensure_ascii=False, separators=(",", ":"))
         return self._db.insert_count(
             _COLUMN_INSERT, [(source, width, height, array_name, keys, data)]
@@ -169,7 +177,7 @@ class _Candidates(_Repo, CandidateRepo):
             return set()
         keys = _digest_keys(ids)
         if keys is None:
-            return {r[0] for r in self._fetch("id", ids, snapshot=True)}
+            return {r[0] for r in self._fetch(_ID, ids, snapshot=True)}
         rows = self._db.snapshot_rows(_EXISTING, (_positions(len(ids)), keys))
         return {ids[r[0]] for r in rows}
 
@@ -212,4 +220,6 @@ class _Candidates(_Repo, CandidateRepo):
         return {c: int(n) for c, n in rows}
 
     def class_map(self) -> dict[str, int | None]:
-        return dict(self._db.rows("SELECT id, class_id FROM candidates ORDER BY seq"))
+        return dict(
+            self._db.rows(f"SELECT {_ID}, class_id FROM candidates ORDER BY seq")
+        )
