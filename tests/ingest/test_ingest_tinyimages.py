@@ -138,3 +138,9 @@ def test_record_counts_must_agree(ti_pair) -> None:
 def test_missing_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(DataIntegrityError, match=r"tiny_images\.bin is missing"):
         TinyImages(tmp_path)
+
+
+def test_decode_across_chunk_boundaries(rng: np.random.Generator) -> None:
+    recs = rng.integers(0, 256, size=(1300, 3072), dtype=np.uint8)
+    want = np.stack([r.reshape(32, 32, 3, order="F") for r in recs])
+    np.testing.assert_array_equal(decode_records(recs), want)

@@ -57,6 +57,8 @@ METADATA_FIELDS: dict[str, tuple[int, int]] = {
     "ind_page": (764, 768),
 }
 
+# Records decoded per step of decode_into (cache-sized).
+_DECODE_CHUNK = 512
 # Chunk of metadata records read per step of the index scan (~100 MB).
 _SCAN_CHUNK = 131_072
 
@@ -97,11 +99,14 @@ def decode_into(records: NDArray[np.uint8], out: NDArray[np.uint8]) -> None:
 
     Byte ``r + 32c + 1024ch`` is C-order index ``[ch, c, r]``; one strided copy per
     channel is ~3x faster than a single 4-d transpose copy (whose innermost axis
-    would step 1024 bytes per element).
+    would step 1024 bytes per element). The copies run over chunks of 512
+    records (1.5 MB), so the three passes over a chunk hit the CPU cache.
     """
     planes = records.reshape(-1, 3, 32, 32)
-    for ch in range(3):
-        out[..., ch] = planes[:, ch].transpose(0, 2, 1)
+    for a in range(0, planes.shape[0], _DECODE_CHUNK):
+        src, dst = planes[a : a + _DECODE_CHUNK], out[a : a + _DECODE_CHUNK]
+        for ch in range(3):
+            dst[..., ch] = src[:, ch].transpose(0, 2, 1)
 
 
 def encode_images(images: ArrayLike) -> NDArray[np.uint8]:
