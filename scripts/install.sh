@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-main}"
 
-apt_pkgs=(dataset-fashion-mnist)
+# gcc + libc6-dev build the optional fused SSIM loop on first use (retest/_native.py)
+apt_pkgs=(dataset-fashion-mnist gcc libc6-dev)
 [ "$mode" = dev ] && apt_pkgs+=(chromium chromium-driver)
 
 missing=()
