@@ -1,0 +1,261 @@
+"""The ingest stage's writer: content ids, exact-copy dedup, pixel arrays, rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest.errors import StageError
+from retest.sources.candidates import (
+    ColumnItems,
+    SourceBatch,
+    SourceItem,
+)
+from retest.store.artifacts import (
+    PixelArray,
+    write_image_file,
+)
+from retest.store.base import (
+    CandidateRow,
+    ClassRow,
+    Store,
+)
+
+__all__ = [
+    "ARRAY_DIR",
+    "IMAGE_DIR",
+    "AppendPixels",
+    "BatchWriter",
+    "InsertRows",
+    "batch_content_ids",
+    "resolve_class_ids",
+]
+
+ARRAY_DIR = "arrays"
+IMAGE_DIR = "images"
+
+
+def resolve_class_ids(
+    store: Store, names: Iterable[str | None], *, add: bool = False
+) -> dict[str, int]:
+    """Class name → id for the project's classes.
+
+    Names not in the project raise :class:`~retest.errors.StageError`, or are added
+    with the next ids when ``add`` is true.
+    """
+    rows = store.classes.list()
+    known = {c.name: c.id for c in rows}
+    nxt = max((c.id for c in rows), default=-1) + 1
+    new: list[ClassRow] = []
+    for n in names:
+        if n is None or n in known:
+            continue
+        if not add:
+            raise StageError(
+                f"class {n!r} is not a class of the project (classes: "
+                f"{', '.join(known) or 'none'}). Pass --class with a project class, "
+                "or fix the source's class folders / keyword file."
+            )
+        known[n] = nxt
+        new.append(ClassRow(nxt, n))
+        nxt += 1
+    if new:
+        store.classes.put(new)
+    return known
+
+
+def batch_content_ids(pixels: NDArray[np.uint8]) -> list[str]:
+    """``[content_id(p) for p in pixels]``, with the shape prefix hashed once."""
+    px = np.ascontiguousarray(pixels, dtype=np.uint8)
+    if px.shape[0] == 0:
+        return []
+    head = hashlib.sha256(b"uint8:" + ",".join(map(str, px.shape[1:])).encode() + b":")
+    step = px[0].nbytes
+    flat = px.reshape(-1).data
+    copy = head.copy
+    out = []
+    # memoryview slices of one buffer: no numpy row object per item
+    for a in range(0, len(flat), step):
+        h = copy()
+        h.update(flat[a : a + step])
+        out.append(h.hexdigest())
+    return out
+
+
+AppendPixels = Callable[[], Sequence[int]]
+InsertRows = Callable[[Sequence[int]], Any]
+
+
+def _first_of(
+    names: Sequence[str | None], keep: Sequence[int]
+) -> list[tuple[int, str | None]]:
+    """``(index, name)`` of the first kept item of each distinct name."""
+    first: dict[str | None, int] = {}
+    for i in keep:
+        first.setdefault(names[i], i)
+    return [(i, n) for n, i in first.items()]
+
+
+def _array_name(shape: Sequence[int]) -> str:
+    return "candidates_" + "x".join(str(int(s)) for s in shape)
+
+
+class BatchWriter:
+    """Turns source batches into stored candidates."""
+
+    def __init__(self, store: Store, root: Path, name: str, add_classes: bool) -> None:
+        self.store, self.root, self.name = store, root, name
+        self.add_classes = add_classes
+        self.class_ids = {c.name: c.id for c in store.classes.list()}
+        self.ids = set(self.class_ids.values())
+        self.arrays: dict[tuple[int, ...], PixelArray] = {}
+        self.check_own = False
+        self.inflight: set[str] = set()
+
+    def _class_id(self, item: SourceItem) -> int | None:
+        if item.class_name is None:
+            cid = item.class_id
+            if cid is not None and self.ids and cid not in self.ids:
+                raise StageError(
+                    f"{self.name}: item {item.ref} has label {cid}, but the project's "
+                    f"class ids are 0..{max(self.ids)}. Check the labels file."
+                )
+            return cid
+        if item.class_name not in self.class_ids:
+            self.class_ids = resolve_class_ids(
+                self.store, [item.class_name], add=self.add_classes
+            )
+            self.ids = set(self.class_ids.values())
+        return self.class_ids[item.class_name]
+
+    def _row(self, item: SourceItem, cid: str, **where: Any) -> CandidateRow:
+        f = item.fields
+        return CandidateRow(
+            cid, self.name, item.ref, self._class_id(item), item.keyword,
+            f.get("date_taken"), f.get("date_uploaded"), f.get("url"),
+            f.get("license"), item.width, item.height, extra=f.get("extra", {}),
+            **where,
+        )  # fmt: skip
+
+    def _ids(self, batch: SourceBatch) -> list[str]:
+        if batch.pixels is not None:
+            return batch_content_ids(batch.pixels)
+        return [hashlib.sha256(it.data or b"").hexdigest() for it in batch.items]
+
+    def _fresh(self, batch: SourceBatch, ids: list[str]) -> tuple[list[int], list[str]]:
+        """Indices of items to store; refs of duplicates."""
+        stored = self.store.candidates.existing(ids)
+        if self.check_own and stored:
+            # Rows this job stored before a crash are its own, not duplicates.
+            own = {
+                r.id
+                for r in self.store.candidates.get_many(sorted(stored))
+                if r.source == self.name
+                and r.source_ref in {it.ref for it in batch.items}
+            }
+            stored -= own
+        # the previous batch's rows may still be on their way into the store
+        stored |= self.inflight.intersection(ids)
+        if not stored and len(set(ids)) == len(ids):
+            return list(range(len(ids))), []
+        seen: set[str] = set()
+        keep, dups = [], []
+        for i, cid in enumerate(ids):
+            if cid in stored or cid in seen:
+                dups.append(batch.items[i].ref)
+            else:
+                keep.append(i)
+            seen.add(cid)
+        return keep, dups
+
+    def _column_insert(
+        self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
+        keep: list[int],
+    ) -> tuple[Callable[[], Sequence[int]], Callable[[Sequence[int]], Any]]:  # fmt: skip
+        """Bulk path for column batches: one pixel append, then the rows as columns.
+
+        Classes are resolved here (they may add class rows); the returned
+        ``(append, insert)`` run later in the commit threads: ``append()`` writes
+        and fsyncs the pixels and returns their array rows, ``insert(rows)``
+        stores the candidate rows pointing at them.
+        """
+        if not keep:
+            return (lambda: range(0)), (lambda rows: 0)
+        names = items.class_names
+        cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
+        refs, kws = items.refs, items.keywords
+        if len(keep) == len(ids):
+            px, k_ids = pixels, ids
+        else:
+            px, k_ids = pixels[keep], [ids[i] for i in keep]
+            refs, kws = [refs[i] for i in keep], [kws[i] for i in keep]
+            names = [names[i] for i in keep]
+        arr = self._array(px.shape[1:])
+        if len(cids) == 1:
+            classes: Sequence[int | None] = [*cids.values()] * len(k_ids)
+        else:
+            classes = [cids[n] for n in names]
+        cands, w, h, src = self.store.candidates, items.width, items.height, self.name
+
+        def insert(rows: Sequence[int]) -> int:
+            return cands.add_columns(
+                k_ids, refs, classes, kws, rows,
+                source=src, width=w, height=h, array_name=arr.name,
+            )  # fmt: skip
+
+        return (lambda: arr.append(px)), insert
+
+    def prepare(
+        self, batch: SourceBatch
+    ) -> tuple[int, list[str], AppendPixels, InsertRows]:
+        """Ids and dedup (files written); returns ``(new, dups, append, insert)``.
+
+        ``append()`` stores the batch's pixels durably and returns their array
+        rows; ``insert(rows)`` then stores the candidate rows. Both may run in
+        other threads while the next batch is prepared; the caller runs
+        ``insert`` only after ``append`` has returned.
+        """
+        ids = self._ids(batch)
+        keep, dups = self._fresh(batch, ids)
+        self.inflight = {ids[i] for i in keep}
+        cands = self.store.candidates
+        if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
+            append, insert = self._column_insert(batch.items, batch.pixels, ids, keep)
+            return len(keep), dups, append, insert
+        rows: list[CandidateRow] = []
+        if batch.pixels is not None and keep:
+            px = batch.pixels[keep]
+            arr = self._array(px.shape[1:])
+            for i, r in zip(keep, arr.append(px), strict=True):
+                rows.append(
+                    self._row(batch.items[i], ids[i], array_name=arr.name, array_row=r)
+                )
+        elif keep:
+            for i in keep:
+                rows.append(self._file_row(batch.items[i]))
+        # these pixels were appended above (rows already point at them)
+        return len(rows), dups, (lambda: range(0)), (lambda _: cands.add(rows))
+
+    def _file_row(self, item: SourceItem) -> CandidateRow:
+        sha, _ = write_image_file(self.root / IMAGE_DIR, item.data or b"")
+        if item.derived:
+            derived = {
+                k: f"{IMAGE_DIR}/{write_image_file(self.root / IMAGE_DIR, v)[0]}"
+                for k, v in sorted(item.derived.items())
+            }
+            extra = {**item.fields.get("extra", {}), "derived": derived}
+            item = dataclasses.replace(item, fields={**item.fields, "extra": extra})
+        return self._row(item, sha, file_path=f"{IMAGE_DIR}/{sha}")
+
+    def _array(self, shape: tuple[int, ...]) -> PixelArray:
+        if shape not in self.arrays:
+            self.arrays[shape] = PixelArray.create(
+                self.root / ARRAY_DIR, _array_name(shape), shape=shape
+            )
+        return self.arrays[shape]
