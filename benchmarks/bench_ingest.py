@@ -15,7 +15,9 @@ Each is repeated (default 3 times; the machine is shared, so the median is
 reported). Results: a table on stdout and ``benchmarks/results/ingest.json``.
 All files are deleted at the end.
 
-Usage: ``python3 benchmarks/bench_ingest.py [--quick] [--records N] [--reps R]``
+Usage: ``python3 benchmarks/bench_ingest.py [--quick] [--records N] [--reps R] [--out F]``
+(``PYTHONPATH=<old checkout>/src`` with ``--out`` measures another version of
+retest with the same script, for before/after comparisons).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+import retest
 from retest.pipeline.ingest import ingest_source
 from retest.sources.candidates import TinyImagesSource
 from retest.sources.tinyimages import (
@@ -126,6 +129,7 @@ def main() -> None:
     ap.add_argument(
         "--fraction", type=float, default=0.5, help="share of keywords ingested"
     )
+    ap.add_argument("--out", type=Path, default=RESULTS, help="JSON results file")
     args = ap.parse_args()
     n = 100_000 if args.quick else args.records
     reps = 1 if args.quick else args.reps
@@ -202,8 +206,8 @@ def main() -> None:
             ),
             "",
         )
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps({
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
             "records_in_file": n, "records_ingested": selected, "keywords": len(kws),
             "repetitions": reps, "seconds_median": med, "seconds_all": times,
             "records_per_s": rates, "cpu_seconds_all": _CPU,
@@ -211,6 +215,7 @@ def main() -> None:
             "ratio_ingest_vs_memmap": rates["ingest"] / rates["memmap"],
             "ratio_ingest_vs_hash": rates["ingest"] / rates["hash"],
             "target_records_per_s": 50_000, "machine": {"cpu": model, "python": platform.python_version()},
+            "retest_source": str(Path(retest.__file__).parent),
         }, indent=2) + "\n")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -188,3 +188,23 @@ def test_sigkill_mid_ingest_then_resume_stores_everything_once(
         np.testing.assert_array_equal(
             px.read([r.array_row])[0], imgs[int(r.source_ref)]
         )
+
+
+def test_copies_in_batches_still_in_flight_are_duplicates(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    imgs = rng.integers(0, 256, size=(80, 32, 32, 3), dtype=np.uint8)
+    # batch_size 8: copies 1, 2 and 3 batches later (the first still in flight)
+    imgs[12], imgs[21], imgs[30], imgs[79] = imgs[3], imgs[4], imgs[5], imgs[3]
+    write_tinyimages(tmp_path / "ti", imgs, ["ant"] * 80)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    with open_store(proj / "retest.db") as store:
+        src = TinyImagesSource(tmp_path / "ti", keywords={"ant": "a"})
+        rep = ingest_source(store, proj, src, batch_size=8)
+        rows = list(store.candidates.iter())
+    assert sorted(rep.duplicate_refs) == ["12", "21", "30", "79"]
+    assert [r.source_ref for r in rows] == [
+        str(i) for i in range(80) if i not in (12, 21, 30, 79)
+    ]
+    assert len({r.id for r in rows}) == len(rows) == 76

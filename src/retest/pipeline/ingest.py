@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import signal
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -113,6 +114,10 @@ def load_tinyimages_index(
         params={"metadata": str(meta), "records": index.n_records}, sha256=sha,
     )  # fmt: skip
     return index
+
+
+# Batches whose rows may be waiting for their commit while the next is prepared.
+_IN_FLIGHT = 2
 
 
 def _maybe_crash(n_batches: int) -> None:
@@ -225,17 +230,21 @@ def ingest_source(
     # Three-stage pipeline (sqlite, hashlib, numpy and file writes release the
     # GIL): while batch k+1 is read, hashed and de-duplicated here, one thread
     # appends pixels (batch k+1 right after its preparation) and another commits
-    # rows, log line and checkpoint (batch k, once its pixels are durable).
-    # Batch k is committed before batch k+1's rows are submitted, so rows,
-    # checkpoints and pixel rows all follow source order.
-    pending: tuple[Future[None], dict[str, Any]] | None = None
+    # rows, log line and checkpoint (batches k-1 and k, each once its pixels are
+    # durable). Both threads take batches in order (one thread each), so rows,
+    # checkpoints and pixel rows all follow source order. At most _IN_FLIGHT
+    # batches wait for their commit; their ids count as stored for the dedup of
+    # the next batch (writer.inflight).
+    pending: deque[tuple[Future[None], dict[str, Any]]] = deque()
     with (
         ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pix_pool,
         ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as pool,
     ):
-        # depth 2: batch k's pixels are done with (committed) before batch k+2
-        # is requested, so the source may decode batch k+2 into them
-        batches = source.iter_batches_recycled(start=resume, batch_size=bs, depth=2)
+        # batch k is committed (so its pixels are written) before batch
+        # k + _IN_FLIGHT + 1 is requested: the source may decode into its array
+        batches = source.iter_batches_recycled(
+            start=resume, batch_size=bs, depth=_IN_FLIGHT + 1
+        )
         for n_batches, batch in enumerate(batches, 1):
             part = part + 1 if batch.start == last_start else 0
             last_start = batch.start
@@ -250,11 +259,15 @@ def ingest_source(
             line = {"start": batch.start, "stop": batch.stop, "part": part, "new": new,
                     "duplicates": len(dups), "duplicate_refs": dups[:MAX_LISTED_DUPLICATES],
                     "skipped": skipped}  # fmt: skip
-            if pending is not None:
-                _finish(*pending)
-            pending = (pool.submit(_commit, insert, appended, n_batches, line), line)
-        if pending is not None:
-            _finish(*pending)
+            pending.append(
+                (pool.submit(_commit, insert, appended, n_batches, line), line)
+            )
+            while len(pending) > _IN_FLIGHT:
+                _finish(*pending.popleft())
+                writer.inflight.popleft()
+        while pending:
+            _finish(*pending.popleft())
+            writer.inflight.popleft()
     tally.processed = max(tally.processed, total)
     result = _report(True)
     record_artifact(store, root, root / report_rel, name=f"ingest:{job}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,9 @@ class BatchWriter:
         self.ids = set(self.class_ids.values())
         self.arrays: dict[tuple[int, ...], PixelArray] = {}
         self.check_own = False
-        self.inflight: set[str] = set()
+        # ids kept by prepared batches whose rows may not be committed yet,
+        # oldest first (the stage drops a batch's set once it is committed)
+        self.inflight: deque[set[str]] = deque()
 
     def _class_id(self, item: SourceItem) -> int | None:
         if item.class_name is None:
@@ -160,8 +163,9 @@ class BatchWriter:
                 and r.source_ref in {it.ref for it in batch.items}
             }
             stored -= own
-        # the previous batch's rows may still be on their way into the store
-        stored |= self.inflight.intersection(ids)
+        # rows of the batches in flight may still be on their way into the store
+        for batch_ids in self.inflight:
+            stored |= batch_ids.intersection(ids)
         if not stored and len(set(ids)) == len(ids):
             return list(range(len(ids))), []
         seen: set[str] = set()
@@ -223,7 +227,7 @@ class BatchWriter:
         """
         ids = self._ids(batch)
         keep, dups = self._fresh(batch, ids)
-        self.inflight = {ids[i] for i in keep}
+        self.inflight.append({ids[i] for i in keep})
         cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
             append, insert = self._column_insert(batch.items, batch.pixels, ids, keep)
