@@ -231,3 +231,37 @@ def test_torch_thread_setting_is_restored() -> None:
     got = knn(r[:20], r, 3, backend="torch", chunk_size=50, n_threads=2)
     assert torch.get_num_threads() == before
     assert_same(got, brute(r[:20], r, 3))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_large_first_chunks_scanned_in_warm_up_pieces_stay_exact(
+    backend: str, exclude_self: bool
+) -> None:
+    # 9,000 references over 2 threads: first chunks of 4,500 are scanned as pieces
+    # of 1,024 + 2,048 + 1,428 (see knn._pieces); near ties make the order matter
+    rng = np.random.default_rng(11)
+    r = near_tie_images(rng, 9000, 48)
+    q = r[:300] if exclude_self else near_tie_images(rng, 300, 48)
+    ex = np.arange(300) if exclude_self else None
+    got = knn(q, r, 7, exclude=ex, backend=backend, n_threads=2)  # type: ignore[arg-type]
+    assert_same(got, brute(q, r, 7, exclude=ex))
+
+
+def test_packed_sort_key_orders_like_lexsort() -> None:
+    from retest.build._knn_chunks import _row_val_idx_order
+
+    rng = np.random.default_rng(0)
+    values = np.array([-3.5, -1.0, -0.0, 0.0, 2.25, 7.0, 1e30, np.inf], np.float32)
+    for _ in range(300):
+        n = int(rng.integers(1, 300))
+        rows, idx = rng.integers(0, 5, n), rng.integers(-1, 20, n)
+        pad = np.where(idx < 0, np.iinfo(np.int64).max, idx)
+        v = rng.choice(values, n).astype(np.float64)  # packed path
+        np.testing.assert_array_equal(
+            _row_val_idx_order(rows, v, idx), np.lexsort((pad, v, rows))
+        )
+        v2 = v + 1e-9  # not float32 values (faiss backend): plain lexsort
+        np.testing.assert_array_equal(
+            _row_val_idx_order(rows, v2, idx), np.lexsort((pad, v2, rows))
+        )

@@ -55,10 +55,20 @@ def _drop_pages(arr: Any, r0: int, r1: int) -> None:
 class _Scorer:
     """Float32 scores ``ẽ = ‖y‖² − 2x·y`` (or faiss top lists) per reference chunk."""
 
-    def __init__(self, backend: str, xq: NDArray[np.float32], rows: int) -> None:
+    def __init__(
+        self,
+        backend: str,
+        xq: NDArray[np.float32],
+        rows: int,
+        xq_m2: NDArray[np.float32] | None = None,
+    ) -> None:
         self.backend = backend
         self.xq = xq
         nq, self.d = xq.shape
+        # −2·x (exact: a power of two) makes the GEMM yield −2 x·y, saving a pass
+        self.xq_m2 = None
+        if backend == "numpy" and self.d <= _INNER_BLOCK:
+            self.xq_m2 = scaled_queries(xq) if xq_m2 is None else xq_m2
         self.buf = np.empty((rows, self.d), dtype=np.float32)
         self.out = np.empty(nq * rows, dtype=np.float32)
         if backend == "torch":
@@ -99,10 +109,15 @@ class _Scorer:
                 out=self.t_out[: nq * n].view(nq, n),
             )
             return out
-        np.matmul(self.xq, chunk.T, out=out)
-        out *= -2.0
+        assert self.xq_m2 is not None
+        np.matmul(self.xq_m2, chunk.T, out=out)
         out += rn32[None, :]
         return out
+
+
+def scaled_queries(xq: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``−2·xq``, shared by the chunk threads of one query block."""
+    return np.multiply(xq, np.float32(-2.0))
 
 
 def _chunk_norms(
@@ -154,7 +169,7 @@ def _plan(
     # equal chunks, a multiple of the thread count: no thread idles at the end
     n_chunks = -(-n_chunks // threads) * threads
     chunk = max(1, -(-nr // n_chunks))
-    per_q = 4 * d + 20 * chunk * threads
+    per_q = 8 * d + 20 * chunk * threads  # queries + their −2·x copy + scores
     q_block = max(1, min(nq, (budget // 2) // per_q))
     return _Plan(q_block=q_block, chunk=chunk, threads=threads)
 
@@ -194,24 +209,59 @@ class _Shortlist:
         if rows.size == 0:
             return
         kp = self.vals.shape[1]
-        ar, local = np.unique(rows, return_inverse=True)
+        ar, local = _groups(rows)
         nloc = ar.size
         r_all = np.concatenate([np.repeat(np.arange(nloc), kp), local])
         v_all = np.concatenate([self.vals[ar].ravel(), vals])
         i_all = np.concatenate([self.idx[ar].ravel(), idx])
         b_all = np.concatenate([self.bnd[ar].ravel(), bnd])
-        # −1 padding sorts after real indices at equal (inf) score
-        order = np.lexsort(
-            (np.where(i_all < 0, np.iinfo(np.int64).max, i_all), v_all, r_all)
-        )
+        order = _row_val_idx_order(r_all, v_all, i_all)
         rs = r_all[order]
-        rank = np.arange(rs.size) - np.searchsorted(rs, rs, side="left")
+        first = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+        rank = np.arange(rs.size) - np.repeat(first, np.diff(np.r_[first, rs.size]))
         keep = order[rank < kp]
         pos = (r_all[keep], rank[rank < kp])
         for arr, src in ((self.vals, v_all), (self.idx, i_all), (self.bnd, b_all)):
             sub = arr[ar]
             sub[pos] = src[keep]
             arr[ar] = sub
+
+
+def _groups(rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``np.unique(rows, return_inverse=True)``, without a sort when rows are sorted
+    (they are: selections come out in row-major order)."""
+    if rows.size > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+        return np.unique(rows, return_inverse=True)
+    new = np.r_[True, rows[1:] != rows[:-1]]
+    return rows[new], np.cumsum(new) - 1
+
+
+def _row_val_idx_order(
+    rows: NDArray[np.int64], vals: NDArray[np.float64], idx: NDArray[np.int64]
+) -> NDArray[np.intp]:
+    """Sort order by (row, value, index); −1 padding sorts after real indices.
+
+    Scores that are float32 values (all but the faiss backend's) pack value and
+    index into one uint64 key (IEEE bits made order-preserving), so the sort takes
+    two keys instead of three — about twice as fast on the merge's ~500k entries.
+    """
+    pad = np.where(idx < 0, np.iinfo(np.int64).max, idx)
+    v32 = vals.astype(np.float32) + np.float32(0.0)  # −0.0 → +0.0: they tie
+    if idx.size == 0 or int(idx.max()) >= 2**32 - 1 or not np.array_equal(v32, vals):
+        return np.lexsort((pad, vals, rows))
+    bits = v32.view(np.uint32).astype(np.uint64)
+    key = np.where(
+        bits >> np.uint64(31), ~bits & np.uint64(0xFFFFFFFF), bits | np.uint64(2**31)
+    )
+    key <<= np.uint64(32)
+    key |= np.where(idx < 0, 2**32 - 1, idx).astype(np.uint64)
+    return np.lexsort((key, rows))
+
+
+def nonzero2d(mask: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``np.nonzero`` of a C-ordered 2-d mask, ~10× faster for large sparse masks."""
+    flat = np.flatnonzero(mask).astype(np.int64, copy=False)
+    return flat // mask.shape[1], flat % mask.shape[1]
 
 
 def _select(
@@ -223,8 +273,7 @@ def _select(
     mask = scores < t[:, None]
     count = int(np.count_nonzero(mask))
     if count <= 2 * nq * kp + (nq * n) // 16 or kp >= n:
-        rows, cols = np.nonzero(mask)
-        return rows.astype(np.int64), cols.astype(np.int64)
+        return nonzero2d(mask)
     if backend == "torch":
         torch = _torch()
         _, ti = torch.topk(

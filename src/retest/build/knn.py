@@ -56,6 +56,8 @@ from retest.build._knn_chunks import (
     _select,
     _Shortlist,
     _torch,
+    nonzero2d,
+    scaled_queries,
 )
 from retest.build._knn_inputs import validate_knn_inputs
 from retest.errors import ConfigError, InputValidationError
@@ -229,7 +231,7 @@ def _scan(
         s = sc.scores(chunk, rn)
         _mask_excluded(s, ex, r0, r1)
         b = c * (qn[:, None] + 2.0 * rn[None, :])
-        qi, ri = np.nonzero((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
+        qi, ri = nonzero2d((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
         out_q.append(qi.astype(np.int64))
         out_r.append(ri.astype(np.int64) + r0)
         _drop_pages(refs, r0, r1)
@@ -286,27 +288,36 @@ def _knn_block(
     starts = list(range(0, nr, plan.chunk))
     nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
 
+    be = backend if backend != "faiss" else "numpy"
+    xq_m2 = (
+        scaled_queries(xq) if be == "numpy" and xq.shape[1] <= _INNER_BLOCK else None
+    )
+
     def work(worker: int) -> _Shortlist:
         sl = _Shortlist.empty(q1 - q0, kp)
-        sc = _Scorer(backend if backend != "faiss" else "numpy", xq, plan.chunk)
-        for r0 in starts[worker::nt]:
+        sc = _Scorer(be, xq, plan.chunk, xq_m2)
+        for n, r0 in enumerate(starts[worker::nt]):
             r1 = min(nr, r0 + plan.chunk)
-            chunk = sc.load(refs, r0, r1)
-            rn = norms.get(chunk, r0)
-            if backend == "faiss":
-                rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
-                if ex is not None:
-                    ok = cols + r0 != ex[rows]
-                    rows, cols, vals = rows[ok], cols[ok], vals[ok]
-            else:
-                s = sc.scores(chunk, rn)
-                _mask_excluded(s, ex, r0, r1)
-                rows, cols = _select(s, sl.tau(), kp, backend)
-                vals = s[rows, cols].astype(np.float64)
-            sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+            for p0, p1 in _pieces(r0, r1, kp, first=n == 0 and backend != "faiss"):
+                _scan_piece(sl, sc, p0, p1)
             _drop_pages(refs, r0, r1)
             tick()
         return sl
+
+    def _scan_piece(sl: _Shortlist, sc: _Scorer, r0: int, r1: int) -> None:
+        chunk = sc.load(refs, r0, r1)
+        rn = norms.get(chunk, r0)
+        if backend == "faiss":
+            rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
+            if ex is not None:
+                ok = cols + r0 != ex[rows]
+                rows, cols, vals = rows[ok], cols[ok], vals[ok]
+        else:
+            s = sc.scores(chunk, rn)
+            _mask_excluded(s, ex, r0, r1)
+            rows, cols = _select(s, sl.tau(), kp, backend)
+            vals = s[rows, cols].astype(np.float64)
+        sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
 
     if nt == 1:
         sl = work(0)
@@ -320,6 +331,23 @@ def _knn_block(
                 rows, other.idx[rows, col], other.vals[rows, col], other.bnd[rows, col]
             )
     return _finalize(q, (xq, qn), refs, k, sl, plan, backend, norms, ex, q0, c)
+
+
+def _pieces(r0: int, r1: int, kp: int, *, first: bool) -> list[tuple[int, int]]:
+    """A thread's first chunk is scanned in doubling pieces.
+
+    With empty shortlists every score of the first chunk would need a full
+    per-row partition; a first piece of ``max(1024, 32·k')`` references sets each
+    query's threshold cheaply, and each doubling piece passes only about
+    ``k'/(references seen)`` of its scores on to the merge.
+    """
+    if not first:
+        return [(r0, r1)]
+    out, w = [], max(1024, 32 * kp)
+    while r1 - r0 > 2 * w:
+        out.append((r0, r0 + w))
+        r0, w = r0 + w, 2 * w
+    return [*out, (r0, r1)]
 
 
 _THREADS_LOCK = threading.Lock()
