@@ -265,3 +265,15 @@ def test_packed_sort_key_orders_like_lexsort() -> None:
         np.testing.assert_array_equal(
             _row_val_idx_order(rows, v2, idx), np.lexsort((pad, v2, rows))
         )
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_exact_distances_of_many_pairs_split_over_threads(dtype: type) -> None:
+    from retest.build.knn import exact_sqdist
+
+    rng = np.random.default_rng(4)
+    q = rng.integers(0, 256, (300, 40)).astype(dtype)
+    r = rng.integers(0, 256, (700, 40)).astype(dtype)
+    qi, ri = rng.integers(0, 300, 90_000), rng.integers(0, 700, 90_000)
+    want = ((q[qi].astype(np.float64) - r[ri].astype(np.float64)) ** 2).sum(1)
+    np.testing.assert_array_equal(exact_sqdist(q, r, qi, ri), want)

@@ -31,6 +31,7 @@ do not depend on chunking (which is what makes a Dask run identical).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from retest._progress import ProgressCallback, report
 from retest.build._knn_chunks import (
     _INNER_BLOCK,
+    _cpu_count,
     _drop_pages,
     _faiss_select,
     _is_small_int,
@@ -188,6 +190,17 @@ def exact_sqdist(
     batch. Exact for integer data (all partial sums are integers below 2**53).
     """
     out = np.empty(qi.shape[0], dtype=np.float64)
+    parts = min(_cpu_count(), 4, qi.size // 20_000)
+    if parts > 1:  # per-pair values: splitting the pairs cannot change them
+        cuts = np.linspace(0, qi.size, parts + 1).astype(int)
+        sl = [slice(a, b) for a, b in itertools.pairwise(cuts)]
+
+        def one(s: slice) -> None:
+            out[s] = exact_sqdist(queries, references, qi[s], ri[s])
+
+        with ThreadPoolExecutor(parts) as pool:
+            list(pool.map(one, sl))
+        return out
     if qi.size == 0:
         return out
     small_int = {queries.dtype.kind, references.dtype.kind} <= {"u", "i"} and max(
