@@ -78,6 +78,7 @@ _LAYER = {
     "errors": 0,
     "_atomic": 0,
     "_native": 0,
+    "_parallel": 0,
     "records": 0,
     "registry": 0,
     "_validation": 0,

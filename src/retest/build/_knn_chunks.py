@@ -8,13 +8,13 @@ keep each query's k' best scores.
 from __future__ import annotations
 
 import mmap
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._parallel import available_cpus
 from retest.errors import ConfigError, InputValidationError
 
 _INNER_BLOCK = 4096
@@ -161,7 +161,7 @@ def _plan(
         raise ConfigError(f"memory_budget must be at least 1 MiB. Got {budget} bytes.")
     if n_threads is not None and n_threads < 1:
         raise ConfigError(f"n_threads must be at least 1. Got {n_threads}.")
-    threads = n_threads or min(4, _cpu_count())
+    threads = n_threads or min(4, available_cpus())
     chunk = min(nr, chunk_size or 8192)
     chunk = max(1, min(chunk, budget // (4 * 4 * d * threads)))
     n_chunks = -(-nr // chunk)
@@ -172,12 +172,6 @@ def _plan(
     per_q = 8 * d + 20 * chunk * threads  # queries + their −2·x copy + scores
     q_block = max(1, min(nq, (budget // 2) // per_q))
     return _Plan(q_block=q_block, chunk=chunk, threads=threads)
-
-
-def _cpu_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1  # pragma: no cover
 
 
 @dataclass

@@ -105,19 +105,29 @@ class NumpyKernel:
         hp, wp = self.fh.shape[0], self.fw.shape[0]
         if self.taps is None:  # reflected border taps: dense filter matrices
             return np.einsum("ih,jw,bhwc->bijc", self.fh, self.fw, prod, optimize=True)
-        o, taps = self.off, self.taps
-        flat = bool((taps == taps[0]).all())  # box: plain sums, one scale at the end
-        t = prod[:, o : o + hp] * (taps[0] if not flat else np.float32(1))
-        for i in range(1, taps.size):
-            s = prod[:, o + i : o + i + hp]
-            t += s if flat else taps[i] * s
-        g = t[:, :, o : o + wp].copy() if flat else taps[0] * t[:, :, o : o + wp]
-        for i in range(1, taps.size):
-            s = t[:, :, o + i : o + i + wp]
-            g += s if flat else taps[i] * s
+        flat = bool(
+            (self.taps == self.taps[0]).all()
+        )  # box: sums, one scale at the end
+        g = self._taps_along(self._taps_along(prod, 1, hp, flat), 2, wp, flat)
         if flat:
-            g *= taps[0] * taps[0]
+            g *= self.taps[0] * self.taps[0]
         return g
+
+    def _taps_along(
+        self, x: NDArray[np.float32], axis: int, n: int, flat: bool
+    ) -> NDArray[np.float32]:
+        """``Σ_i taps[i] · x[off + i : off + i + n]`` along ``axis`` (weights 1 if flat)."""
+        assert self.taps is not None
+
+        def sl(i: int) -> tuple[slice, ...]:
+            s = [slice(None)] * x.ndim
+            s[axis] = slice(self.off + i, self.off + i + n)
+            return tuple(s)
+
+        acc = x[sl(0)].copy() if flat else self.taps[0] * x[sl(0)]
+        for i in range(1, self.taps.size):
+            acc += x[sl(i)] if flat else self.taps[i] * x[sl(i)]
+        return acc
 
     def run(self, qi: NDArray[np.int64], ri: NDArray[np.int64]) -> NDArray[np.float64]:
         q, r = self.q, self.r

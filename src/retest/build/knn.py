@@ -42,10 +42,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest.build._knn_chunks import (
     _INNER_BLOCK,
-    _cpu_count,
     _drop_pages,
     _faiss_select,
     _is_small_int,
@@ -190,7 +190,7 @@ def exact_sqdist(
     batch. Exact for integer data (all partial sums are integers below 2**53).
     """
     out = np.empty(qi.shape[0], dtype=np.float64)
-    parts = min(_cpu_count(), 4, qi.size // 20_000)
+    parts = min(available_cpus(), 4, qi.size // 20_000)
     if parts > 1:  # per-pair values: splitting the pairs cannot change them
         cuts = np.linspace(0, qi.size, parts + 1).astype(int)
         sl = [slice(a, b) for a, b in itertools.pairwise(cuts)]

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest import _native
+from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest.build._ssim_kernels import NativeKernel, NumpyKernel, bind, query_terms
 from retest.errors import ConfigError, InputValidationError
@@ -316,7 +317,7 @@ def ssim_pairs(
         return out
     batch = batch or default_batch
     starts = list(range(0, qa.size, batch))
-    threads = max(1, min(n_threads or min(4, _cpu_count()), len(starts)))
+    threads = max(1, min(n_threads or min(4, available_cpus()), len(starts)))
     done = [0]
 
     def work(worker: int) -> None:
@@ -337,16 +338,6 @@ def ssim_pairs(
             list(pool.map(work, range(threads)))
     report(progress, "ssim", qa.size, qa.size)
     return out
-
-
-def _cpu_count() -> int:
-    import os
-
-    return (
-        len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else (os.cpu_count() or 1)
-    )
 
 
 def dssim_pairs(
