@@ -16,6 +16,7 @@ from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
     "check_fraction",
+    "check_image_batch",
     "check_labels",
     "check_pred_probs",
     "check_random_state",
@@ -172,3 +173,19 @@ def describe(value: Any) -> str:
     """Short repr for messages."""
     r = repr(value)
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def check_image_batch(images: ArrayLike, name: str) -> NDArray[Any]:
+    """A batch of images as (n, H, W, C): numeric, finite; (n, H, W) gains C = 1."""
+    a = np.asarray(images)
+    if a.ndim == 3:
+        a = a[..., None]
+    if a.ndim != 4:
+        raise InputValidationError(
+            f"{name} must have shape (n, H, W) or (n, H, W, C). Got {a.shape}."
+        )
+    if a.dtype.kind not in "uif":
+        raise InputValidationError(f"{name} must be numeric. Got dtype {a.dtype}.")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise InputValidationError(f"{name} contain NaN or infinite pixels.")
+    return a

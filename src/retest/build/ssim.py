@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 from retest import _native
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
+from retest._validation import check_image_batch
 from retest.build._ssim_kernels import NativeKernel, NumpyKernel, bind, query_terms
 from retest.errors import ConfigError, InputValidationError
 
@@ -127,19 +128,6 @@ class SSIMStats:
         return int(self.centred.shape[0])
 
 
-def _as_nhwc(images: ArrayLike, name: str) -> NDArray[np.generic]:
-    a = np.asarray(images)
-    if a.ndim == 3:
-        a = a[..., None]
-    if a.ndim != 4:
-        raise InputValidationError(
-            f"{name} must have shape (n, H, W) or (n, H, W, C). Got {a.shape}."
-        )
-    if a.dtype.kind not in "uif":
-        raise InputValidationError(f"{name} must be numeric. Got dtype {a.dtype}.")
-    return a
-
-
 def _data_range(p: SSIMParams, dtype: np.dtype[np.generic]) -> float:
     if p.data_range is not None:
         return float(p.data_range)
@@ -178,7 +166,7 @@ def compute_ssim_stats(
         Used in error messages.
     """
     p = params or SSIMParams()
-    a = _as_nhwc(images, name)
+    a = check_image_batch(images, name)
     n, h, w, c = a.shape
     ws = p.resolved_win_size()
     if ws % 2 != 1 or ws < 3:
@@ -187,8 +175,6 @@ def compute_ssim_stats(
         raise InputValidationError(
             f"win_size {ws} exceeds the {h}×{w} {name}; use an odd win_size ≤ {min(h, w)}."
         )
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        raise InputValidationError(f"{name} contain NaN or infinite pixels.")
     rng = _data_range(p, a.dtype)
     fh, fw = filter_matrix(h, p), filter_matrix(w, p)
     hp, wp = fh.shape[0], fw.shape[0]

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
+from retest._validation import check_image_batch
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["WarpParams", "warp_grid", "warp_threshold", "warped_sqdist_pairs"]
@@ -240,8 +241,8 @@ def warped_sqdist_pairs(
         ``min_w min(‖w(q) − r‖², ‖q − w(r)‖²)`` (default); False: only
         ``min_w ‖w(q) − r‖²``.
     """
-    q = _as_hwc(queries, "queries")
-    r = _as_hwc(references, "references")
+    q = check_image_batch(queries, "queries")
+    r = check_image_batch(references, "references")
     if q.shape[1:] != r.shape[1:]:
         raise InputValidationError(
             f"queries {q.shape[1:]} and references {r.shape[1:]} differ in size; "
@@ -292,16 +293,3 @@ def _min_sqdist(
         - 2.0 * (wq @ refs.T)
     )
     return np.maximum(d.min(axis=0), 0.0)
-
-
-def _as_hwc(images: ArrayLike, name: str) -> NDArray[np.generic]:
-    a = np.asarray(images)
-    if a.ndim == 3:
-        a = a[..., None]
-    if a.ndim != 4 or a.dtype.kind not in "uif":
-        raise InputValidationError(
-            f"{name} must be numeric images of shape (n, H, W[, C]). Got {a.dtype} {a.shape}."
-        )
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        raise InputValidationError(f"{name} contain NaN or infinite pixels.")
-    return a
