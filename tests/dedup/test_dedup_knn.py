@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -9,10 +11,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from retest.build import _knn_chunks
 from retest.build.knn import KnnResult, knn, knn_range, merge_knn
 from retest.errors import ConfigError, InputValidationError
 
 BACKENDS = ["numpy", "torch", "faiss"]
+NATIVE = _knn_chunks.native_kernel() is not None
+
+
+@contextmanager
+def numpy_selection() -> Iterator[None]:
+    """Run the engine with the numpy selection and merge instead of the C loop."""
+    saved = list(_knn_chunks._NATIVE_FNS)
+    _knn_chunks._NATIVE_FNS[:] = [None]
+    try:
+        yield
+    finally:
+        _knn_chunks._NATIVE_FNS[:] = saved
 
 
 def brute(q: np.ndarray, r: np.ndarray, k: int, exclude=None) -> KnnResult:
@@ -45,8 +60,9 @@ def near_tie_images(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     return out.astype(np.uint8)
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
+def test_near_ties_break_naive_float32_but_not_knn(backend: str, native: bool) -> None:
     rng = np.random.default_rng(3)
     x = near_tie_images(rng, 80, 1024)
     # the naive float32 formula gets this data wrong (so the test has teeth)
@@ -59,7 +75,8 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
         (np.broadcast_to(np.arange(80), naive.shape), naive), axis=1
     )[:, :5]
     assert (naive_idx != ref.indices).any()
-    got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_size=17)
+    with nullcontext() if native else numpy_selection():
+        got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_size=17)
     assert_same(got, ref)
 
 
@@ -75,9 +92,10 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str) -> None:
     backend=st.sampled_from(BACKENDS),
     seed=st.integers(0, 2**31 - 1),
     threads=st.sampled_from([1, 2, 3]),
+    native=st.booleans(),
 )
 def test_knn_equals_brute_force(
-    nq, nr, d, k, chunk, self_ex, kind, backend, seed, threads
+    nq, nr, d, k, chunk, self_ex, kind, backend, seed, threads, native
 ) -> None:
     rng = np.random.default_rng(seed)
     if kind == "uint8":
@@ -100,7 +118,10 @@ def test_knn_equals_brute_force(
     k = min(k, nr - (1 if self_ex else 0))
     if k < 1:
         return
-    got = knn(q, r, k, exclude=ex, backend=backend, chunk_size=chunk, n_threads=threads)
+    with nullcontext() if native else numpy_selection():
+        got = knn(
+            q, r, k, exclude=ex, backend=backend, chunk_size=chunk, n_threads=threads
+        )
     ref = brute(q, r, k, exclude=ex)
     if kind == "float":  # float64 sums in another order may differ in the last bit
         np.testing.assert_allclose(got.distances, ref.distances, rtol=1e-12)
@@ -244,7 +265,8 @@ def test_large_first_chunks_scanned_in_warm_up_pieces_stay_exact(
     r = near_tie_images(rng, 9000, 48)
     q = r[:300] if exclude_self else near_tie_images(rng, 300, 48)
     ex = np.arange(300) if exclude_self else None
-    got = knn(q, r, 7, exclude=ex, backend=backend, n_threads=2)  # type: ignore[arg-type]
+    with numpy_selection():  # the C loop needs no warm-up pieces
+        got = knn(q, r, 7, exclude=ex, backend=backend, n_threads=2)  # type: ignore[arg-type]
     assert_same(got, brute(q, r, 7, exclude=ex))
 
 
@@ -277,3 +299,39 @@ def test_exact_distances_of_many_pairs_split_over_threads(dtype: type) -> None:
     qi, ri = rng.integers(0, 300, 90_000), rng.integers(0, 700, 90_000)
     want = ((q[qi].astype(np.float64) - r[ri].astype(np.float64)) ** 2).sum(1)
     np.testing.assert_array_equal(exact_sqdist(q, r, qi, ri), want)
+
+
+@pytest.mark.skipif(not NATIVE, reason="no C compiler: the native selection is off")
+@pytest.mark.parametrize("with_norms", [True, False])
+def test_native_selection_keeps_the_same_shortlists_as_numpy(with_norms: bool) -> None:
+    # integer-valued scores make many exact ties, so the (value, index) order and
+    # the strict "below the k'-th value" rule are both exercised
+    rng = np.random.default_rng(5)
+    nq, kp, c = 40, 6, 1e-3
+    qn = rng.random(nq) * 100
+    ex = rng.integers(-1, 300, nq)
+    native, ref = (_knn_chunks._Shortlist.empty(nq, kp) for _ in range(2))
+    for r0 in (0, 100, 130, 250):
+        n = int(rng.integers(1, 50)) if r0 != 130 else 120
+        g = rng.integers(-20, 20, (nq, n)).astype(np.float32)
+        rn = rng.integers(0, 5, n).astype(np.float64)
+        rn32 = rn.astype(np.float32) if with_norms else None
+        native.absorb(g, rn32, rn, r0, ex, qn, c)
+        s = g + rn32 if rn32 is not None else g.copy()
+        _knn_chunks._mask_excluded(s, ex, r0, r0 + n)
+        rows, cols = _knn_chunks._select(s, ref.tau(), kp, "numpy")
+        vals = s[rows, cols].astype(np.float64)
+        ref.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+    np.testing.assert_array_equal(native.idx, ref.idx)
+    np.testing.assert_array_equal(native.vals, ref.vals)
+    np.testing.assert_allclose(native.bnd, ref.bnd, rtol=1e-15)
+    # merging two threads' lists: C merge equals the numpy merge
+    other = _knn_chunks._Shortlist.empty(nq, kp)
+    other.absorb(rng.integers(-20, 20, (nq, 30)).astype(np.float32), None,
+                 np.zeros(30), 400, None, qn, c)  # fmt: skip
+    a = _knn_chunks._Shortlist(native.vals.copy(), native.idx.copy(), native.bnd.copy())
+    a.merge_list(other)
+    with numpy_selection():
+        native.merge_list(other)
+    np.testing.assert_array_equal(a.idx, native.idx)
+    np.testing.assert_array_equal(a.vals, native.vals)

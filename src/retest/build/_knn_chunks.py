@@ -2,11 +2,14 @@
 
 Reference chunks are copied into reusable float32 buffers (a memmap's pages are
 released after each chunk) and scored with one float32 GEMM; running shortlists
-keep each query's k' best scores.
+keep each query's k' best scores. The selection after each GEMM is one fused C loop
+(``_knn_kernel.c``, built on first use by :mod:`retest._native`) that reads each
+score once; without a compiler, numpy passes select the same entries.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest import _native
 from retest._parallel import available_cpus
 from retest.errors import ConfigError, InputValidationError
 
@@ -114,6 +118,19 @@ class _Scorer:
         out += rn32[None, :]
         return out
 
+    def partial_scores(
+        self, chunk: NDArray[np.float32], rn: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
+        """Scores for the native selection: ``(−2x·y, rn32)`` when the norms are
+        still to be added (numpy engine: the C loop adds them while it reads),
+        else ``(ẽ, None)``."""
+        if self.xq_m2 is None or self.backend != "numpy":
+            return self.scores(chunk, rn), None
+        n, nq = chunk.shape[0], self.xq.shape[0]
+        out = self.out[: nq * n].reshape(nq, n)
+        np.matmul(self.xq_m2, chunk.T, out=out)
+        return out, rn.astype(np.float32)
+
 
 def scaled_queries(xq: NDArray[np.float32]) -> NDArray[np.float32]:
     """``−2·xq``, shared by the chunk threads of one query block."""
@@ -169,7 +186,9 @@ def _plan(
     # equal chunks, a multiple of the thread count: no thread idles at the end
     n_chunks = -(-n_chunks // threads) * threads
     chunk = max(1, -(-nr // n_chunks))
-    per_q = 8 * d + 20 * chunk * threads  # queries + their −2·x copy + scores
+    # queries + their −2·x copy + scores (+ mask and selection temporaries
+    # unless the native loop selects while it reads)
+    per_q = 8 * d + (4 if native_kernel() is not None else 20) * chunk * threads
     q_block = max(1, min(nq, (budget // 2) // per_q))
     return _Plan(q_block=q_block, chunk=chunk, threads=threads)
 
@@ -219,6 +238,66 @@ class _Shortlist:
             sub = arr[ar]
             sub[pos] = src[keep]
             arr[ar] = sub
+
+    def absorb(
+        self,
+        scores: NDArray[np.float32],
+        rn32: NDArray[np.float32] | None,
+        rn: NDArray[np.float64],
+        r0: int,
+        ex: NDArray[np.int64] | None,
+        qn: NDArray[np.float64],
+        c: float,
+    ) -> None:
+        """Native selection + merge of one score block (``scores + rn32``)."""
+        fn = native_kernel()
+        assert fn is not None and scores.dtype == np.float32
+        nq, n = scores.shape
+        ex_p = None if ex is None else np.ascontiguousarray(ex, np.int64).ctypes.data
+        rn64 = np.ascontiguousarray(rn, np.float64)
+        fn.select(
+            nq, n, scores.ctypes.data, scores.strides[0] // 4,
+            None if rn32 is None else rn32.ctypes.data, rn64.ctypes.data, r0,
+            ex_p, qn.ctypes.data, c, self.vals.shape[1],
+            self.vals.ctypes.data, self.idx.ctypes.data, self.bnd.ctypes.data,
+        )  # fmt: skip
+
+    def merge_list(self, other: _Shortlist) -> None:
+        """Merge another thread's shortlist (disjoint references) into this one."""
+        fn = native_kernel()
+        if fn is None:
+            rows, col = np.nonzero(other.idx >= 0)
+            self.merge(
+                rows, other.idx[rows, col], other.vals[rows, col], other.bnd[rows, col]
+            )
+            return
+        nq, kp = self.vals.shape
+        tmp = (np.empty(kp), np.empty(kp, np.int64), np.empty(kp))
+        arrays = (self.vals, self.idx, self.bnd, other.vals, other.idx, other.bnd)
+        fn.merge(nq, kp, *(a.ctypes.data for a in (*arrays, *tmp)))
+
+
+class _NativeFns:
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        p, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+        self.select = lib.knn_select_merge
+        self.select.argtypes = [i64, i64, p, i64, p, p, i64, p, p, f64, i64, p, p, p]
+        self.select.restype = None
+        self.merge = lib.knn_merge_lists
+        self.merge.argtypes = [i64, i64, *[p] * 9]
+        self.merge.restype = None
+
+
+_NATIVE_FNS: list[_NativeFns | None] = []
+
+
+def native_kernel() -> _NativeFns | None:
+    """The compiled selection loop (``_knn_kernel.c``), or ``None`` without a compiler
+    or with ``RETEST_NATIVE=0`` (the numpy selection gives the same shortlists)."""
+    if not _NATIVE_FNS:
+        lib = _native.load("build/_knn_kernel")
+        _NATIVE_FNS.append(None if lib is None else _NativeFns(lib))
+    return _NATIVE_FNS[0]
 
 
 def _groups(rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

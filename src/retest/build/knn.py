@@ -58,6 +58,7 @@ from retest.build._knn_chunks import (
     _select,
     _Shortlist,
     _torch,
+    native_kernel,
     nonzero2d,
     scaled_queries,
 )
@@ -302,6 +303,7 @@ def _knn_block(
     nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
 
     be = backend if backend != "faiss" else "numpy"
+    fused = backend != "faiss" and native_kernel() is not None
     xq_m2 = (
         scaled_queries(xq) if be == "numpy" and xq.shape[1] <= _INNER_BLOCK else None
     )
@@ -311,7 +313,8 @@ def _knn_block(
         sc = _Scorer(be, xq, plan.chunk, xq_m2)
         for n, r0 in enumerate(starts[worker::nt]):
             r1 = min(nr, r0 + plan.chunk)
-            for p0, p1 in _pieces(r0, r1, kp, first=n == 0 and backend != "faiss"):
+            first = n == 0 and backend != "faiss" and not fused
+            for p0, p1 in _pieces(r0, r1, kp, first=first):
                 _scan_piece(sl, sc, p0, p1)
             _drop_pages(refs, r0, r1)
             tick()
@@ -320,6 +323,10 @@ def _knn_block(
     def _scan_piece(sl: _Shortlist, sc: _Scorer, r0: int, r1: int) -> None:
         chunk = sc.load(refs, r0, r1)
         rn = norms.get(chunk, r0)
+        if fused:
+            s, rn32 = sc.partial_scores(chunk, rn)
+            sl.absorb(s, rn32, rn, r0, ex, qn, c)
+            return
         if backend == "faiss":
             rows, cols, vals = _faiss_select(xq, qn, chunk, kp)
             if ex is not None:
@@ -339,10 +346,7 @@ def _knn_block(
             lists = list(pool.map(work, range(nt)))
         sl = lists[0]
         for other in lists[1:]:
-            rows, col = np.nonzero(other.idx >= 0)
-            sl.merge(
-                rows, other.idx[rows, col], other.vals[rows, col], other.bnd[rows, col]
-            )
+            sl.merge_list(other)
     return _finalize(q, (xq, qn), refs, k, sl, plan, backend, norms, ex, q0, c)
 
 

@@ -1,0 +1,110 @@
+/* Fused selection for the exact kNN engine (retest.build.knn).
+ *
+ * After each float32 GEMM block the numpy path needs ~5 whole-block passes (add
+ * the norms, compare, count, nonzero, gather) and a sort-based merge. This loop
+ * reads each score once: s = g[i, j] + rn32[j] (the same float32 addition numpy
+ * does), and an entry strictly below the query's current k'-th value is inserted
+ * into the query's sorted shortlist (value, then reference index). Rows with
+ * nothing below their threshold cost one vector compare per 16 scores.
+ *
+ * Compiled on first use by retest._native; the numpy path is the fallback and
+ * the tests check that both give the same shortlists.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+/* (v, i) sorts before (w, j): by value, then index; index -1 (padding) last */
+static inline int before(double v, int64_t i, double w, int64_t j)
+{
+    if (v != w)
+        return v < w;
+    return (uint64_t)i < (uint64_t)j; /* -1 becomes the largest */
+}
+
+static inline void insert(double *v, int64_t *ix, double *b, int64_t kp,
+                          double s, int64_t r, double bound)
+{
+    int64_t p = kp - 1;
+    while (p > 0 && before(s, r, v[p - 1], ix[p - 1])) {
+        v[p] = v[p - 1];
+        ix[p] = ix[p - 1];
+        b[p] = b[p - 1];
+        p--;
+    }
+    v[p] = s;
+    ix[p] = r;
+    b[p] = bound;
+}
+
+#define BLOCK 16
+
+/* g: (nq, n) row stride ld; rn32 may be NULL (scores already include the norms);
+ * ex: per-query excluded global reference index or NULL; vals/idx/bnd: (nq, kp)
+ * sorted shortlists updated in place; bnd gets c * (qn[i] + 2 rn64[j]). */
+void knn_select_merge(int64_t nq, int64_t n, const float *g, int64_t ld,
+                      const float *rn32, const double *rn64, int64_t r0,
+                      const int64_t *ex, const double *qn, double c, int64_t kp,
+                      double *vals, int64_t *idx, double *bnd)
+{
+    for (int64_t i = 0; i < nq; i++) {
+        const float *row = g + i * ld;
+        double *v = vals + i * kp;
+        int64_t *ix = idx + i * kp;
+        double *b = bnd + i * kp;
+        float thr = (float)v[kp - 1]; /* exact: shortlist values are float32 or inf */
+        int64_t skip = ex ? ex[i] - r0 : -1;
+        int64_t j0 = 0;
+        for (; j0 + BLOCK <= n; j0 += BLOCK) {
+            int any = 0;
+            if (rn32) {
+                for (int t = 0; t < BLOCK; t++)
+                    any |= (row[j0 + t] + rn32[j0 + t]) < thr;
+            } else {
+                for (int t = 0; t < BLOCK; t++)
+                    any |= row[j0 + t] < thr;
+            }
+            if (!any)
+                continue;
+            for (int64_t j = j0; j < j0 + BLOCK; j++) {
+                float s = rn32 ? row[j] + rn32[j] : row[j];
+                if (s < thr && j != skip) {
+                    insert(v, ix, b, kp, (double)s, r0 + j, c * (qn[i] + 2.0 * rn64[j]));
+                    thr = (float)v[kp - 1];
+                }
+            }
+        }
+        for (int64_t j = j0; j < n; j++) {
+            float s = rn32 ? row[j] + rn32[j] : row[j];
+            if (s < thr && j != skip) {
+                insert(v, ix, b, kp, (double)s, r0 + j, c * (qn[i] + 2.0 * rn64[j]));
+                thr = (float)v[kp - 1];
+            }
+        }
+    }
+}
+
+/* Merge shortlist B into A row by row (both sorted, disjoint references). */
+void knn_merge_lists(int64_t nq, int64_t kp, double *va, int64_t *ia, double *ba,
+                     const double *vb, const int64_t *ib, const double *bb,
+                     double *tv, int64_t *ti, double *tb)
+{
+    for (int64_t i = 0; i < nq; i++) {
+        double *v = va + i * kp;
+        int64_t *x = ia + i * kp;
+        double *b = ba + i * kp;
+        const double *w = vb + i * kp;
+        const int64_t *y = ib + i * kp;
+        const double *e = bb + i * kp;
+        int64_t p = 0, q = 0;
+        for (int64_t o = 0; o < kp; o++) {
+            if (q >= kp || (p < kp && !before(w[q], y[q], v[p], x[p]))) {
+                tv[o] = v[p]; ti[o] = x[p]; tb[o] = b[p]; p++;
+            } else {
+                tv[o] = w[q]; ti[o] = y[q]; tb[o] = e[q]; q++;
+            }
+        }
+        for (int64_t o = 0; o < kp; o++) {
+            v[o] = tv[o]; x[o] = ti[o]; b[o] = tb[o];
+        }
+    }
+}
