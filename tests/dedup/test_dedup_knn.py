@@ -299,6 +299,23 @@ def test_exact_distances_of_many_pairs_split_over_threads(dtype: type) -> None:
     qi, ri = rng.integers(0, 300, 90_000), rng.integers(0, 700, 90_000)
     want = ((q[qi].astype(np.float64) - r[ri].astype(np.float64)) ** 2).sum(1)
     np.testing.assert_array_equal(exact_sqdist(q, r, qi, ri), want)
+    with numpy_selection():  # the numpy path gives the same values
+        np.testing.assert_array_equal(exact_sqdist(q, r, qi, ri), want)
+
+
+def test_exact_distances_of_long_uint8_rows_do_not_overflow(tmp_path: Path) -> None:
+    from retest.build.knn import exact_sqdist
+
+    # 40,000 × 255² = 2.6e9 exceeds int32: the C loop must sum in blocks
+    q = np.zeros((2, 40_000), np.uint8)
+    q[1, ::2] = 7
+    r = np.lib.format.open_memmap(tmp_path / "r.npy", "w+", np.uint8, (3, 40_000))
+    r[:] = 255
+    r[2, :100] = 0
+    got = exact_sqdist(q, r, np.array([0, 1, 0, 1]), np.array([0, 0, 2, 2]))
+    want = [40_000 * 255**2, 20_000 * 248**2 + 20_000 * 255**2]
+    want += [39_900 * 255**2, 19_950 * (248**2 + 255**2) + 50 * 7**2]
+    np.testing.assert_array_equal(got, np.array(want, dtype=np.float64))
 
 
 @pytest.mark.skipif(not NATIVE, reason="no C compiler: the native selection is off")

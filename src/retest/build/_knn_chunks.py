@@ -286,6 +286,31 @@ class _NativeFns:
         self.merge = lib.knn_merge_lists
         self.merge.argtypes = [i64, i64, *[p] * 9]
         self.merge.restype = None
+        self.sqdist = lib.sqdist_u8
+        self.sqdist.argtypes = [i64, p, i64, p, i64, p, p, i64, p]
+        self.sqdist.restype = None
+
+    def sqdist_u8(
+        self,
+        queries: NDArray[np.uint8],
+        references: NDArray[np.uint8],
+        qi: NDArray[np.int64],
+        ri: NDArray[np.int64],
+        out: NDArray[np.float64],
+    ) -> bool:
+        """Exact integer ``Σ (x − y)²`` into ``out``; False if the layout does not fit
+        (rows must be byte-contiguous uint8)."""
+        arrays = (queries, references)
+        if any(a.dtype != np.uint8 or a.ndim != 2 or a.strides[1] != 1 for a in arrays):
+            return False
+        qi = np.ascontiguousarray(qi, np.int64)
+        ri = np.ascontiguousarray(ri, np.int64)
+        self.sqdist(
+            qi.size, queries.ctypes.data, queries.strides[0],
+            references.ctypes.data, references.strides[0],
+            qi.ctypes.data, ri.ctypes.data, queries.shape[1], out.ctypes.data,
+        )  # fmt: skip
+        return True
 
 
 _NATIVE_FNS: list[_NativeFns | None] = []

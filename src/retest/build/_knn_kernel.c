@@ -108,3 +108,26 @@ void knn_merge_lists(int64_t nq, int64_t kp, double *va, int64_t *ia, double *ba
         }
     }
 }
+
+/* Exact squared L2 of uint8 row pairs (q[qi[p]], r[ri[p]]): integer sums, so the
+ * value is exact and independent of the batch. Rows are `qs` / `rs` bytes apart. */
+void sqdist_u8(int64_t npairs, const uint8_t *q, int64_t qs, const uint8_t *r,
+               int64_t rs, const int64_t *qi, const int64_t *ri, int64_t d,
+               double *out)
+{
+    for (int64_t p = 0; p < npairs; p++) {
+        const uint8_t *x = q + qi[p] * qs;
+        const uint8_t *y = r + ri[p] * rs;
+        int64_t total = 0;
+        for (int64_t s = 0; s < d; s += 16384) { /* 16384 · 255² < 2³¹ */
+            int64_t e = s + 16384 < d ? s + 16384 : d;
+            int32_t acc = 0;
+            for (int64_t t = s; t < e; t++) {
+                int32_t diff = (int32_t)x[t] - (int32_t)y[t];
+                acc += diff * diff;
+            }
+            total += acc;
+        }
+        out[p] = (double)total;
+    }
+}

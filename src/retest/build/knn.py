@@ -208,6 +208,12 @@ def exact_sqdist(
         queries.dtype.itemsize, references.dtype.itemsize
     ) == 1
     order = np.argsort(ri, kind="stable")  # sorted reads are kind to memmaps
+    fns = native_kernel()
+    if fns is not None and out.flags.c_contiguous:
+        sorted_out = np.empty_like(out)
+        if fns.sqdist_u8(queries, references, qi[order], ri[order], sorted_out):
+            out[order] = sorted_out
+            return out
     step = 256 if small_int else max(1, (16 * 2**20) // (8 * max(1, queries.shape[1])))
     for s in range(0, order.size, step):
         sel = order[s : s + step]
