@@ -357,7 +357,8 @@ def _knn_block(
 
 
 def _pieces(r0: int, r1: int, kp: int, *, first: bool) -> list[tuple[int, int]]:
-    """A thread's first chunk is scanned in doubling pieces.
+    """A thread's first chunk is scanned in doubling pieces (numpy selection only:
+    the native loop inserts into sorted shortlists and needs no warm-up).
 
     With empty shortlists every score of the first chunk would need a full
     per-row partition; a first piece of ``max(1024, 32·k')`` references sets each
