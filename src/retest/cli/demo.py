@@ -41,10 +41,11 @@ def demo(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build a new Fashion-MNIST test set from held-out training images, train and
-    evaluate the testbed, plot original vs new accuracy, list label errors.
+    """Rebuild a Fashion-MNIST test set end to end and evaluate a model testbed on it.
 
-    The pool is drawn from the same distribution as the test set: a correct
+    A new test set is sampled from held-out training images; the testbed is trained
+    and evaluated on both test sets, original vs new accuracy is plotted and
+    suspected label errors are listed. The pool is drawn from the same distribution as the test set: a correct
     pipeline shows no real drop (slope ≈ 1, mean gap within sampling error).
     Rerunning reuses finished steps and cached predictions.
     """
