@@ -318,6 +318,20 @@ def test_exact_distances_of_long_uint8_rows_do_not_overflow(tmp_path: Path) -> N
     np.testing.assert_array_equal(got, np.array(want, dtype=np.float64))
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_rows_longer_than_one_float32_block_stay_exact(
+    backend: str, native: bool
+) -> None:
+    # d > 4096: scores are float64 sums of float32 blocks (ImageNet-like 256² pixels)
+    rng = np.random.default_rng(9)
+    r = near_tie_images(rng, 60, 4100)
+    q = near_tie_images(rng, 7, 4100)
+    with nullcontext() if native else numpy_selection():
+        got = knn(q, r, 4, backend=backend, chunk_size=25, n_threads=2)  # type: ignore[arg-type]
+    assert_same(got, brute(q, r, 4))
+
+
 @pytest.mark.skipif(not NATIVE, reason="no C compiler: the native selection is off")
 @pytest.mark.parametrize("with_norms", [True, False])
 def test_native_selection_keeps_the_same_shortlists_as_numpy(with_norms: bool) -> None:

@@ -187,8 +187,9 @@ def _plan(
     n_chunks = -(-n_chunks // threads) * threads
     chunk = max(1, -(-nr // n_chunks))
     # queries + their −2·x copy + scores (+ mask and selection temporaries
-    # unless the native loop selects while it reads)
-    per_q = 8 * d + (4 if native_kernel() is not None else 20) * chunk * threads
+    # unless the native loop selects while it reads float32 scores)
+    fused = d <= _INNER_BLOCK and native_kernel() is not None
+    per_q = 8 * d + (4 if fused else 20) * chunk * threads
     q_block = max(1, min(nq, (budget // 2) // per_q))
     return _Plan(q_block=q_block, chunk=chunk, threads=threads)
 

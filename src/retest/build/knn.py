@@ -309,7 +309,12 @@ def _knn_block(
     nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
 
     be = backend if backend != "faiss" else "numpy"
-    fused = backend != "faiss" and native_kernel() is not None
+    # the C loop reads float32 scores; longer rows are scored in float64 blocks
+    fused = (
+        backend != "faiss"
+        and xq.shape[1] <= _INNER_BLOCK
+        and native_kernel() is not None
+    )
     xq_m2 = (
         scaled_queries(xq) if be == "numpy" and xq.shape[1] <= _INNER_BLOCK else None
     )
