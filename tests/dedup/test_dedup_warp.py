@@ -57,7 +57,10 @@ def test_separable_warps_equal_scipy_upscales_and_loop_oracle() -> None:
     assert len(gy) == len(gx) == 15  # 3 scales × 5 shifts per axis
     ay = np.stack([_axis_matrix(9, s, t) for s, t in gy])
     ax = np.stack([_axis_matrix(11, s, t) for s, t in gx])
-    got = _warps(img, ay, ax).reshape(len(gy), len(gx), 9, 11, 2)
+    # _warps lays each warp out in (W, H, C) order
+    got = (
+        _warps(img, ay, ax).reshape(len(gy), len(gx), 11, 9, 2).transpose(0, 1, 3, 2, 4)
+    )
     for a in range(len(gy)):
         for b in range(len(gx)):
             (sy, ty), (sx, tx) = gy[a], gx[b]

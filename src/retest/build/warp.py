@@ -121,19 +121,25 @@ def _axis_matrix(n: int, scale: float, shift: float) -> NDArray[np.float64]:
 def _warps(
     img: NDArray[np.float64], ay: NDArray[np.float64], ax: NDArray[np.float64]
 ) -> NDArray[np.float64]:
-    """All warps of one (H, W, C) image, flattened: (len(ay)·len(ax), H·W·C).
+    """All warps of one (H, W, C) image: (len(ay)·len(ax), W·H·C), pixels in
+    (W, H, C) order — compare with :func:`_wh_order` references.
 
     The warps are separable (per-axis scale and shift): warp (a, b) is
-    ``A_y[a] · X · A_x[b]ᵀ`` per channel, with small resampling matrices.
+    ``A_y[a] · X · A_x[b]ᵀ`` per channel, with small resampling matrices. Column
+    resampling last, with (W, H, C) output, makes each warp a contiguous row of
+    the product, so no (warps × pixels) transpose copy is needed.
     """
     (na, h, _), (nb, w, _), c = ay.shape, ax.shape, img.shape[2]
-    rows = (ay.reshape(na * h, -1) @ img.reshape(img.shape[0], -1)).reshape(
-        na, h, -1, c
+    rows = ay.reshape(na * h, -1) @ img.reshape(img.shape[0], -1)  # (a, h), (w', c)
+    per_a = rows.reshape(na, h, -1, c).transpose(0, 2, 1, 3).reshape(na, -1, h * c)
+    return np.matmul(ax.reshape(nb * w, -1)[None], per_a).reshape(na * nb, -1)
+
+
+def _wh_order(imgs: NDArray[np.generic]) -> NDArray[np.float64]:
+    """(n, H, W, C) images as float64 rows in the (W, H, C) order of :func:`_warps`."""
+    return np.ascontiguousarray(imgs.transpose(0, 2, 1, 3), dtype=np.float64).reshape(
+        imgs.shape[0], -1
     )
-    cols = (
-        rows.transpose(0, 1, 3, 2).reshape(-1, rows.shape[2]) @ ax.reshape(nb * w, -1).T
-    )
-    return cols.reshape(na, h, c, nb, w).transpose(0, 3, 1, 4, 2).reshape(na * nb, -1)
 
 
 def _warped_norms(
@@ -269,7 +275,7 @@ def warped_sqdist_pairs(
     groups = np.split(order, np.flatnonzero(np.diff(qa[order])) + 1) if qa.size else []
     for g_no, sel in enumerate(groups):
         img = q[qa[sel[0]]].astype(np.float64)
-        refs = r[ra[sel]].reshape(sel.size, -1).astype(np.float64)
+        refs = _wh_order(r[ra[sel]])
         out[sel] = _min_sqdist(_warps(img, ay, ax), refs)
         if ref_norms is not None:
             adj = _warps(img, ay.transpose(0, 2, 1), ax.transpose(0, 2, 1))
