@@ -23,8 +23,9 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
-__all__ = ["cache_dir", "load", "unavailable_reason"]
+__all__ = ["cache_dir", "function", "load", "unavailable_reason"]
 
 _FLAGS = ("-O3", "-march=native", "-std=c99", "-shared", "-fPIC")
 _FALLBACK_FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
@@ -117,6 +118,14 @@ def _build_and_load(name: str) -> tuple[ctypes.CDLL | None, str]:
         return ctypes.CDLL(str(out)), ""
     except OSError as exc:
         return None, f"could not load {out}: {exc}"
+
+
+def function(lib: ctypes.CDLL, name: str, argtypes: list[Any]) -> Any:
+    """``lib.<name>`` with its ctypes argument types set (returns void)."""
+    fn = getattr(lib, name)
+    fn.argtypes = argtypes
+    fn.restype = None
+    return fn
 
 
 def unavailable_reason(name: str) -> str:

@@ -188,8 +188,7 @@ def _plan(
     chunk = max(1, -(-nr // n_chunks))
     # queries + their −2·x copy + scores (+ mask and selection temporaries
     # unless the native loop selects while it reads float32 scores)
-    fused = d <= _INNER_BLOCK and native_kernel() is not None
-    per_q = 8 * d + (4 if fused else 20) * chunk * threads
+    per_q = 8 * d + (4 if native_selection(d) else 20) * chunk * threads
     q_block = max(1, min(nq, (budget // 2) // per_q))
     return _Plan(q_block=q_block, chunk=chunk, threads=threads)
 
@@ -281,15 +280,15 @@ class _Shortlist:
 class _NativeFns:
     def __init__(self, lib: ctypes.CDLL) -> None:
         p, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-        self.select = lib.knn_select_merge
-        self.select.argtypes = [i64, i64, p, i64, p, p, i64, p, p, f64, i64, p, p, p]
-        self.select.restype = None
-        self.merge = lib.knn_merge_lists
-        self.merge.argtypes = [i64, i64, *[p] * 9]
-        self.merge.restype = None
-        self.sqdist = lib.sqdist_u8
-        self.sqdist.argtypes = [i64, p, i64, p, i64, p, p, i64, p]
-        self.sqdist.restype = None
+        self.select = _native.function(
+            lib,
+            "knn_select_merge",
+            [i64, i64, p, i64, p, p, i64, p, p, f64, i64, p, p, p],
+        )
+        self.merge = _native.function(lib, "knn_merge_lists", [i64, i64, *[p] * 9])
+        self.sqdist = _native.function(
+            lib, "sqdist_u8", [i64, p, i64, p, i64, p, p, i64, p]
+        )
 
     def sqdist_u8(
         self,
@@ -315,6 +314,12 @@ class _NativeFns:
 
 
 _NATIVE_FNS: list[_NativeFns | None] = []
+
+
+def native_selection(d: int) -> bool:
+    """Whether the C loop selects: it reads float32 scores, and rows longer than
+    one float32 block are scored in float64."""
+    return d <= _INNER_BLOCK and native_kernel() is not None
 
 
 def native_kernel() -> _NativeFns | None:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest import _native
+
 if TYPE_CHECKING:
     from retest.build.ssim import SSIMStats
 
@@ -36,10 +38,7 @@ _ARGTYPES: list[Any] = [
 
 
 def bind(lib: ctypes.CDLL) -> Any:
-    fn = lib.ssim_pairs_f32
-    fn.argtypes = _ARGTYPES
-    fn.restype = None
-    return fn
+    return _native.function(lib, "ssim_pairs_f32", _ARGTYPES)
 
 
 def query_terms(q: SSIMStats, k: float) -> list[NDArray[np.float32]]:

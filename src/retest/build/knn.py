@@ -59,6 +59,7 @@ from retest.build._knn_chunks import (
     _Shortlist,
     _torch,
     native_kernel,
+    native_selection,
     nonzero2d,
     scaled_queries,
 )
@@ -309,12 +310,7 @@ def _knn_block(
     nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
 
     be = backend if backend != "faiss" else "numpy"
-    # the C loop reads float32 scores; longer rows are scored in float64 blocks
-    fused = (
-        backend != "faiss"
-        and xq.shape[1] <= _INNER_BLOCK
-        and native_kernel() is not None
-    )
+    fused = backend != "faiss" and native_selection(xq.shape[1])
     xq_m2 = (
         scaled_queries(xq) if be == "numpy" and xq.shape[1] <= _INNER_BLOCK else None
     )
