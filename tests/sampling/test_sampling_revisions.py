@@ -3,6 +3,7 @@ review carry-over, diff, statistics, naming and determinism."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from retest.errors import NotFoundError, StoreError, UnknownNameError
+from retest.pipeline.eligibility import candidate_eligibility
+from retest.pipeline.project import Project
 from retest.pipeline.revisions import (
     create_revision,
     diff_revisions,
@@ -24,7 +27,6 @@ from retest.store.base import (
     AnnotationEvent,
     BlacklistEvent,
     CandidateRow,
-    ClassRow,
     DuplicateVerdict,
     NeighbourList,
     Store,
@@ -119,13 +121,22 @@ def test_sample_blacklist_resample_loop(store: Store) -> None:
     assert st1.review_coverage == pytest.approx(1 / 3)
 
 
-def test_short_class_gives_invalid_revision_with_shortfall(store: Store) -> None:
+def test_short_class_gives_invalid_revision_with_shortfall(
+    tmp_path: Path, populate: Callable[[Store], None]
+) -> None:
+    proj = Project.init(tmp_path / "p", name="demo", classes=["cat", "dog", "fox"])
+    store = proj.store
+    populate(store)
     # blacklist all of fox's bin-4 candidates and mark bin-3 ones near-duplicates
     store.blacklist.add([BlacklistEvent(f"fox-4-{j}", "x", "rev") for j in range(5)])
     store.neardup.add_verdicts(
         [DuplicateVerdict(f"fox-3-{j}", "test:0", "l2", True, "rev") for j in range(5)]
     )
-    out = create_revision(store, project="demo", strategy="matched-frequency", seed=1)
+    elig = candidate_eligibility(proj)
+    assert elig.excluded_by("near_duplicate") == {f"fox-3-{j}" for j in range(5)}
+    out = create_revision(
+        store, project="demo", strategy="matched-frequency", seed=1, eligibility=elig
+    )
     rev = out.revision
     assert not rev.valid
     assert set(rev.shortfall) == {"fox"}
@@ -134,7 +145,9 @@ def test_short_class_gives_invalid_revision_with_shortfall(store: Store) -> None
     assert dict(map(tuple, fox["detail"])) == {"bin 3": 2, "bin 4": 4}
     assert Counter(m.class_id for m in store.revisions.members(rev.name))[2] == 4
     # other strategies: threshold at 0.7 has exactly 10 (bins 3, 4) per class, fox 0
-    thr = create_revision(store, project="demo", strategy="threshold", seed=1)
+    thr = create_revision(
+        store, project="demo", strategy="threshold", seed=1, eligibility=elig
+    )
     assert thr.revision.name == "demo-a-0"
     assert not thr.revision.valid and thr.revision.shortfall["fox"]["got"] == 0
 
@@ -168,11 +181,20 @@ def test_same_seed_identical_members_and_immutable_names(store: Store) -> None:
         create_revision(store, project="p", strategy="matched-frequncy", seed=1)
 
 
+def _project_with_near_original(root: Path, classes: list[str]) -> Project:
+    proj = Project.init(root, name="p", classes=classes)
+    # the CIFAR rule on plain L2: nearest original at ≤ 1000 is never used
+    proj.config = dataclasses.replace(
+        proj.config, thresholds={"near_original": 1000.0**2}
+    )
+    return proj
+
+
 def test_keyword_count_revision_uses_verified_and_nearest_original(
     tmp_path: Path,
 ) -> None:
-    with open_store(tmp_path / "kw.db") as st:
-        st.classes.put([ClassRow(0, "cat"), ClassRow(1, "car")])
+    with _project_with_near_original(tmp_path / "kw", ["cat", "car"]) as proj:
+        st = proj.store
         rows = [CandidateRow(f"tabby{i}", "tiny", str(i), 0, "tabby") for i in range(6)]
         rows += [
             CandidateRow(f"coupe{i}", "tiny", str(10 + i), 1, "coupe") for i in range(4)
@@ -183,19 +205,29 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
             AnnotationEvent("B", "verify", r.class_id or 0, r.id, v)
             for r, v in zip(rows, verdict.values(), strict=True)
         )
-        # tabby0's nearest original is too close (≤ 1000); a closer *candidate*
-        # neighbour of tabby1 is ignored
+        # tabby0's nearest original is too close (≤ 1000); tabby1's neighbours
+        # (a candidate and an original) are farther than that
         st.neardup.put_neighbours(
             [
                 NeighbourList("tabby0", "l2", ("test:3",), (800.0**2,)),
                 NeighbourList(
-                    "tabby1", "l2", ("tabby2", "test:4"), (10.0**2, 1500.0**2)
+                    "tabby1", "l2", ("tabby2", "test:4"), (1200.0**2, 1500.0**2)
                 ),
             ]
         )
         plan = {"cat": {"tabby": 4}, "car": {"coupe": 2}}
+        # no dedup run here, so review targets are the 256×256 defaults: the
+        # review side is tested with real dedup runs elsewhere
+        elig = candidate_eligibility(proj, include_unreviewed=True)
+        assert elig.blocking("tabby0") == ("near_original",)
+        assert elig.blocking("tabby1") == ()
         v4 = create_revision(
-            st, project="c10", strategy="keyword-count", seed=0, keyword_counts=plan
+            st,
+            project="c10",
+            strategy="keyword-count",
+            seed=0,
+            keyword_counts=plan,
+            eligibility=elig,
         )
         ids4 = {m.item_id for m in st.revisions.members(v4.revision.name)}
         assert v4.revision.name == "c10-keyword-count-0" and v4.revision.valid
@@ -212,6 +244,7 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
             seed=1,
             keyword_counts=plan6,
             parent=v4.revision.name,
+            eligibility=candidate_eligibility(proj, include_unreviewed=True),
         )
         ids6 = {m.item_id for m in st.revisions.members(v6.revision.name)}
         assert v6.revision.valid and v6.revision.params["mode"] == "v6"
@@ -221,21 +254,28 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
 
 def test_class_balanced_demo_scale(tmp_path: Path) -> None:
     """Demo-sized pool (10 classes × 1,000 held-out images, 30 near-duplicates)."""
-    with open_store(tmp_path / "demo.db") as st:
-        st.classes.put([ClassRow(i, f"c{i}") for i in range(10)])
+    classes = [f"c{i}" for i in range(10)]
+    with _project_with_near_original(tmp_path / "demo", classes) as proj:
+        st = proj.store
         st.candidates.add(
-            CandidateRow(f"{k:02d}-{i:04d}", "arrays", str(i), k)
+            # distinct source refs: a shared one links images as the same photo
+            CandidateRow(f"{k:02d}-{i:04d}", "arrays", f"{k}-{i}", k)
             for k in range(10)
             for i in range(1000)
         )
         ndup = {f"{k:02d}-{i:04d}" for k in range(10) for i in range(3)}
+        st.neardup.put_neighbours(
+            NeighbourList(c, "l2", ("train:1",), (5.0,)) for c in sorted(ndup)
+        )
+        elig = candidate_eligibility(proj)
+        assert elig.excluded_by("near_original") == ndup
         out = create_revision(
             st,
             project="fm",
             strategy="class-balanced",
             seed=0,
             per_class=200,
-            near_duplicates=ndup,
+            eligibility=elig,
         )
         members = st.revisions.members(out.revision.name)
         assert out.revision.valid and len(members) == 2000

@@ -15,6 +15,7 @@ Decisions on [AMBIGUOUS] points
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ __all__ = [
     "cifar_auto_excluded",
     "default_thresholds",
     "is_sufficiently_reviewed",
+    "near_original_threshold",
     "resolve_near_duplicates",
     "review_queue",
     "review_thresholds",
@@ -78,6 +80,25 @@ def cifar_auto_excluded(
     """
     d = np.asarray(nearest_sqdist, dtype=np.float64)
     return np.sqrt(np.maximum(d, 0.0)) <= threshold
+
+
+def near_original_threshold(image_shape: Sequence[int]) -> float:
+    """Squared pixel distance under which a candidate is a copy of an original.
+
+    CIFAR-10.1 never used a candidate whose nearest CIFAR-10 image lies at plain
+    L2 ≤ 1000 on 32×32×3 images. Squared, that is 1e6 over 3,072 values; the
+    threshold keeps that per-value budget for other sizes and channel counts
+    (255,208 at 28×28 grey, 6.4e7 at 256×256×3).
+
+    >>> near_original_threshold((32, 32, 3))
+    1000000.0
+    >>> round(near_original_threshold((28, 28)))
+    255208
+    """
+    n = int(np.prod(image_shape))
+    if n <= 0:
+        raise ConfigError(f"image_shape must be positive. Got {tuple(image_shape)}.")
+    return CIFAR_L2_EXCLUDE**2 * n / (32 * 32 * 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +230,14 @@ class Resolution:
     """Outcome of the near-duplicate graph.
 
     ``near_duplicates``: candidates excluded; ``kept``: one survivor per
-    candidate-only component; ``components``: non-singleton components (sorted ids).
+    candidate-only component; ``components``: non-singleton components (sorted ids);
+    ``with_original``: candidates whose component contains an original image.
     """
 
     near_duplicates: frozenset[str]
     kept: frozenset[str]
     components: tuple[tuple[str, ...], ...]
+    with_original: frozenset[str] = frozenset()
 
 
 def _member_score(info: CandidateInfo) -> float:
@@ -223,10 +246,17 @@ def _member_score(info: CandidateInfo) -> float:
     return float(info.selection_frequency)
 
 
+def _tiebreak(cid: str, seed: int | None) -> str:
+    if seed is None:
+        return cid
+    return hashlib.sha256(f"{seed}:{cid}".encode()).hexdigest()
+
+
 def _keep_one(
     members: Sequence[str],
     candidates: Mapping[str, CandidateInfo],
     good_counts: Mapping[int, int],
+    seed: int | None = None,
 ) -> str:
     by_class: dict[int, list[str]] = {}
     for cid in members:
@@ -241,7 +271,10 @@ def _keep_one(
     if not eligible:
         eligible = [max(score, key=lambda w: (score[w], w))]
     chosen = min(eligible, key=lambda w: (good_counts.get(w, 0), w))
-    return max(by_class[chosen], key=lambda c: (_member_score(candidates[c]), c))
+    return max(
+        by_class[chosen],
+        key=lambda c: (_member_score(candidates[c]), _tiebreak(c, seed)),
+    )
 
 
 def resolve_near_duplicates(
@@ -250,6 +283,7 @@ def resolve_near_duplicates(
     candidates: Mapping[str, CandidateInfo],
     good_counts: Mapping[int, int] | None = None,
     overrides: Collection[str] = (),
+    seed: int | None = None,
 ) -> Resolution:
     """Connected components of the near-duplicate graph and who survives (SPEC §4.2).
 
@@ -263,7 +297,9 @@ def resolve_near_duplicates(
 
     ``good_counts[class]`` = non-blacklisted annotated candidates with selection
     frequency ≥ 0.7 in the whole candidate set; computed from ``candidates`` when
-    omitted.
+    omitted. ``seed``: members with equal scores are told apart by
+    ``sha256(f"{seed}:{id}")`` instead of the id itself (the published rule,
+    ``seed=None``), so a seed re-draws which copy survives.
     """
     pairs = {tuple(sorted((a, b))) for a, b in duplicate_pairs if a != b}
     by_src: dict[str, list[str]] = {}
@@ -288,12 +324,14 @@ def resolve_near_duplicates(
         groups.setdefault(int(lab), []).append(n)
     dup: set[str] = set()
     kept: set[str] = set()
+    with_orig: set[str] = set()
     for members in groups.values():
         cands = [m for m in members if m in candidates]
         if not cands:
             continue
         if len(cands) < len(members):
             dup.update(cands)
+            with_orig.update(cands)
             continue
         ov = sorted(c for c in cands if c in overrides)
         if len(ov) > 1:
@@ -301,11 +339,11 @@ def resolve_near_duplicates(
                 f"near-duplicate override list names {len(ov)} members of one "
                 f"component ({', '.join(ov[:4])}); keep at most one per component."
             )
-        keep = ov[0] if ov else _keep_one(cands, candidates, good_counts)
+        keep = ov[0] if ov else _keep_one(cands, candidates, good_counts, seed)
         kept.add(keep)
         dup.update(c for c in cands if c != keep)
     comps = tuple(sorted(tuple(sorted(g)) for g in groups.values()))
-    return Resolution(frozenset(dup), frozenset(kept), comps)
+    return Resolution(frozenset(dup), frozenset(kept), comps, frozenset(with_orig))
 
 
 def _good_counts(candidates: Mapping[str, CandidateInfo]) -> dict[int, int]:

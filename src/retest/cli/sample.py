@@ -14,7 +14,9 @@ from retest.errors import ConfigError, InputValidationError
 __all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
 
 
-def _class_thresholds(values: list[str]) -> dict[str, float]:
+def _class_thresholds(values: list[str], classes: Any) -> dict[str, float]:
+    from retest.errors import UnknownNameError
+
     out = {}
     for v in values:
         name, sep, num = v.rpartition("=")
@@ -25,6 +27,16 @@ def _class_thresholds(values: list[str]) -> dict[str, float]:
         if not sep or not name:
             raise ConfigError(
                 f"--class-threshold must look like CLASS=0.6. Got {v!r} instead."
+            )
+        if name not in classes:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(classes), n=3)
+            raise UnknownNameError("class", name, close, list(classes))
+        if not 0.0 <= out[name] <= 1.0:
+            raise ConfigError(
+                f"--class-threshold {name}: a selection frequency lies in [0, 1]. "
+                f"Got {out[name]}."
             )
     return out
 
@@ -86,15 +98,43 @@ def sample(
     name: Annotated[
         str | None, typer.Option("--name", help="Explicit revision name.")
     ] = None,
+    include_unreviewed: Annotated[
+        bool,
+        typer.Option(
+            "--include-unreviewed",
+            help="Let in candidates whose near-duplicate review is still pending.",
+        ),
+    ] = False,
+    no_dedup: Annotated[
+        bool,
+        typer.Option(
+            "--no-dedup",
+            help="Sample although `retest dedup` never ran (a draft, not a release).",
+        ),
+    ] = False,
     project: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Sample a new immutable revision of the test set."""
+    """Sample a new immutable revision of the test set.
+
+    Only candidates that :func:`retest.pipeline.eligibility.candidate_eligibility`
+    lets through are drawn: no copies of originals, one member per near-duplicate
+    group, nothing blacklisted, nothing with a pending near-duplicate review.
+    Exits 1 (after writing it) when the revision is invalid or empty.
+    """
     from retest.cli._console import console, print_json, print_table, print_warning
+    from retest.pipeline.eligibility import (
+        candidate_eligibility,
+        check_fresh,
+        eligibility_summary,
+    )
     from retest.pipeline.project import Project
     from retest.pipeline.revisions import create_revision
 
     with Project.open(project) as proj:
+        thresholds = _class_thresholds(class_threshold or [], proj.config.classes)
+        check_fresh(proj, require_dedup=not no_dedup)
+        elig = candidate_eligibility(proj, include_unreviewed=include_unreviewed)
         out = create_revision(
             proj,
             project=proj.config.name,
@@ -104,12 +144,15 @@ def sample(
             parent=parent,
             name=name,
             threshold=threshold,
-            class_thresholds=_class_thresholds(class_threshold or []),
+            class_thresholds=thresholds,
             min_annotations=min_annotations,
             allow_upward=not no_upward,
             keyword_counts=_keyword_counts(keyword_counts),
+            eligibility=elig,
         )
     rev, result = out.revision, out.result
+    summary = eligibility_summary(elig)
+    failed = not rev.valid or not result.members
     if as_json:
         print_json(
             {
@@ -118,9 +161,12 @@ def sample(
                 "seed": rev.seed,
                 "valid": rev.valid,
                 "reviews_carried": list(out.reviews_carried),
+                "eligibility": summary,
                 **{k: v for k, v in result.as_dict().items() if k != "seed"},
             }
         )
+        if failed:
+            raise typer.Exit(1)
         return
     rows = []
     short = {s.class_name: s for s in result.shortfall}
@@ -155,12 +201,35 @@ def sample(
             else ""
         )
     )
-    if not rev.valid:
+    console.print(_exclusion_line(summary))
+    if not result.members:
+        print_warning(
+            f"{rev.name} is empty: no candidate is eligible. See `retest status` "
+            "for the reasons per class."
+        )
+    elif not rev.valid:
         print_warning(
             f"{len(short)} classes are short of eligible candidates: "
             f"{', '.join(sorted(short)[:10])}. Add candidates or annotations, then "
             f"sample again with --from {rev.name}."
         )
+    if failed:
+        raise typer.Exit(1)
+
+
+def _exclusion_line(summary: dict[str, Any]) -> str:
+    counts = summary["counts"]
+    parts = [
+        f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v and k != "eligible"
+    ]
+    line = f"eligible candidates: {counts['eligible']}"
+    if parts:
+        line += "; excluded: " + ", ".join(parts)
+    if summary["unreviewed_included"]:
+        line += f" ({summary['unreviewed_included']} unreviewed let in by --include-unreviewed)"
+    elif counts.get("unreviewed"):
+        line += " (review them with `retest dedup-queue`, or --include-unreviewed)"
+    return line
 
 
 def revisions(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:

@@ -18,14 +18,41 @@ def status(
             help="Revision for the sampled/reviewed columns (default: latest)."
         ),
     ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(
+            "--candidate", help="Show one candidate: why it may or may not be sampled."
+        ),
+    ] = None,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per class: candidates, annotated, blacklisted, near-duplicates, sampled, reviewed."""
-    from retest.cli._console import print_json, print_table
+    """Per class: candidates, annotated, blacklisted, near-duplicates, unreviewed,
+    eligible, sampled, reviewed — the same eligibility `retest sample` uses."""
+    from retest.cli._console import console, print_json, print_table
     from retest.pipeline.project import Project
-    from retest.pipeline.status import project_status
+    from retest.pipeline.status import candidate_status, project_status
 
+    if candidate is not None:
+        with Project.open(project_dir) as project:
+            info = candidate_status(project, candidate)
+        if as_json:
+            print_json(info)
+            return
+        state = (
+            "eligible"
+            if info["eligible"]
+            else "excluded: " + ", ".join(info["reasons"])
+        )
+        console.print(f"{info['id']} ({info['class']}, {info['source']}): {state}")
+        for metric, near in info["nearest"].items():
+            first = ", ".join(
+                f"{n['reference'][:16]} {n['distance']:.4g}" for n in near[:3]
+            )
+            console.print(f"  nearest by {metric}: {first}")
+        if info["revisions"]:
+            console.print(f"  in revisions: {', '.join(info['revisions'])}")
+        return
     with Project.open(project_dir) as project:
         result = project_status(project, revision=revision)
         rev_stats = None
@@ -39,14 +66,24 @@ def status(
     if as_json:
         print_json(data)
         return
-    cols = ["class", "candidates", "annotated", "blacklisted", "near-dups", "sampled"]
+    cols = ["class", "candidates", "annotated", "blacklisted", "near-dups",
+            "unreviewed", "eligible", "sampled", "reviewed"]  # fmt: skip
     rows = [
         [r["class"], r["candidates"], r["annotated"], r["blacklisted"],
-         r["near_duplicates"], r["sampled"], r["reviewed"]]
+         r["near_duplicates"], r["unreviewed"], r["eligible"], r["sampled"],
+         r["reviewed"]]
         for r in data["classes"]
     ]  # fmt: skip
     title = f"{result.project} — revision {result.revision or '(none)'}"
-    print_table([*cols, "reviewed"], rows, title=title)
+    print_table(cols, rows, title=title)
+    counts = result.eligibility["counts"]
+    why = ", ".join(
+        f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v and k != "eligible"
+    )
+    console.print(
+        f"eligible for sampling: {counts['eligible']}"
+        + (f"; excluded: {why}" if why else "")
+    )
     if rev_stats is not None:
         from retest.cli.sample import print_revision_statistics
 

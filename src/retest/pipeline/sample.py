@@ -8,8 +8,7 @@ this module translates. Item ids are the store's (candidate sha256 or
 
 from __future__ import annotations
 
-import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from retest.build.eligibility import CandidateInfo
@@ -22,14 +21,14 @@ from retest.build.selection_frequency import (
     class_target_histograms,
 )
 from retest.errors import ConfigError, StageError
-from retest.store.base import Store, split_reference_id
+from retest.pipeline.eligibility import DUPLICATE_REASONS, Eligibility
+from retest.store.base import Store
 
 __all__ = [
     "REVISION_STRATEGIES",
     "candidate_pool",
     "class_names",
     "draw_sample",
-    "nearest_original_distances",
     "selection_frequencies",
     "target_histograms",
     "verified_candidates",
@@ -108,37 +107,12 @@ def verified_candidates(store: Store) -> set[str]:
     return {k for k, v in latest.items() if v > 0}
 
 
-def _default_near_duplicates(store: Store) -> set[str]:
-    # Without a resolved near-duplicate set from the dedup stage, any candidate
-    # with a confirmed duplicate verdict is excluded (the conservative choice).
-    return {c for c, _ in store.neardup.duplicate_pairs()}
-
-
-def nearest_original_distances(store: Store, *, metric: str = "l2") -> dict[str, float]:
-    """Plain L2 distance from each candidate to its nearest *original* image.
-
-    Read from the neighbour lists the dedup stage stores (closest first; neighbours
-    that are other candidates are skipped). The dedup stage stores **squared** L2
-    under ``"l2"`` (SPEC §4.2), so the square root is taken here: the CIFAR rule
-    (nearest original at L2 ≤ 1000 is excluded) is stated on plain L2.
-    """
-    out: dict[str, float] = {}
-    for nl in store.neardup.iter_neighbours(metric=metric):
-        for ref, dist in zip(nl.ref_ids, nl.distances, strict=False):
-            if split_reference_id(ref) is not None:
-                out[nl.candidate_id] = math.sqrt(float(dist))
-                break
-    return out
-
-
 def candidate_pool(
     store: Store,
     *,
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
-    near_duplicates: Collection[str] | None = None,
-    unreviewed: Collection[str] = (),
+    eligibility: Eligibility | None = None,
     verified_only: bool = False,
-    nn_metric: str | None = None,
 ) -> list[CandidateInfo]:
     """Every candidate with a class, as :class:`CandidateInfo`, in insertion order.
 
@@ -147,48 +121,34 @@ def candidate_pool(
     store : Store
     stats : mapping, optional
         Selection frequencies (computed when omitted).
-    near_duplicates : collection of str, optional
-        Resolved near-duplicate candidate ids from the dedup stage; default: every
-        candidate with a confirmed duplicate verdict.
-    unreviewed : collection of str
-        Candidates whose near-duplicate review is not sufficient (SPEC §4.2).
+    eligibility : Eligibility, optional
+        The project's decision (:func:`retest.pipeline.eligibility.candidate_eligibility`):
+        copies of originals and pool duplicates become ``near_duplicate``, pending
+        reviews ``unreviewed`` (unless it allows them). Without it only the store's
+        blacklist applies — a draft for tests and library use on a bare store.
     verified_only : bool
         Keep only candidates verified in CIFAR stage 2 (keyword sampler).
-    nn_metric : str, optional
-        Take ``nn_distance`` from the neighbour lists of this metric (see
-        :func:`nearest_original_distances`); a candidate's ``extra["nn_distance"]``
-        wins when present.
     """
     stats = selection_frequencies(store) if stats is None else stats
     names = class_names(store)
     black = store.blacklist.current()
-    ndup = (
-        _default_near_duplicates(store)
-        if near_duplicates is None
-        else set(near_duplicates)
-    )
-    todo = set(unreviewed)
     keep = verified_candidates(store) if verified_only else None
-    nn_map = (
-        {} if nn_metric is None else nearest_original_distances(store, metric=nn_metric)
-    )
     pool = []
     for row in store.candidates.iter():
         if row.class_id is None or (keep is not None and row.id not in keep):
             continue
         st = stats.get((row.id, row.class_id), FrequencyStat(0.0, 0))
-        nn = (row.extra or {}).get("nn_distance", nn_map.get(row.id))
+        why = () if eligibility is None else eligibility.blocking(row.id)
         pool.append(
             CandidateInfo(
                 row.id,
                 names.get(row.class_id, str(row.class_id)),
                 st.frequency,
                 st.n_assignments,
-                blacklisted=row.id in black,
-                near_duplicate=row.id in ndup,
-                reviewed=row.id not in todo,
+                blacklisted=row.id in black or "blacklisted" in why,
+                near_duplicate=bool(DUPLICATE_REASONS & set(why)),
+                reviewed="unreviewed" not in why,
                 keyword=row.keyword,
-                nn_distance=None if nn is None else float(nn),
             )
         )
     return pool
@@ -206,15 +166,15 @@ def draw_sample(
     min_annotations: int | None = None,
     allow_upward: bool = True,
     keyword_counts: Mapping[str, Mapping[str, int]] | None = None,
-    near_duplicates: Collection[str] | None = None,
-    unreviewed: Collection[str] = (),
+    eligibility: Eligibility | None = None,
     reference_split: str | None = None,
 ) -> SampleResult:
     """Run the sampler ``strategy`` on the project's current pool.
 
     ``min_annotations`` defaults to 10, except 0 for ``class-balanced``;
     ``keyword_counts`` (``{class name: {keyword: n}}``) is required for
-    ``keyword-count``.
+    ``keyword-count``. ``eligibility`` is the project's decision of who may enter
+    (see :func:`candidate_pool`).
     """
     SAMPLERS.get(strategy)  # unknown names fail with suggestions
     if strategy not in REVISION_STRATEGIES:
@@ -226,10 +186,8 @@ def draw_sample(
     pool = candidate_pool(
         store,
         stats=stats,
-        near_duplicates=near_duplicates,
-        unreviewed=unreviewed,
+        eligibility=eligibility,
         verified_only=strategy == "keyword-count",
-        nn_metric="l2" if strategy == "keyword-count" else None,
     )
     classes = sorted(class_names(store).values())
     if not classes:

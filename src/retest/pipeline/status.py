@@ -2,10 +2,13 @@
 sampled and reviewed (``retest status``).
 
 ``sampled``/``reviewed`` refer to one revision: the one asked for, else the latest.
-``near_duplicates`` counts candidates with a current "duplicate" verdict (the
-reviewed decision, not the raw neighbour lists); ``blacklisted`` counts candidates on
-the current blacklist; ``annotated`` counts candidates with at least one valid
-(not rejected) annotation event.
+``near_duplicates``, ``unreviewed`` and ``eligible`` come from the one eligibility
+decision that ``retest sample`` uses
+(:func:`retest.pipeline.eligibility.candidate_eligibility`): ``near_duplicates``
+counts candidates excluded as a copy of an original or of another candidate,
+``reasons`` holds the count per reason. ``blacklisted`` counts candidates on the
+current blacklist; ``annotated`` counts candidates with at least one valid (not
+rejected) annotation event.
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from retest.pipeline.eligibility import (
+    DUPLICATE_REASONS,
+    REASONS,
+    candidate_eligibility,
+    eligibility_summary,
+    reasons_by_class,
+)
 from retest.pipeline.project import Project
 
-__all__ = ["ClassStatus", "ProjectStatus", "project_status"]
+__all__ = ["ClassStatus", "ProjectStatus", "candidate_status", "project_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +40,11 @@ class ClassStatus:
     annotated: int
     blacklisted: int
     near_duplicates: int
+    unreviewed: int
+    eligible: int
     sampled: int
     reviewed: str
+    reasons: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +54,19 @@ class ProjectStatus:
     project: str
     revision: str | None
     classes: tuple[ClassStatus, ...]
+    eligibility: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         rows = []
         for c in self.classes:
             d = asdict(c)
             rows.append({"class": d.pop("name"), **d})
-        return {"project": self.project, "revision": self.revision, "classes": rows}
+        return {
+            "project": self.project,
+            "revision": self.revision,
+            "eligibility": self.eligibility,
+            "classes": rows,
+        }
 
 
 def _per_class(
@@ -56,14 +75,24 @@ def _per_class(
     return Counter(class_of[i] for i in items if i in class_of)
 
 
-def project_status(project: Project, *, revision: str | None = None) -> ProjectStatus:
+def project_status(
+    project: Project,
+    *,
+    revision: str | None = None,
+    include_unreviewed: bool = False,
+) -> ProjectStatus:
     """Count, per class, what the project holds (see the module docstring)."""
     store = project.store
     class_of = store.candidates.class_map()
     n_cand = store.candidates.count_by_class()
     annotated = _per_class(store.annotations.item_counts(), class_of)
     blacklisted = _per_class(store.blacklist.current(), class_of)
-    dups = _per_class({c for c, _ in store.neardup.duplicate_pairs()}, class_of)
+    elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
+    by_class = reasons_by_class(elig, class_of)
+    dups = _per_class(
+        {c for c, r in elig.reasons.items() if DUPLICATE_REASONS & set(r)}, class_of
+    )
+    empty = dict.fromkeys((*REASONS, "eligible"), 0)
     sampled: Counter[int] = Counter()
     reviews: dict[int, Any] = {}
     if revision is None:
@@ -89,8 +118,46 @@ def project_status(project: Project, *, revision: str | None = None) -> ProjectS
                 annotated[c.id],
                 blacklisted[c.id],
                 dups[c.id],
+                by_class.get(c.id, empty)["unreviewed"],
+                by_class.get(c.id, empty)["eligible"],
                 sampled[c.id],
                 reviewed,
+                dict(by_class.get(c.id, empty)),
             )
         )
-    return ProjectStatus(project.config.name, revision, tuple(rows))
+    return ProjectStatus(
+        project.config.name, revision, tuple(rows), eligibility_summary(elig)
+    )
+
+
+def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
+    """One candidate: class, source, annotations, and its eligibility reasons."""
+    store = project.store
+    row = store.candidates.get(candidate_id)  # NotFoundError names the id
+    elig = candidate_eligibility(project)
+    names = {c.id: c.name for c in store.classes.list()}
+    nbrs: dict[str, list[dict[str, Any]]] = {}
+    for nl in store.neardup.neighbours(candidate_id):
+        nbrs[nl.metric] = [
+            {"reference": r, "distance": d}
+            for r, d in list(zip(nl.ref_ids, nl.distances, strict=True))[:5]
+        ]
+    members = [
+        r.name
+        for r in store.revisions.list()
+        if any(m.item_id == candidate_id for m in store.revisions.members(r.name))
+    ]
+    reasons = list(elig.reasons.get(candidate_id, ("no_class",)))
+    return {
+        "id": row.id,
+        "class": names.get(row.class_id) if row.class_id is not None else None,
+        "source": row.source,
+        "source_ref": row.source_ref,
+        "keyword": row.keyword,
+        "eligible": elig.is_eligible(candidate_id),
+        "reasons": reasons,
+        "kept_from_group": candidate_id in elig.kept,
+        "near_original_threshold": elig.near_original_threshold,
+        "nearest": nbrs,
+        "revisions": members,
+    }
