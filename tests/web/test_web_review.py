@@ -231,9 +231,10 @@ def test_verify_stage_drops_near_copies_of_originals(app, web_project) -> None:
     store = web_project.project.store
     cats = web_project.candidates[0::2]
     store.annotations.add(AnnotationEvent("a", "select", 0, c, 1) for c in cats[:4])
-    # sqrt(9.9e5) ≈ 995 ≤ 1000: dropped; sqrt(2e6) ≈ 1414 (cats[0]) is kept
+    # the CIFAR rule (plain L2 ≤ 1000 on 32×32×3) scaled to 8×8×3 images is a
+    # squared distance of 62,500: 6e4 is dropped, 2e6 (cats[0]) is kept
     store.neardup.put_neighbours(
-        [NeighbourList(cats[3], "l2", (cats[1], "test:4"), (1.0, 9.9e5))]
+        [NeighbourList(cats[3], "l2", (cats[1], "test:4"), (1.5e6, 6.0e4))]
     )
     html = TestClient(app).get("/label/0/tabby?stage=verify").text
     shown = set(re.findall(r'name="item" value="(\w+)"', html))

@@ -59,6 +59,7 @@ __all__ = [
     "Eligibility",
     "candidate_eligibility",
     "check_fresh",
+    "copies",
     "ineligible_members",
     "pending_reviews",
     "stale_candidates",
@@ -204,10 +205,20 @@ def _dedup_shape(project: Project) -> tuple[int, ...] | None:
     getter = getattr(dedup, "dedup_image_shape", None)
     if getter is not None:
         shape = getter(project)
-        return None if shape is None else tuple(int(x) for x in shape)
-    cfg = dedup._config(project)
-    shape = cfg.get("shape")
-    return None if not shape else tuple(int(x) for x in shape)
+        return _pool_shape(project) if shape is None else tuple(int(x) for x in shape)
+    shape = dedup._config(project).get("shape")
+    if shape:
+        return tuple(int(x) for x in shape)
+    return _pool_shape(project)
+
+
+def _pool_shape(project: Project) -> tuple[int, ...] | None:
+    """Shape of the first candidate with pixels (the dedup stage's input shape
+    when it ran without resizing)."""
+    for row in project.store.candidates.iter():
+        if row.array_name is not None or row.file_path is not None:
+            return tuple(project.pixels([row.id])[0].shape)
+    return None
 
 
 def _auto_pairs(
@@ -232,12 +243,16 @@ def _auto_pairs(
 
 
 def pending_reviews(
-    project: Project, *, auto: set[tuple[str, str]] | None = None
+    project: Project,
+    *,
+    thresholds: dict[str, float] | None = None,
+    auto: set[tuple[str, str]] | None = None,
 ) -> list[Any]:
     """The dedup review queue without the pairs the automatic rule already decided
     (a copy within the near-original threshold needs no human to exclude it).
 
-    This is the queue the review page and ``retest dedup-queue`` show.
+    This is the queue the review page and ``retest dedup-queue`` show;
+    ``thresholds`` overrides review targets per metric.
     """
     from retest.build.neardup import ReviewItem
     from retest.pipeline.dedup import dedup_review_queue
@@ -250,7 +265,7 @@ def pending_reviews(
             else _auto_pairs(project, threshold, _infos(project))[1]
         )
     out = []
-    for item in dedup_review_queue(project):
+    for item in dedup_review_queue(project, thresholds=thresholds):
         keep = [
             (r, d)
             for r, d in zip(item.references, item.distances, strict=True)
@@ -436,6 +451,11 @@ def ineligible_members(
         if r:
             out[m.item_id] = r
     return out
+
+
+def copies(elig: Eligibility) -> frozenset[str]:
+    """Candidates excluded as a copy of an original or of another candidate."""
+    return frozenset(c for c, r in elig.reasons.items() if DUPLICATE_REASONS & set(r))
 
 
 def eligibility_summary(elig: Eligibility) -> dict[str, Any]:

@@ -19,9 +19,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from retest.build.histogram import DEFAULT_BINS, bin_index, round_histogram
-from retest.build.neardup import cifar_auto_excluded, resolve_near_duplicates
 from retest.build.selection_frequency import FrequencyStat
-from retest.pipeline.dedup import candidate_infos
+from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.plan import verified_per_keyword
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, target_histograms
@@ -31,7 +30,6 @@ __all__ = [
     "BIN_LABELS",
     "KeywordProgress",
     "agreement",
-    "cifar_dropped",
     "class_histograms",
     "keyword_progress",
     "latest_values",
@@ -139,27 +137,9 @@ def _plan_needs(store: Store, root: Path) -> tuple[dict[tuple[str, str], int], s
 
 
 def near_duplicate_ids(project: Project) -> frozenset[str]:
-    """Candidates excluded by the near-duplicate graph (SPEC §4.2 resolution)."""
-    pairs = project.store.neardup.duplicate_pairs()
-    if not pairs:
-        return frozenset()
-    infos = candidate_infos(project)
-    return resolve_near_duplicates(pairs, candidates=infos).near_duplicates
-
-
-def cifar_dropped(store: Store) -> set[str]:
-    """Candidates whose nearest original lies at plain L2 ≤ 1000 (SPEC §3.1 stage 2).
-
-    Read from the stored ``l2`` neighbour lists (squared distances on raw pixels).
-    """
-    out = set()
-    for nl in store.neardup.iter_neighbours(metric="l2"):
-        for ref, d in zip(nl.ref_ids, nl.distances, strict=False):
-            if split_reference_id(ref) is not None:
-                if bool(cifar_auto_excluded([d])[0]):
-                    out.add(nl.candidate_id)
-                break
-    return out
+    """Candidates excluded as copies, by the one eligibility decision of the project
+    (:func:`retest.pipeline.eligibility.candidate_eligibility`)."""
+    return copies(candidate_eligibility(project))
 
 
 def latest_values(store: Store, kind: str) -> dict[str, int]:

@@ -20,7 +20,6 @@ from retest.web.deps import StateDep, StoreDep
 from retest.web.views import (
     BIN_LABELS,
     agreement,
-    cifar_dropped,
     class_histograms,
     keyword_progress,
     latest_values,
@@ -77,9 +76,9 @@ def label(
     ]
     dropped: list[str] = []
     if stage == "verify":
-        # SPEC §3.1: candidates whose nearest original is at plain L2 ≤ 1000 are
-        # dropped automatically before the verifier sees them.
-        auto = cifar_dropped(store)
+        # copies of originals (and surplus members of a near-duplicate group) are
+        # dropped before the verifier sees them: the project's eligibility rule
+        auto = near_duplicate_ids(state.project)
         picks = [i for i in pool if selected.get(i) == 1 and i not in verified]
         items = [i for i in picks if i not in auto]
         dropped = [i for i in picks if i in auto]

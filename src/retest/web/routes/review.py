@@ -13,11 +13,7 @@ from collections import defaultdict
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from retest.build.neardup import (
-    is_sufficiently_reviewed,
-    review_queue,
-    review_thresholds,
-)
+from retest.build.neardup import is_sufficiently_reviewed, review_thresholds
 from retest.build.selection_frequency import aggregate_item_events
 from retest.pipeline.dedup import (
     candidate_infos,
@@ -25,6 +21,7 @@ from retest.pipeline.dedup import (
     review_targets,
     reviewed_references,
 )
+from retest.pipeline.eligibility import pending_reviews
 from retest.pipeline.review_queue import label_error_queue
 from retest.pipeline.sample import class_names, selection_frequencies
 from retest.web.deps import StateDep, StoreDep
@@ -64,8 +61,8 @@ def neardup(
 ) -> HTMLResponse:
     """Candidates with neighbours under the review target that nobody reviewed yet.
 
-    Same rules as ``retest dedup queue``: :func:`retest.build.neardup.review_queue`
-    and :func:`~retest.build.neardup.review_thresholds` on the dedup stage's inputs.
+    The project's one queue (:func:`retest.pipeline.eligibility.pending_reviews`:
+    the dedup review queue minus pairs the automatic rule already excludes).
     """
     targets = review_targets(state.project)
     metric = metric if metric in targets else next(iter(targets))
@@ -74,13 +71,11 @@ def neardup(
     infos = candidate_infos(state.project)
     nbrs = load_neighbours(state.project, list(targets))
     reviewed = reviewed_references(state.project)
-    queue = review_queue(
-        {c: {metric: per[metric]} for c, per in nbrs.items() if metric in per},
-        thresholds={metric: targets[metric]},
-        candidates=infos,
-        blacklist=set(state.store.blacklist.current()),
-        reviewed=reviewed,
-    )
+    queue = [
+        r
+        for r in pending_reviews(state.project, thresholds=targets)
+        if r.metric == metric
+    ]
     th = review_thresholds(nbrs, candidate_ids=infos, metrics=list(targets),
                            candidates=infos, reviewed=reviewed)  # fmt: skip
     decided = state.store.neardup.duplicate_pairs()
