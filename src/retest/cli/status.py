@@ -27,8 +27,11 @@ def status(
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per class: candidates, annotated, blacklisted, near-duplicates, unreviewed,
-    eligible, sampled, reviewed — the same eligibility `retest sample` uses."""
+    """Per-class counts and who may be sampled (the eligibility `retest sample` uses).
+
+    Columns: candidates, annotated, blacklisted, near-duplicates, unreviewed,
+    eligible, sampled and reviewed (of REVISION, default the latest).
+    """
     from retest.cli._console import console, print_json, print_table
     from retest.pipeline.project import Project
     from retest.pipeline.status import candidate_status, project_status
