@@ -267,7 +267,10 @@ def test_cli_export(tmp_path: Path) -> None:
     p.close()
     runner = CliRunner()
     args = ["export", "r-0", "--format", "npy", "--out", str(tmp_path / "o")]
-    res = runner.invoke(app, [*args, "--project", str(tmp_path / "proj"), "--json"])
+    # r-0 holds a blacklisted member on purpose: the CLI exports it only with --force
+    res = runner.invoke(
+        app, [*args, "--force", "--project", str(tmp_path / "proj"), "--json"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["n_images"] == N + 2
     assert np.array_equal(np.load(tmp_path / "o" / "r-0_data.npy"), imgs)

@@ -30,13 +30,29 @@ def export(
         int, typer.Option("--batch-size", help="Images per CIFAR batch file.")
     ] = 10_000,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace a non-empty output folder.")
+        bool,
+        typer.Option(
+            "--overwrite", help="Replace an output folder that retest exported."
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Export an invalid or empty revision, or one with members that "
+            "are no longer eligible.",
+        ),
     ] = False,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export a revision as a dataset release with manifest.json and checksums."""
-    from retest.cli._console import console, print_json, progress_bar
+    """Export a revision as a dataset release with manifest.json and checksums.
+
+    Refuses (exit 1, nothing written) an invalid, empty or no-longer-eligible
+    revision unless --force, and any image whose bytes no longer match its
+    content hash.
+    """
+    from retest.cli._console import console, print_json, print_warning, progress_bar
     from retest.pipeline.export import export_revision
     from retest.pipeline.project import Project
 
@@ -49,6 +65,7 @@ def export(
             name=name,
             batch_size=batch_size,
             overwrite=overwrite,
+            strict=not force,
             progress=cb,
         )
     if as_json:
@@ -58,12 +75,18 @@ def export(
                 "format": res.format,
                 "n_images": res.n_images,
                 "files": res.files,
+                "cleaned": list(res.cleaned),
             }
         )
     else:
         console.print(
             f"Exported {res.n_images} images of {revision!r} as {res.format} to "
             f"{res.out} ({len(res.files)} files, manifest.json)"
+        )
+    if res.cleaned and not as_json:
+        print_warning(
+            f"cleaned up {len(res.cleaned)} leftovers of killed exports: "
+            + ", ".join(res.cleaned)
         )
 
 

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from retest.errors import ConfigError
+from retest.errors import ConfigError, InputValidationError
+from retest.names import suggest_name, validate_name
 
 __all__ = ["register"]
 
@@ -48,9 +49,27 @@ def init(
             "--classes-from cifar10|fashion-mnist."
         )
     names = _split_classes(classes) if classes is not None else ()
-    with Project.init(
-        directory, name=name, classes=names, classes_from=classes_from
-    ) as project:
+    root = directory.resolve()
+    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise InputValidationError(
+            f"{blocker} is a file, not a folder: retest init needs a directory that "
+            "does not exist yet or is a folder. Choose another DIR."
+        )
+    # an explicit name must be valid; the folder's name is made valid
+    name = (
+        validate_name(name, "project") if name is not None else suggest_name(root.name)
+    )
+    try:
+        project = Project.init(
+            root, name=name, classes=names, classes_from=classes_from
+        )
+    except OSError as err:
+        raise InputValidationError(
+            f"cannot create a project in {root}: {err.strerror or err}. Choose "
+            "another DIR or fix its permissions."
+        ) from None
+    with project:
         console.print(
             f"Created project {project.config.name!r} with "
             f"{len(project.class_names)} classes in {project.root}"

@@ -31,6 +31,7 @@ def queue_label_errors_cmd(
 ) -> None:
     """Queue ranked label-error suspects as "possible label error" items."""
     from retest.cli._console import console, print_json
+    from retest.names import validate_name
     from retest.pipeline.project import Project
     from retest.pipeline.review_queue import (
         label_error_queue,
@@ -38,6 +39,7 @@ def queue_label_errors_cmd(
         queue_label_errors,
     )
 
+    validate_name(split, "split")
     suspects, method = load_suspects(file, split=split, top=top)
     with Project.open(project) as proj:
         new = queue_label_errors(proj.store, suspects, method=method, source=str(file))

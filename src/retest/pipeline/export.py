@@ -28,13 +28,36 @@ blacklist and review status), the sha256 of every other file and the package
 version. The same revision exports to byte-identical files: no timestamps besides
 the revision's own, sorted JSON keys, fixed PNG settings. The export is built in a
 temporary sibling directory and renamed into place.
+
+Safety rules (each refusal is one :class:`~retest.errors.StageError` line and touches
+nothing):
+
+* ``--overwrite`` replaces only a folder that retest exported: one holding a
+  ``manifest.json`` of this schema (:func:`is_export_folder`) and no project.
+* The target is never the project, a folder containing it, or a folder inside it
+  other than under ``revisions/`` (paths compared after resolving symlinks; the
+  project's ``arrays/``, ``images/`` and ``retest.db`` count even when they are
+  symlinks to elsewhere).
+* Revision and export names pass :func:`retest.names.validate_name`.
+* Every image is checked against its content hash (the id of a candidate, the
+  stored hash of an original) as it is read; a mismatch raises
+  :class:`~retest.errors.DataIntegrityError` and no file is left behind.
+* With ``strict`` (``retest export`` without ``--force``) an invalid or empty
+  revision, or one with members that are no longer eligible, is refused.
+
+Staging folders of killed exports (``.<target>.tmp-<pid>``, ``.<target>.old-<pid>``
+of processes that no longer run) are removed by the next export to the same target;
+an ``.old`` one is renamed back when the kill left no target (the swap was cut
+between its two renames).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,13 +68,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
+from retest.config import CONFIG_NAME
 from retest.errors import (
     ConfigError,
+    DataIntegrityError,
     InputValidationError,
     StageError,
     UnknownNameError,
 )
-from retest.pipeline.project import Project
+from retest.names import validate_name
+from retest.pipeline.project import DB_NAME, Project
 from retest.store.artifacts import (
     atomic_write_bytes,
     sha256_file,
@@ -59,9 +85,23 @@ from retest.store.artifacts import (
     write_npy,
     write_parquet,
 )
-from retest.store.base import ArtifactRecord, RevisionMember, split_reference_id
+from retest.store.base import (
+    ArtifactRecord,
+    Revision,
+    RevisionMember,
+    content_id,
+    file_content_id,
+    split_reference_id,
+)
 
-__all__ = ["EXPORT_FORMATS", "ExportFormat", "ExportResult", "export_revision"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "ExportFormat",
+    "ExportResult",
+    "check_exportable",
+    "export_revision",
+    "is_export_folder",
+]
 
 ExportFormat = Literal["npy", "cifar", "imagefolder", "parquet"]
 EXPORT_FORMATS: tuple[str, ...] = ("npy", "cifar", "imagefolder", "parquet")
@@ -71,12 +111,23 @@ _CHUNK = 2048
 @dataclass(frozen=True, slots=True)
 class ExportResult:
     """Where an export went: ``files`` maps each written path (relative to ``out``,
-    manifest included) to its sha256."""
+    manifest included) to its sha256; ``cleaned`` names the leftovers of killed
+    exports that were removed (or restored) next to ``out``."""
 
     out: Path
     format: str
     n_images: int
     files: dict[str, str]
+    cleaned: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Expected:
+    """What an item's bytes must hash to, and where they live (for messages)."""
+
+    kind: Literal["pixels", "file"]
+    sha256: str
+    where: str
 
 
 @dataclass
@@ -88,13 +139,70 @@ class _Ctx:
     name: str
     batch_size: int
     progress: ProgressCallback | None
+    expected: dict[str, _Expected]
+    files_checked_on_encode: bool = False
 
     def pixel_chunks(self) -> Any:
-        """(start, [pixels]) for consecutive chunks of members, in order."""
+        """(start, [pixels]) for consecutive chunks of members, in order, each
+        image checked against its content hash before a writer sees it."""
         ids = [m.item_id for m in self.members]
         for s in range(0, len(ids), _CHUNK):
-            yield s, self.project.pixels(ids[s : s + _CHUNK])
+            part = ids[s : s + _CHUNK]
+            pixels = self.project.pixels(part)
+            for item_id, px in zip(part, pixels, strict=True):
+                exp = self.expected[item_id]
+                if exp.kind == "pixels":
+                    _verify(item_id, exp, content_id(px))
+                elif not self.files_checked_on_encode:
+                    self.file_bytes(item_id)
+            yield s, pixels
             report(self.progress, "export", min(s + _CHUNK, len(ids)), len(ids))
+
+    def file_bytes(self, item_id: str) -> bytes | None:
+        """The checked original bytes of a file-backed item (None for arrays)."""
+        exp = self.expected[item_id]
+        if exp.kind != "file":
+            return None
+        raw = self.project.file_bytes(item_id)
+        if raw is None:  # the row changed under us: treat as damage
+            raise DataIntegrityError(f"item {item_id} ({exp.where}) has no file.")
+        _verify(item_id, exp, file_content_id(raw))
+        return raw
+
+
+def _verify(item_id: str, exp: _Expected, got: str) -> None:
+    if got != exp.sha256:
+        raise DataIntegrityError(
+            f"item {item_id} ({exp.where}) does not match its content hash "
+            f"(sha256 {got[:16]}…, expected {exp.sha256[:16]}…): its {exp.kind} "
+            "changed after ingest. Nothing was exported; run `retest check` to list "
+            "damaged items and re-ingest their source."
+        )
+
+
+def _expected_hashes(
+    project: Project, members: list[RevisionMember]
+) -> dict[str, _Expected]:
+    """Content hash of every member: a candidate's id is the sha256 of its pixels
+    (array-backed) or of its file bytes (file-backed); an original image stores the
+    hash of its pixels in its row."""
+    store = project.store
+    ids = [m.item_id for m in members]
+    cands = [i for i in ids if split_reference_id(i) is None]
+    out: dict[str, _Expected] = {}
+    for k in range(0, len(cands), _CHUNK):
+        for c in store.candidates.get_many(cands[k : k + _CHUNK]):
+            if c.array_name is not None and c.array_row is not None:
+                where = f"arrays/{c.array_name} row {c.array_row}"
+                out[c.id] = _Expected("pixels", c.id, where)
+            else:
+                out[c.id] = _Expected("file", c.id, str(c.file_path))
+    for i in ids:
+        if i not in out:
+            r = store.references.get(i)
+            where = f"original, arrays/{r.array_name} row {r.array_row}"
+            out[i] = _Expected("pixels", r.content_id, where)
+    return out
 
 
 # ------------------------------------------------------------------ provenance
@@ -229,7 +337,7 @@ def _write_cifar(ctx: _Ctx) -> None:
 
 def _encode(ctx: _Ctx, item_id: str, pixels: NDArray[np.uint8]) -> tuple[bytes, str]:
     """Original file bytes when the item is a file, else a deterministic PNG."""
-    raw = ctx.project.file_bytes(item_id)
+    raw = ctx.file_bytes(item_id)
     if raw is not None:
         from PIL import Image
 
@@ -303,25 +411,233 @@ _WRITERS: dict[str, Callable[[_Ctx], None]] = {
 }
 
 
-# ------------------------------------------------------------------------ main
+# ------------------------------------------------------------------ target safety
+
+_MANIFEST_KEYS = frozenset(
+    {"name", "format", "retest_version", "revision", "n_images", "images", "files"}
+)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LEFTOVER = re.compile(r"(tmp|old)-([0-9]+)")
 
 
-def _swap_into_place(stage: Path, out: Path, *, overwrite: bool) -> None:
-    busy = any(out.iterdir()) if out.is_dir() else out.exists()
-    if busy:
-        if not overwrite:
+def is_export_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a ``manifest.json`` that :func:`export_revision`
+    wrote: a JSON object with this module's keys, a known format and a sha256 per
+    listed file. ``--overwrite`` replaces nothing else."""
+    path = Path(folder) / "manifest.json"
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if not isinstance(m, dict) or not _MANIFEST_KEYS <= set(m):
+        return False
+    files, rev = m["files"], m["revision"]
+    return (
+        m["format"] in EXPORT_FORMATS
+        and isinstance(m["retest_version"], str)
+        and isinstance(rev, dict)
+        and isinstance(rev.get("name"), str)
+        and isinstance(m["images"], list)
+        and isinstance(files, dict)
+        and all(isinstance(v, str) and _SHA256.fullmatch(v) for v in files.values())
+    )
+
+
+def _holds_a_project(folder: Path) -> Path | None:
+    for marker in (CONFIG_NAME, DB_NAME):
+        hit = next(iter(folder.rglob(marker)), None)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _guard_location(project: Project, target: Path) -> None:
+    """Refuse a target that is, contains or lies inside the project's data (only
+    ``revisions/`` may receive exports inside a project)."""
+    root = project.root.resolve()
+    revisions = project.revisions_dir.resolve()
+    protected = {  # most specific first, for the message
+        "project's arrays/": project.arrays_dir.resolve(),
+        "project's images/": project.images_dir.resolve(),
+        f"project's {DB_NAME}": project.db_path.resolve(),
+        "project's revisions/": revisions,
+        "project": root,
+    }
+    for what, p in protected.items():
+        if target == p or p.is_relative_to(target):
+            whose = "is" if target == p else "contains"
             raise StageError(
-                f"export folder {out} already exists and is not empty. Choose another "
-                "--out or pass --overwrite."
+                f"export folder {target} {whose} the {what} ({p}); an export never "
+                "replaces project data. Choose another --out."
             )
+    if target.is_relative_to(revisions):
+        return
+    for what, p in protected.items():
+        if target.is_relative_to(p):
+            raise StageError(
+                f"export folder {target} is inside the {what} ({p}); exports inside "
+                f"a project go under {revisions}/ (the default revisions/REVISION/"
+                "FORMAT). Choose another --out."
+            )
+
+
+def _check_target(target: Path, *, overwrite: bool) -> None:
+    """Refuse to write over anything but an empty folder or, with ``overwrite``,
+    a folder retest exported."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    if target.is_dir() and not any(target.iterdir()):
+        return
+    if not overwrite:
+        raise StageError(
+            f"export folder {target} already exists and is not empty. Choose another "
+            "--out or pass --overwrite."
+        )
+    if not target.is_dir():
+        raise StageError(
+            f"export target {target} is a file, not an export folder; --overwrite "
+            "replaces only a folder retest exported. Choose another --out."
+        )
+    if not is_export_folder(target):
+        raise StageError(
+            f"export folder {target} has no retest manifest.json; --overwrite "
+            "replaces only a folder retest exported. Choose another --out or "
+            "empty the folder yourself."
+        )
+    found = _holds_a_project(target)
+    if found is not None:
+        raise StageError(
+            f"export folder {target} holds a retest project ({found}); --overwrite "
+            "never deletes a project. Choose another --out."
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def _clean_leftovers(project: Project, target: Path) -> list[str]:
+    """Remove the staging folders that killed exports left next to ``target``.
+
+    Only ``.<name>.tmp-<pid>`` / ``.<name>.old-<pid>`` folders of processes that no
+    longer run are touched. An ``.old`` folder is a complete earlier export moved
+    aside by an overwrite; if the kill came before the new one took its place
+    (no ``target``), it is renamed back instead of deleted. Returns what was done.
+    """
+    parent = target.parent
+    prefix = f".{target.name}."
+    if not parent.is_dir():
+        return []
+    root = project.root.resolve()
+    done = []
+    for p in sorted(parent.iterdir()):
+        m = _LEFTOVER.fullmatch(p.name[len(prefix) :])
+        if not p.name.startswith(prefix) or m is None:
+            continue
+        kind, pid = m.group(1), int(m.group(2))
+        if pid != os.getpid() and _alive(pid):
+            continue  # an export running now
+        if p.is_symlink() or not p.is_dir() or root.is_relative_to(p.resolve()):
+            continue
+        if kind == "old":
+            if not is_export_folder(p) or _holds_a_project(p) is not None:
+                continue  # not provably ours: leave it for the user
+            if not (target.exists() or target.is_symlink()):
+                os.replace(p, target)
+                done.append(f"{p} (restored as {target.name})")
+                continue
+        shutil.rmtree(p)
+        done.append(str(p))
+    return done
+
+
+def _swap_into_place(stage: Path, out: Path) -> None:
+    """Rename the finished stage to ``out``; an existing ``out`` (checked by
+    :func:`_check_target`) is moved aside first and deleted last."""
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        out.rmdir()
+    if out.exists() or out.is_symlink():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         os.replace(out, old)
         os.replace(stage, out)
         shutil.rmtree(old)
         return
-    if out.is_dir():
-        out.rmdir()
     os.replace(stage, out)
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; returns the folders created, deepest first."""
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _remove_empty(made)
+        raise StageError(
+            f"cannot create export folder {folder}: {err.strerror or err}. Choose "
+            "another --out."
+        ) from None
+    return made
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError:
+            return
+
+
+# ------------------------------------------------------------------ fitness
+
+
+def check_exportable(
+    project: Project, revision: Revision, members: list[RevisionMember]
+) -> None:
+    """Refuse an empty or invalid revision, or one whose members are no longer
+    eligible (blacklisted, found to be duplicates, … since it was sampled).
+
+    Raises
+    ------
+    StageError
+        One line: what is wrong, the first few ids with reasons, what to do.
+    """
+    name = revision.name
+    if not members:
+        raise StageError(
+            f"revision {name!r} is empty: nothing to export. Sample a new revision "
+            "(retest sample), or pass --force to export it anyway."
+        )
+    if not revision.valid:
+        short = sorted(revision.shortfall)
+        raise StageError(
+            f"revision {name!r} is INVALID: {len(short)} classes are short of images "
+            f"({', '.join(short[:5])}{', …' if len(short) > 5 else ''}). Add "
+            f"candidates and sample again with --from {name}, or pass --force to "
+            "export it anyway."
+        )
+    from retest.pipeline.eligibility import ineligible_members
+
+    bad = ineligible_members(project, name)
+    if bad:
+        shown = "; ".join(f"{i} ({', '.join(r)})" for i, r in list(bad.items())[:3])
+        raise StageError(
+            f"{len(bad)} of {len(members)} members of revision {name!r} are no longer "
+            f"eligible: {shown}{'; …' if len(bad) > 3 else ''}. Sample again with "
+            f"--from {name} (it replaces them), or pass --force to export it anyway."
+        )
+
+
+# ------------------------------------------------------------------------ main
 
 
 def export_revision(
@@ -333,6 +649,7 @@ def export_revision(
     name: str | None = None,
     batch_size: int = 10_000,
     overwrite: bool = False,
+    strict: bool = False,
     progress: ProgressCallback | None = None,
 ) -> ExportResult:
     """Write revision ``revision`` of ``project`` in ``format`` to ``out``.
@@ -345,31 +662,53 @@ def export_revision(
     format : {"npy", "cifar", "imagefolder", "parquet"}
     out : path-like, optional
         Target folder; default ``revisions/<revision>/<format>`` in the project.
-        Must not exist or be empty unless ``overwrite``.
+        Must not exist or be empty unless ``overwrite``; never the project's own
+        data (see the module docstring).
     name : str, optional
         File-name prefix for ``npy``/``parquet``; default the revision name.
     batch_size : int
         Images per CIFAR batch file.
     overwrite : bool
-        Replace an existing non-empty ``out``.
+        Replace an existing non-empty ``out`` that retest exported.
+    strict : bool
+        Refuse an empty, invalid or no-longer-eligible revision
+        (:func:`check_exportable`); ``retest export`` sets it unless ``--force``.
     progress : ProgressCallback, optional
 
     Returns
     -------
     ExportResult
+
+    Raises
+    ------
+    StageError
+        A refused target or (``strict``) revision; nothing was touched.
+    DataIntegrityError
+        An image does not match its content hash; nothing was written.
     """
     if format not in _WRITERS:
         raise UnknownNameError("export format", format, [], list(EXPORT_FORMATS))
     if batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer. Got {batch_size}.")
+    validate_name(revision, "revision")
+    if name is not None:
+        validate_name(name, "export")
     rev = project.store.revisions.get(revision)
     members = project.store.revisions.members(revision)
     target = Path(out) if out is not None else project.revisions_dir / revision / format
-    target = target.resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = target.resolve()  # symlinks resolved before any comparison
+    _guard_location(project, target)
+    if strict:
+        check_exportable(project, rev, members)
+    expected = _expected_hashes(project, members)
+    made = _make_parents(target.parent)
+    cleaned = _clean_leftovers(project, target)
+    try:
+        _check_target(target, overwrite=overwrite)
+    except BaseException:
+        _remove_empty(made)
+        raise
     stage = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    if stage.exists():
-        shutil.rmtree(stage)
     stage.mkdir()
     try:
         ctx = _Ctx(
@@ -380,6 +719,8 @@ def export_revision(
             name or revision,
             batch_size,
             progress,
+            expected,
+            files_checked_on_encode=format in ("imagefolder", "parquet"),
         )
         _WRITERS[format](ctx)
         files = {
@@ -411,12 +752,13 @@ def export_revision(
             "files": files,
         }
         files["manifest.json"] = write_json(stage / "manifest.json", manifest)
-        _swap_into_place(stage, target, overwrite=overwrite)
+        _swap_into_place(stage, target)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
+        _remove_empty(made)
         raise
     _record(project, target, revision, format, files["manifest.json"])
-    return ExportResult(target, format, len(members), files)
+    return ExportResult(target, format, len(members), files, tuple(cleaned))
 
 
 def _record(project: Project, target: Path, revision: str, fmt: str, sha: str) -> None:

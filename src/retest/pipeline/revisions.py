@@ -14,7 +14,7 @@ unchanged (``initialize_dataset_review.py carry_over_reviews``).
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from retest.build.histogram import DEFAULT_BINS, bin_index
 from retest.build.sampling import SampleResult
-from retest.errors import ConfigError
+from retest.errors import ConfigError, StoreError
+from retest.names import suggest_name, validate_name
 from retest.pipeline.sample import (
     class_names,
     draw_sample,
@@ -66,10 +67,11 @@ def _store(obj: Store | _HasStore) -> Store:
 def next_revision_name(store: Store | _HasStore, project: str, strategy: str) -> str:
     """``<project>-<tag>-<r>`` with ``r`` = 1 + the highest existing ``r`` (else 0).
 
-    Characters other than letters, digits, ``_``, ``.`` and ``-`` in the project
-    name become ``-``.
+    The project name is first made a valid name (:func:`retest.names.suggest_name`:
+    other characters become ``-``). The name is only free when read: creating the
+    revision under it can still lose a race, which :func:`create_revision` handles.
     """
-    project = re.sub(r"[^A-Za-z0-9_.-]+", "-", project).strip("-") or "project"
+    project = suggest_name(project)
     prefix = f"{project}-{STRATEGY_TAGS.get(strategy, strategy)}-"
     taken = [
         int(r.name[len(prefix) :])
@@ -127,6 +129,8 @@ def create_revision(
         per-class shortfall in ``revision.shortfall``.
     """
     st = _store(store)
+    if name is not None:
+        validate_name(name, "revision")
     previous = None
     if parent is not None:
         st.revisions.get(parent)  # NotFoundError with the known names
@@ -151,7 +155,7 @@ def create_revision(
         for m in result.members
     ]
     rev = Revision(
-        name or next_revision_name(st, project, strategy),
+        "",
         strategy,
         params={**result.parameters, "metadata": result.metadata},
         seed=seed,
@@ -159,10 +163,41 @@ def create_revision(
         valid=result.is_valid,
         shortfall={s.class_name: s.as_dict() for s in result.shortfall},
     )
-    rev = st.revisions.create(rev, members)
+    rev = _create_named(st, rev, members, name, project)
     carried = carry_over_reviews(st, rev.name) if parent is not None else []
     names = class_names(st)
     return CreatedRevision(rev, result, tuple(names[c] for c in carried))
+
+
+_NAME_ATTEMPTS = 50
+
+
+def _create_named(
+    st: Store,
+    rev: Revision,
+    members: list[RevisionMember],
+    name: str | None,
+    project: str,
+) -> Revision:
+    """Write ``rev`` under ``name``, or under the next free automatic name.
+
+    Two unnamed ``sample`` runs may read the same highest number and pick the same
+    name; the store refuses the second create (one transaction checks and
+    inserts), so the loser takes the next number and tries again. An explicit
+    name is never changed: its conflict is the user's error.
+    """
+    for _ in range(_NAME_ATTEMPTS):
+        auto = next_revision_name(st, project, rev.strategy) if name is None else name
+        validate_name(auto, "revision")
+        try:
+            return st.revisions.create(dataclasses.replace(rev, name=auto), members)
+        except StoreError:
+            if name is not None or auto not in {r.name for r in st.revisions.list()}:
+                raise
+    raise StoreError(
+        f"could not find a free revision name after {_NAME_ATTEMPTS} attempts "
+        "(other processes keep creating revisions). Pass --name."
+    )
 
 
 def revision_summaries(store: Store | _HasStore) -> list[dict[str, Any]]:

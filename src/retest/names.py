@@ -1,0 +1,98 @@
+"""One rule for the names users give things that become file or folder names.
+
+Revision names become export folders (``revisions/<revision>/<format>``) and file
+prefixes (``<name>_data.npy``); export names become file prefixes; the project
+name prefixes revision names. A name containing ``/``, ``..`` or a control
+character would let a write escape the folder it is meant for, so every such name
+goes through :func:`validate_name`, and nothing else decides what is allowed.
+
+A valid name:
+
+* is 1 to :data:`MAX_NAME_LENGTH` characters long;
+* uses only ASCII letters, digits, ``_``, ``.`` and ``-``;
+* starts with a letter or a digit (not ``.``: hidden files and ``..``; not ``-``:
+  it would read as an option);
+* does not contain ``..``.
+
+Examples
+--------
+>>> validate_name("demo-b-3", "revision")
+'demo-b-3'
+>>> validate_name("../x", "revision")
+Traceback (most recent call last):
+...
+retest.errors.InputValidationError: revision name '../x' is not allowed: ...
+>>> suggest_name("My Data/2024")
+'My-Data-2024'
+"""
+
+from __future__ import annotations
+
+import re
+
+from retest.errors import InputValidationError
+
+__all__ = ["MAX_NAME_LENGTH", "NAME_RULE", "suggest_name", "validate_name"]
+
+MAX_NAME_LENGTH = 100
+NAME_RULE = (
+    f"1-{MAX_NAME_LENGTH} characters from letters, digits, '_', '.' and '-', "
+    "starting with a letter or digit, without '..'"
+)
+_VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _why_not(name: str) -> str | None:
+    if not name:
+        return "it is empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"it is {len(name)} characters long"
+    if "/" in name or "\\" in name:
+        return "it contains a path separator"
+    if ".." in name:
+        return "it contains '..'"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "it contains a control character"
+    if name[0] in ".-":
+        return f"it starts with {name[0]!r}"
+    bad = sorted({ch for ch in name if not re.fullmatch(r"[A-Za-z0-9_.-]", ch)})
+    if bad:
+        return "it contains " + ", ".join(repr(ch) for ch in bad)
+    return None
+
+
+def validate_name(name: str, kind: str) -> str:
+    """Return ``name`` unchanged if it is a valid name, else raise.
+
+    Parameters
+    ----------
+    name : str
+        The user's name for a revision, an export or a project.
+    kind : str
+        What is being named (``"revision"``, ``"export"``, ``"project"``), for the
+        message.
+
+    Raises
+    ------
+    InputValidationError
+        Naming the value, what is wrong with it and the rule.
+    """
+    if not isinstance(name, str):
+        raise InputValidationError(
+            f"{kind} name must be a string. Got {type(name).__name__} instead."
+        )
+    why = _why_not(name)
+    if why is not None or not _VALID.fullmatch(name):
+        raise InputValidationError(
+            f"{kind} name {name!r} is not allowed: {why or 'invalid'}. "
+            f"Use {NAME_RULE}, e.g. {suggest_name(name)!r}."
+        )
+    return name
+
+
+def suggest_name(text: str, default: str = "project") -> str:
+    """A valid name made from ``text``: runs of other characters become ``-``,
+    leading/trailing ``.``/``-`` are dropped, ``..`` is collapsed, cut to length."""
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+    s = re.sub(r"\.{2,}", ".", s).strip(".-")[:MAX_NAME_LENGTH].rstrip(".-")
+    return s if s else default
