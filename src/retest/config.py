@@ -1,29 +1,55 @@
 """``retest.toml``: a project's typed settings (nothing is read at import).
 
-Layout::
+Every key below is used by some command; any other key is refused when the file
+is read, with a "did you mean" suggestion, so a misspelt setting never goes
+silently unused. Layout::
+
+    classes = ["airplane", "automobile", ...]   # class id = position (required)
 
     [project]
-    name = "my-replication"
-    format = 1                      # version of this file's layout
+    name = "my-replication"     # project name, prefixes revision names (required)
+    format = 1                  # version of this file's layout
 
-    classes = ["airplane", "automobile", ...]   # class id = position
-
-    [keywords]                      # class name -> keywords (sub-classes)
+    [keywords]                  # class name -> keywords (sub-classes)
     airplane = ["stealth_bomber", "airbus"]
 
-    [sources.tiny]                  # source name -> kind + options
-    kind = "tinyimages"
-    path = "/data/tiny_images.bin"
+    [sources.tiny]              # `retest source add tiny` ingests this source
+    kind = "tinyimages"         # source kind, see `retest source kinds` (required)
+    path = "/data/tiny"         # file or folder, relative to the project (required)
+    keywords = ["airbus"]       # tinyimages: keywords to ingest (default: [keywords])
+    keywords_file = "kw.json"   # tinyimages: keywords file instead of `keywords`
+    class = "airplane"          # class of every item
+    labels = "labels.idx"       # idx: labels file
+    images = "flickr/"          # flickr: download folder
+    batch_size = 4096           # items per batch
 
-    [thresholds]                    # named numbers, e.g. ssim = 0.75
-    [seeds]                         # named seeds, e.g. split = 200
+    [thresholds]                # numbers; unset ones take the default shown
+    l2 = 1.9e6                  # dedup review target, squared pixel L2 (scaled to size)
+    features = 1.32e4           # dedup review target, squared feature L2
+    dssim = 0.2205              # dedup review target, (1 - SSIM) / 2
+    warp = 1e6                  # dedup review target, squared L2 after best warp
+    near_original = 1e6         # squared L2 to the nearest original under which a
+                                # candidate is excluded automatically (CIFAR's plain
+                                # L2 <= 1000 on 32x32x3, scaled to the image size)
+    selection_frequency = 0.7   # the threshold sampler's tau
 
-Read with :func:`load_config` (``tomllib``), write with :func:`save_config` (a tiny
-writer for this layout: strings, numbers, booleans, lists of those, and tables).
+    [seeds]                     # integers >= 0; a command's --seed overrides them
+    sample = 0                  # retest sample: every draw of a new revision
+    split = 200                 # train/test builder: each class's random split
+    features = 0                # dedup: seed of the random-projection embedder
+    tasks = 0                   # retest crowd tasks: grid composition and shuffles
+    dedup = 0                   # which image of a near-duplicate group is kept
+
+The known names and their meanings live in one place, :data:`KNOWN_KEYS`; read
+thresholds and seeds with :meth:`ProjectConfig.threshold` and
+:meth:`ProjectConfig.seed`. Read the file with :func:`load_config` (``tomllib``),
+write it with :func:`save_config` (a tiny writer for this layout: strings,
+numbers, booleans, lists of those, and tables).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -34,12 +60,159 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retest.errors import ConfigError
+from retest.errors import ConfigError, UnknownNameError
 
-__all__ = ["CONFIG_NAME", "ProjectConfig", "dumps_toml", "load_config", "save_config"]
+__all__ = [
+    "CONFIG_NAME",
+    "KNOWN_KEYS",
+    "PROJECT_KEYS",
+    "SEED_KEYS",
+    "SOURCE_KEYS",
+    "THRESHOLD_DEFAULTS",
+    "THRESHOLD_KEYS",
+    "TOP_LEVEL_KEYS",
+    "ProjectConfig",
+    "dumps_toml",
+    "load_config",
+    "save_config",
+]
 
 CONFIG_NAME = "retest.toml"
 _FORMAT = 1
+
+# -- every key retest.toml may hold, with what it means (the one definition)
+TOP_LEVEL_KEYS: dict[str, str] = {
+    "classes": "class names; a class id is its position",
+    "project": "table: the project's name and the file format",
+    "keywords": "table: class name -> keywords (sub-classes); `retest plan` input",
+    "sources": "tables [sources.NAME]: sources `retest source add NAME` ingests",
+    "thresholds": "table: named numbers (THRESHOLD_KEYS)",
+    "seeds": "table: named seeds (SEED_KEYS)",
+}
+PROJECT_KEYS: dict[str, str] = {
+    "name": "project name; prefixes revision names",
+    "format": f"version of this file's layout ({_FORMAT})",
+}
+THRESHOLD_KEYS: dict[str, str] = {
+    "l2": "dedup review target: squared pixel L2 (default scaled to the image size)",
+    "features": "dedup review target: squared L2 between feature embeddings",
+    "dssim": "dedup review target: structural dissimilarity (1 - SSIM) / 2",
+    "warp": "dedup review target: squared pixel L2 after the best small warp",
+    "near_original": "squared L2 to the nearest original under which a candidate "
+    "is excluded automatically (default: CIFAR's plain L2 <= 1000 on 32x32x3, "
+    "scaled to the image size)",
+    "selection_frequency": "the threshold sampler's tau: minimum selection frequency",
+}
+#: Thresholds whose default does not depend on the data (others: None → the
+#: command computes it, e.g. from the image size).
+THRESHOLD_DEFAULTS: dict[str, float] = {"selection_frequency": 0.7}
+SEED_KEYS: dict[str, str] = {
+    "sample": "retest sample: every random draw of a new revision",
+    "split": "train/test builder: the random split of each class",
+    "features": "dedup: seed of the random-projection feature embedder",
+    "tasks": "retest crowd tasks: grid composition and shuffles",
+    "dedup": "which image of a near-duplicate group is kept",
+}
+SOURCE_KEYS: dict[str, str] = {
+    "kind": "source kind (`retest source kinds`); required",
+    "path": "file or folder of the source, relative to the project; required",
+    "keywords": "tinyimages: keywords to ingest (default: every keyword of [keywords])",
+    "keywords_file": "tinyimages: file of keywords (one a line, or JSON {class: [...]})",
+    "class": "class of every item",
+    "labels": "idx: labels file",
+    "images": "flickr: the downloader's output folder",
+    "batch_size": "items per batch (one transaction, one checkpoint)",
+}
+#: Section → its known keys. ``[keywords]`` keys are class names and
+#: ``[sources]`` keys are source names: checked against `classes` / free.
+KNOWN_KEYS: dict[str, dict[str, str]] = {
+    "": TOP_LEVEL_KEYS,
+    "project": PROJECT_KEYS,
+    "thresholds": THRESHOLD_KEYS,
+    "seeds": SEED_KEYS,
+    "sources.*": SOURCE_KEYS,
+}
+
+
+def _unknown_key(key: str, section: str, known: Mapping[str, str]) -> ConfigError:
+    """One line: the key, where it is, the closest known key(s) and all of them."""
+    where = "at the top level" if not section else f"in [{section}]"
+    names = list(known)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    hint = f" Did you mean `{close[0]}`?" if close else ""
+    return ConfigError(
+        f"unknown key `{key}` {where}.{hint} Known keys: {', '.join(names)}."
+    )
+
+
+def _check_keys(
+    table: Mapping[str, Any], section: str, known: Mapping[str, str]
+) -> None:
+    for key, value in table.items():
+        if key not in known:
+            if not section and isinstance(value, Mapping):
+                raise _unknown_section(key)
+            raise _unknown_key(key, section, known)
+
+
+def _unknown_section(name: str) -> ConfigError:
+    tables = [k for k in TOP_LEVEL_KEYS if k != "classes"]
+    close = difflib.get_close_matches(name, tables, n=1, cutoff=0.6)
+    hint = f" Did you mean [{close[0]}]?" if close else ""
+    known = ", ".join(f"[{t}]" for t in tables)
+    return ConfigError(f"unknown section [{name}].{hint} Known sections: {known}.")
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_thresholds(values: Mapping[str, Any]) -> dict[str, float]:
+    _check_keys(values, "thresholds", THRESHOLD_KEYS)
+    out = {}
+    for k, v in values.items():
+        if not _is_number(v) or not math.isfinite(v) or v < 0:
+            raise ConfigError(
+                f"[thresholds] {k} must be a finite number >= 0. Got {v!r}."
+            )
+        out[k] = float(v)
+    tau = out.get("selection_frequency")
+    if tau is not None and tau > 1:
+        raise ConfigError(
+            f"[thresholds] selection_frequency is a fraction in [0, 1]. Got {tau!r}."
+        )
+    return out
+
+
+def _check_seeds(values: Mapping[str, Any]) -> dict[str, int]:
+    _check_keys(values, "seeds", SEED_KEYS)
+    for k, v in values.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ConfigError(f"[seeds] {k} must be an integer >= 0. Got {v!r}.")
+    return dict(values)
+
+
+def _check_source(name: str, opts: Any) -> dict[str, Any]:
+    section = f"sources.{name}"
+    if not isinstance(opts, Mapping):
+        raise ConfigError(f"[{section}] must be a table with `kind` and `path` keys.")
+    _check_keys(opts, section, SOURCE_KEYS)
+    for key in ("kind", "path"):
+        if key not in opts:
+            raise ConfigError(f"[{section}] needs `{key}` ({SOURCE_KEYS[key]}).")
+    for key, v in opts.items():
+        if key == "batch_size":
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            what = "an integer >= 1"
+        elif key == "keywords":
+            ok = isinstance(v, (list, tuple)) and bool(v)
+            ok = ok and all(isinstance(x, str) and x for x in v)
+            what = "a non-empty list of keywords"
+        else:
+            ok, what = isinstance(v, str) and bool(v), "a non-empty string"
+        if not ok:
+            raise ConfigError(f"[{section}] {key} must be {what}. Got {v!r}.")
+    return dict(opts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +228,11 @@ class ProjectConfig:
     keywords : mapping of str to tuple of str
         Keywords (sub-classes) per class name.
     sources : mapping of str to mapping
-        Source name → options (at least ``kind``).
+        Source name → options (:data:`SOURCE_KEYS`; ``kind`` and ``path`` required).
     thresholds : mapping of str to float
+        Keys of :data:`THRESHOLD_KEYS`; read with :meth:`threshold`.
     seeds : mapping of str to int
+        Keys of :data:`SEED_KEYS`; read with :meth:`seed`.
     """
 
     name: str
@@ -70,7 +245,7 @@ class ProjectConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(
-                f"project name must be a non-empty string. Got {self.name!r}."
+                f"[project] name must be a non-empty string. Got {self.name!r}."
             )
         classes = tuple(self.classes)
         if not all(isinstance(c, str) and c for c in classes):
@@ -79,16 +254,51 @@ class ProjectConfig:
         if dup:
             raise ConfigError(f"class names must be unique. Got duplicates {dup}.")
         object.__setattr__(self, "classes", classes)
-        unknown = sorted(set(self.keywords) - set(classes))
-        if unknown:
-            raise ConfigError(
-                f"[keywords] names classes that are not in `classes`: {unknown}."
-            )
-        kws = {k: tuple(v) for k, v in self.keywords.items()}
+        kws = {}
+        for k, v in self.keywords.items():
+            if k not in classes:
+                close = difflib.get_close_matches(k, classes, n=1, cutoff=0.6)
+                hint = f" Did you mean `{close[0]}`?" if close else ""
+                raise ConfigError(
+                    f"[keywords] names class `{k}`, which is not in `classes`.{hint}"
+                )
+            if isinstance(v, str) or not all(isinstance(x, str) and x for x in v):
+                raise ConfigError(
+                    f"[keywords] {k} must be a list of keywords. Got {v!r}."
+                )
+            kws[k] = tuple(v)
         object.__setattr__(self, "keywords", kws)
-        for src, opts in self.sources.items():
-            if not isinstance(opts, Mapping) or "kind" not in opts:
-                raise ConfigError(f"[sources.{src}] must be a table with a `kind` key.")
+        srcs = {k: _check_source(k, v) for k, v in self.sources.items()}
+        object.__setattr__(self, "sources", srcs)
+        object.__setattr__(self, "thresholds", _check_thresholds(self.thresholds))
+        object.__setattr__(self, "seeds", _check_seeds(self.seeds))
+
+    def threshold(self, name: str) -> float | None:
+        """``[thresholds] name``, else its fixed default, else None.
+
+        None means "derive it from the data" (e.g. the dedup targets scale with
+        the image size). A name outside :data:`THRESHOLD_KEYS` is a programming
+        error and raises :class:`~retest.errors.UnknownNameError`.
+        """
+        _known(name, THRESHOLD_KEYS, "threshold")
+        v = self.thresholds.get(name)
+        return v if v is not None else THRESHOLD_DEFAULTS.get(name)
+
+    def seed(self, name: str) -> int | None:
+        """``[seeds] name``, or None when unset (the command's own default applies).
+
+        A name outside :data:`SEED_KEYS` raises :class:`~retest.errors.UnknownNameError`.
+        """
+        _known(name, SEED_KEYS, "seed")
+        return self.seeds.get(name)
+
+    def source(self, name: str) -> dict[str, Any]:
+        """The options of ``[sources.NAME]`` (unknown names get suggestions)."""
+        if name not in self.sources:
+            names = list(self.sources)
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            raise UnknownNameError("configured source", name, close, names)
+        return dict(self.sources[name])
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML document as plain data (what :func:`save_config` writes)."""
@@ -102,17 +312,26 @@ class ProjectConfig:
         }
 
 
-def _typed(doc: Mapping[str, Any], key: str, kind: type, path: Path) -> Any:
-    value = doc.get(key, {})
+def _known(name: str, known: Mapping[str, str], kind: str) -> None:
+    if name not in known:
+        close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+        raise UnknownNameError(kind, name, close, list(known))
+
+
+def _typed(doc: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = doc.get(key, default)
     if not isinstance(value, kind):
-        raise ConfigError(
-            f"{path}: `{key}` must be a {kind.__name__}. Got {type(value).__name__}."
-        )
+        what = "table" if kind is dict else kind.__name__
+        raise ConfigError(f"`{key}` must be a {what}. Got {type(value).__name__}.")
     return value
 
 
 def load_config(path: str | Path) -> ProjectConfig:
-    """Read and validate ``retest.toml``; errors name the file and the key."""
+    """Read and validate ``retest.toml``; errors name the file and the key.
+
+    Unknown sections and keys are refused (with the closest known name), so every
+    setting in the file is one some command reads.
+    """
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -120,29 +339,25 @@ def load_config(path: str | Path) -> ProjectConfig:
         raise ConfigError(f"{p} does not exist. Run `retest init DIR` first.") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p} is not valid TOML: {err}. Fix the file.") from err
-    project = _typed(doc, "project", dict, p)
-    fmt = project.get("format", _FORMAT)
-    if fmt != _FORMAT:
-        raise ConfigError(
-            f"{p}: [project] format {fmt!r} is not supported (expected {_FORMAT}). "
-            "Upgrade retest."
-        )
-    thresholds = _typed(doc, "thresholds", dict, p)
-    seeds = _typed(doc, "seeds", dict, p)
-    bad = [k for k, v in seeds.items() if not isinstance(v, int) or isinstance(v, bool)]
-    if bad:
-        raise ConfigError(f"{p}: [seeds] values must be integers. Got {bad}.")
-    bad = [k for k, v in thresholds.items() if not isinstance(v, (int, float))]
-    if bad:
-        raise ConfigError(f"{p}: [thresholds] values must be numbers. Got {bad}.")
     try:
+        _check_keys(doc, "", TOP_LEVEL_KEYS)
+        project = _typed(doc, "project", dict, {})
+        _check_keys(project, "project", PROJECT_KEYS)
+        fmt = project.get("format", _FORMAT)
+        if fmt != _FORMAT:
+            raise ConfigError(
+                f"[project] format {fmt!r} is not supported (expected {_FORMAT}). "
+                "Upgrade retest."
+            )
+        if "classes" not in doc:
+            raise ConfigError("`classes` is missing: list the class names.")
         return ProjectConfig(
             name=project.get("name", ""),
-            classes=tuple(_typed(doc, "classes", list, p)),
-            keywords=_typed(doc, "keywords", dict, p),
-            sources=_typed(doc, "sources", dict, p),
-            thresholds={k: float(v) for k, v in thresholds.items()},
-            seeds=dict(seeds),
+            classes=tuple(_typed(doc, "classes", list, [])),
+            keywords=_typed(doc, "keywords", dict, {}),
+            sources=_typed(doc, "sources", dict, {}),
+            thresholds=_typed(doc, "thresholds", dict, {}),
+            seeds=_typed(doc, "seeds", dict, {}),
         )
     except ConfigError as err:
         raise ConfigError(f"{p}: {err}") from None
