@@ -16,9 +16,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from retest.build.neardup import near_original_threshold
 from retest.errors import ConfigError, RetestWarning
 from retest.evaluate.metrics import accuracy
 from retest.pipeline.demo import DemoResult, DemoSettings, run_demo
+from retest.pipeline.eligibility import candidate_eligibility, copies
+from retest.pipeline.evaluate import ORIGINAL
+from retest.pipeline.project import Project
 from retest.sources.idx import read_idx
 
 pytestmark = pytest.mark.slow
@@ -57,12 +61,30 @@ def _new_labels(res: DemoResult) -> np.ndarray:
 def test_demo_builds_the_revision_and_finds_near_duplicates(
     demo: tuple[Path, Path, DemoResult],
 ) -> None:
+    """The pool holds real near-copies of test and training images: the shared
+    eligibility rule finds them, they are excluded, none is in the revision, and
+    each recorded pair really is within the threshold on the stored pixels."""
     root, _, res = demo
     y_new = _new_labels(res)
     assert np.bincount(y_new, minlength=10).tolist() == [200] * 10
     nd = res.near_duplicates
-    assert nd["n_excluded"] >= nd["test"] >= 0
-    assert nd["threshold_sq_l2"] == pytest.approx(127_604)
+    th = near_original_threshold((28, 28))
+    assert nd["threshold_sq_l2"] == pytest.approx(th)
+    assert nd["test"] >= 20 and nd["train"] >= 50, nd
+    assert nd["n_excluded"] >= nd["test"], nd
+    steps = json.loads((root / "demo" / "steps" / "near-duplicates.json").read_text())
+    with Project.open(root) as project:
+        excluded = copies(candidate_eligibility(project, include_unreviewed=True))
+        assert set(steps["excluded"]) == excluded and len(excluded) == nd["n_excluded"]
+        members = {m.item_id for m in project.store.revisions.members(res.revision)}
+        assert len(members) == 2000 and not members & excluded
+        test_pairs = steps["pairs"]["test"]
+        assert len(test_pairs) == nd["test"]
+        for pair in test_pairs[:5] + test_pairs[-5:]:
+            assert pair["candidate"] in excluded
+            a, b = project.pixels([pair["candidate"], pair["reference"]])
+            d = float(np.sum((a.astype(np.int64) - b.astype(np.int64)) ** 2))
+            assert d == pytest.approx(pair["sq_l2"]) and d <= th
     export = json.loads((root / "demo" / "steps" / "export.json").read_text())
     assert export["revision"] == res.revision and export["n_images"] == 2000
     for key in ("report_png", "report_fit", "label_errors_contact_sheet"):
@@ -96,9 +118,7 @@ def test_iid_control_behaves_as_theory_says(
     preds = _cached_predictions(root)
     models = list(res.table.models)
     y_o, y_n = _test_labels(data), _new_labels(res)
-    c_o = np.array(
-        [preds[(m, "fashion_mnist-test")]["topk"][:, 0] == y_o for m in models]
-    )
+    c_o = np.array([preds[(m, ORIGINAL)]["topk"][:, 0] == y_o for m in models])
     c_n = np.array([preds[(m, res.revision)]["topk"][:, 0] == y_n for m in models])
     rng = np.random.default_rng(0)
     slopes = []
@@ -117,11 +137,13 @@ def test_table_is_reproducible_from_the_cached_predictions(
     root, data, res = demo
     preds = _cached_predictions(root)
     y_o, y_n = _test_labels(data), _new_labels(res)
-    table = json.loads((root / "reports" / "demo" / "comparison.json").read_text())
+    table = json.loads(
+        (root / "reports" / "demo" / res.revision / "comparison.json").read_text()
+    )
     rows = {r["model"]: r for r in table["rows"]}
     assert set(rows) == set(res.table.models) and len(rows) == 10
     for m, r in rows.items():
-        a_o = accuracy(y_o, preds[(m, "fashion_mnist-test")]["topk"])
+        a_o = accuracy(y_o, preds[(m, ORIGINAL)]["topk"])
         a_n = accuracy(y_n, preds[(m, res.revision)]["topk"])
         assert (a_o.k, a_o.n, a_n.k, a_n.n) == (
             r["orig_k"], r["orig_n"], r["new_k"], r["new_n"],

@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from retest.build.neardup import near_original_threshold
 from retest.errors import ConfigError
 from retest.pipeline.demo import (
-    NEAR_DUP_SQ_L2,
     DemoSettings,
-    _near_duplicates,
     _open_project,
+    near_duplicate_report,
     stratified_holdout,
 )
+from retest.pipeline.eligibility import Eligibility
 from retest.pipeline.project import Project
 from retest.store.base import CandidateRow, NeighbourList
 
@@ -56,11 +57,14 @@ def _cand(i: int) -> CandidateRow:
     return CandidateRow(id=f"{i:064x}", source="pool", source_ref=str(i), class_id=0)
 
 
-def test_near_duplicate_counts_and_exclusions(tmp_path: Path) -> None:
-    """Planted neighbour lists: which candidates are counted and excluded."""
-    th = NEAR_DUP_SQ_L2
+def test_near_duplicate_report_counts_pairs_and_takes_exclusions_from_eligibility(
+    tmp_path: Path,
+) -> None:
+    """Planted neighbour lists: pairs within the shared threshold are counted per
+    kind; the excluded set is exactly the eligibility rule's copies."""
+    th = near_original_threshold((28, 28))
     with Project.init(tmp_path / "p", classes=["a"]) as proj:
-        c = [_cand(i) for i in range(1, 6)]
+        c = [_cand(i) for i in range(1, 7)]
         proj.store.candidates.add(c)
         ids = [x.id for x in c]
         lists = [
@@ -68,17 +72,31 @@ def test_near_duplicate_counts_and_exclusions(tmp_path: Path) -> None:
             NeighbourList(ids[0], "l2", ("test:3", "train:9"), (th, th * 0.99)),
             # nearest train far, then a test image beyond the threshold: none
             NeighbourList(ids[1], "l2", ("train:1", "test:4"), (th + 1, th + 2)),
-            # within-pool pair ids[2] <-> ids[3]: one pair, larger id excluded
+            # within-pool pair ids[2] <-> ids[3]: one pair
             NeighbourList(ids[2], "l2", (ids[3], "train:2"), (10.0, 5e6)),
             NeighbourList(ids[3], "l2", (ids[2], "test:1"), (10.0, 5e6)),
-            # only the second-nearest test image counts (nearest per kind)
+            # only the nearest test image per kind counts
             NeighbourList(ids[4], "l2", ("test:7", "test:8"), (th * 2, 0.0)),
         ]
         proj.store.neardup.put_neighbours(lists)
-        nd = _near_duplicates(proj, ingest_dups=2)
+        elig = Eligibility(
+            {
+                ids[0]: ("near_original",),
+                ids[1]: (),
+                ids[2]: (),
+                ids[3]: ("pool_duplicate",),
+                ids[4]: ("blacklisted",),  # not a copy: not in "excluded"
+                ids[5]: ("unreviewed",),
+            },
+            include_unreviewed=True,
+            near_original_threshold=th,
+        )
+        nd = near_duplicate_report(proj, elig, ingest_dups=2)
     assert (nd["test"], nd["train"], nd["pool_pairs"]) == (1, 1, 1)
+    assert nd["threshold_sq_l2"] == pytest.approx(255_208.33, abs=0.01)
     assert nd["pool_exact_duplicates"] == 2
-    assert nd["excluded"] == sorted([ids[0], ids[3]])
+    assert nd["excluded"] == sorted([ids[0], ids[3]]) and nd["n_excluded"] == 2
+    assert nd["unreviewed_included"] == 1
     assert nd["pairs"]["pool"] == [
         {"candidate": ids[3], "reference": ids[2], "sq_l2": 10.0}
     ]

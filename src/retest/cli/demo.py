@@ -89,10 +89,13 @@ def _render(res: DemoResult) -> None:
     nd = res.near_duplicates
     echo = typer.echo
     echo(
-        f"near-duplicates (squared L2 ≤ {nd['threshold_sq_l2']:,.0f}): "
-        f"{nd['test']} of the test set, {nd['train']} of the remaining training set, "
-        f"{nd['pool_pairs']} pairs within the pool, {nd['pool_exact_duplicates']} exact "
-        f"copies merged at ingest; {nd['n_excluded']} pool images excluded."
+        f"near-duplicates (the project's eligibility rule, squared L2 ≤ "
+        f"{nd['threshold_sq_l2']:,.0f}): {nd['test']} of the test set, {nd['train']} of "
+        f"the remaining training set, {nd['pool_pairs']} pairs within the pool, "
+        f"{nd['pool_exact_duplicates']} exact copies merged at ingest; "
+        f"{nd['n_excluded']} pool images excluded "
+        f"({nd.get('unreviewed_included', 0)} awaiting a near-duplicate review let "
+        "through: the demo has no reviewer)."
     )
     if res.fit is not None:
         echo(f"fit: {res.fit.equation()}  R²={res.fit.r2:.3f}")

@@ -16,16 +16,15 @@ ones and the prediction cache makes re-evaluation free):
 
 Decisions
 ---------
-* Near-duplicate rule: squared pixel L2 ≤ :data:`NEAR_DUP_SQ_L2` (127,604) on
-  28×28 uint8 images. It is the CIFAR-10.1 rule (plain L2 ≤ 1000 on 32×32×3,
-  i.e. 325.5 squared grey levels per value) scaled to 784 values, halved
-  because about half of a Fashion-MNIST image is constant black background that
-  adds nothing to the distance (RMS difference over the garment ≈ 18 grey
-  levels, as in CIFAR). Inspection of the closest test/train pairs shows the
-  same product photographed again below it, and distinct garments above.
-* Excluded from sampling: pool images within the threshold of a remaining
-  training image or a test image, and of each within-pool pair the one with the
-  larger id (exact within-pool copies are already merged by ingest).
+* Which pool images may be sampled is decided by the project's shared rule,
+  :func:`retest.pipeline.eligibility.candidate_eligibility`, as for any project:
+  exact copies of an original, pool images whose nearest original lies within
+  the near-original threshold (CIFAR-10.1's "plain L2 ≤ 1000 on 32×32×3",
+  squared and scaled to 28×28 grey values: 255,208), and all but one member of
+  each within-pool near-duplicate group are excluded. The demo has no human
+  reviewer, so pairs awaiting a near-duplicate review do not block sampling
+  (``include_unreviewed``; their number is reported): excluding them would drop
+  the pool images closest to the originals and bias the i.i.d. control.
 * Pool labels are Fashion-MNIST's own; class-balanced sampling needs no
   annotations (``min_annotations`` 0), so no annotation events are written.
 * Label errors of the test set: confident learning on the mean of the testbed
@@ -53,9 +52,14 @@ from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable
 from retest.issues import ensemble_pred_probs
 from retest.issues.ranking import LabelError
-from retest.models.testbed import build_testbed
 from retest.pipeline.dedup import AGAINST, dedup_report, run_dedup
-from retest.pipeline.evaluate import compare_testbed, evaluate_testbed
+from retest.pipeline.eligibility import (
+    Eligibility,
+    candidate_eligibility,
+    check_fresh,
+    copies,
+)
+from retest.pipeline.evaluate import evaluate_project, project_models
 from retest.pipeline.export import export_revision
 from retest.pipeline.ingest import add_source
 from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
@@ -64,12 +68,11 @@ from retest.pipeline.reference import register_reference_arrays
 from retest.pipeline.revisions import create_revision
 from retest.records import LabeledSet
 from retest.sources.base import fetch_dataset
-from retest.store.artifacts import atomic_write_bytes, read_npy, write_json
+from retest.store.artifacts import atomic_write_bytes, write_json
 from retest.store.base import StageCheckpoint, split_reference_id
 
 __all__ = [
     "DEMO_STAGE",
-    "NEAR_DUP_SQ_L2",
     "STEPS",
     "DemoResult",
     "DemoSettings",
@@ -79,8 +82,6 @@ __all__ = [
 DEMO_STAGE = "demo"
 PROJECT_NAME = "fashion-mnist-demo"
 POOL_NAME = "fashion-mnist-pool"
-NEAR_DUP_SQ_L2 = 127_604.0
-"""Squared L2 (raw 0–255 pixels, 28×28) at or below which two images are near-duplicates."""
 STEPS = (
     "split", "reference", "ingest", "dedup", "near-duplicates", "sample",
     "export", "evaluate", "compare", "label-errors",
@@ -115,7 +116,7 @@ class DemoSettings:
         """Settings that decide the data steps (changing them needs a new folder)."""
         return {"seed": self.seed, "pool_size": self.pool_size,
                 "per_class": self.per_class, "knn_k": self.knn_k,
-                "near_dup_sq_l2": NEAR_DUP_SQ_L2}  # fmt: skip
+                "near_duplicates": "candidate_eligibility"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,49 +254,39 @@ def _nearest(project: Project) -> dict[str, dict[str, tuple[str, float]]]:
     return out
 
 
-def _near_duplicates(project: Project, ingest_dups: int) -> dict[str, Any]:
-    nearest = _nearest(project)
-    th = NEAR_DUP_SQ_L2
+def near_duplicate_report(
+    project: Project, elig: Eligibility, ingest_dups: int
+) -> dict[str, Any]:
+    """What the shared eligibility rule excluded, and the pairs behind it by kind.
+
+    ``excluded`` is exactly the candidates the rule excludes as copies (of an
+    original or of another pool image); ``test``/``train`` count pool images whose
+    nearest test/train image lies within the rule's near-original threshold, and
+    ``pool_pairs`` the within-pool pairs within it (each pair once).
+    """
+    th = elig.near_original_threshold
     pairs: dict[str, list[dict[str, Any]]] = {"train": [], "test": [], "pool": []}
-    excluded: set[str] = set()
-    for cid, per in sorted(nearest.items()):
-        for kind, (ref, d) in per.items():
-            if d > th:
-                continue
-            if kind == "pool" and cid < ref:
-                continue  # each within-pool pair once; the larger id is excluded
-            pairs[kind].append({"candidate": cid, "reference": ref, "sq_l2": d})
-            excluded.add(cid)
+    if th is not None:
+        for cid, per in sorted(_nearest(project).items()):
+            for kind, (ref, d) in per.items():
+                if d > th or (kind == "pool" and cid < ref):
+                    continue  # each within-pool pair once
+                pairs[kind].append({"candidate": cid, "reference": ref, "sq_l2": d})
     for v in pairs.values():
         v.sort(key=lambda p: (p["sq_l2"], p["candidate"]))
+    excluded = sorted(copies(elig))
     return {
         "threshold_sq_l2": th,
         "test": len(pairs["test"]),
         "train": len(pairs["train"]),
         "pool_pairs": len(pairs["pool"]),
         "pool_exact_duplicates": ingest_dups,
-        "excluded": sorted(excluded),
+        "reasons": elig.counts(),
+        "unreviewed_included": elig.n_unreviewed_included,
+        "excluded": excluded,
         "n_excluded": len(excluded),
         "pairs": pairs,
     }
-
-
-def _revision_set(
-    project: Project, export: dict[str, Any], names: tuple[str, ...]
-) -> LabeledSet:
-    d = Path(export["path"])
-    rev = export["revision"]
-    x = read_npy(d / f"{rev}_data.npy")
-    y = read_npy(d / f"{rev}_labels.npy").astype(np.int64)
-    return LabeledSet(rev, y, names, np.ascontiguousarray(x))
-
-
-def _snapshot(cache: Path) -> dict[str, int]:
-    return (
-        {p.name: p.stat().st_mtime_ns for p in cache.glob("*.npz")}
-        if cache.is_dir()
-        else {}
-    )
 
 
 def run_demo(
@@ -376,8 +367,12 @@ def run_demo(
 
         steps("dedup", dedup)
 
+        def eligibility() -> Eligibility:
+            check_fresh(project)
+            return candidate_eligibility(project, include_unreviewed=True)
+
         def near_dups() -> dict[str, Any]:
-            res = _near_duplicates(project, int(ing["duplicates"]))
+            res = near_duplicate_report(project, eligibility(), int(ing["duplicates"]))
             dedup_report(project, top=16, metrics=("l2",))
             return res
 
@@ -386,7 +381,7 @@ def run_demo(
         def sample() -> dict[str, Any]:
             rev = create_revision(project, project=PROJECT_NAME, strategy="class-balanced",
                                   seed=s.seed, per_class=s.per_class,
-                                  near_duplicates=nd["excluded"])  # fmt: skip
+                                  eligibility=eligibility())  # fmt: skip
             return {"revision": rev.revision.name, "valid": rev.revision.valid,
                     "shortfall": dict(rev.revision.shortfall)}  # fmt: skip
 
@@ -398,43 +393,33 @@ def run_demo(
             )
             return {"revision": rev, "path": str(res.out), "n_images": res.n_images}
 
-        ex = steps("export", export)
-        new = _revision_set(project, ex, names)
-        return _evaluate_and_report(
-            project, steps, s, train, test, new, nd, workers, progress
-        )
+        steps("export", export)
+        return _evaluate_and_report(project, steps, s, rev, nd, workers, progress)
 
 
 def _evaluate_and_report(
     project: Project,
     steps: _Steps,
     s: DemoSettings,
-    train: LabeledSet,
-    test: LabeledSet,
-    new: LabeledSet,
+    revision: str,
     nd: Mapping[str, Any],
     workers: int | None,
     progress: ProgressCallback | None,
 ) -> DemoResult:
-    """Train/evaluate the testbed (cached), compare, label errors, summary."""
+    """Train/evaluate the testbed (cached) and compare: the same call as ``retest
+    evaluate --preset <preset> --seed <seed>``; then label errors and the summary."""
     root = project.root
-    cache = project.arrays_dir / "predictions"
-    before = _snapshot(cache)
-    t0 = time.perf_counter()
-    models = build_testbed(s.preset, n_classes=len(project.class_names),
-                           random_state=s.seed, progress=progress)  # fmt: skip
-    preds = evaluate_testbed(models, test, new, cache_dir=cache, train=train,
-                             workers=workers, progress=progress)  # fmt: skip
-    after = _snapshot(cache)
-    seconds = {"evaluate": round(time.perf_counter() - t0, 2)}
-    t0 = time.perf_counter()
-    computed = sum(1 for k, v in after.items() if before.get(k) != v)
-    steps.finish("evaluate", reused=not computed)
     out = project.reports_dir / "demo"
-    rep = compare_testbed(preds, test, new, out_dir=out, n_boot=s.n_boot,
-                          random_state=s.seed, progress=progress)  # fmt: skip
+    t0 = time.perf_counter()
+    models = project_models(project, preset=s.preset, seed=s.seed, progress=progress)
+    ev = evaluate_project(project, models, revisions=[revision], out_dir=out,
+                          workers=workers, n_boot=s.n_boot, seed=s.seed,
+                          progress=progress)  # fmt: skip
+    seconds = {"evaluate": round(time.perf_counter() - t0, 2)}
+    steps.finish("evaluate", reused=not ev.computed)
     steps.finish("compare", reused=False)
-    seconds["compare"] = round(time.perf_counter() - t0, 2)
+    test, new, rep = ev.original, ev.revisions[0], ev.reports[revision]
+    preds = ev.pairs(revision)
     t0 = time.perf_counter()
     ens = ensemble_pred_probs([p[0] for p in preds.values()],
                               n_classes=len(project.class_names), mode="auto")  # fmt: skip
@@ -455,7 +440,7 @@ def _evaluate_and_report(
     paths = {
         "project": root,
         "revision": Path(str(project.revisions_dir / new.name / "npy")),
-        "predictions": cache,
+        "predictions": project.arrays_dir / "predictions",
         **{f"report_{k}": v for k, v in rep.paths.items()},
         **{f"label_errors_{k}": v for k, v in le.paths.items()},
         "dedup_sheet": out.parent / "dedup" / "closest_l2.png",
@@ -464,7 +449,7 @@ def _evaluate_and_report(
         root, s, new.name, rep.table, rep.fit,
         {k: v for k, v in nd.items() if k not in ("excluded", "pairs")},
         le.ranked, project.class_names, paths, tuple(steps.run), tuple(steps.reused),
-        computed, mean_gap, se, summary, {"seconds": seconds},
+        ev.computed, mean_gap, se, summary, {"seconds": seconds},
     )  # fmt: skip
     write_json(out / "summary.json", result.as_dict())
     return result

@@ -1,12 +1,16 @@
-"""The evaluate stage: run a testbed on the original test set and a new one.
+"""The evaluate stage: run a testbed on the original test set and new ones.
 
-:func:`evaluate_testbed` trains the untrained runners on ``train`` (when given),
-predicts both test sets, and caches every prediction (see
+:func:`evaluate_sets` trains the untrained runners on ``train`` (when given),
+predicts every test set, and caches every prediction (see
 :mod:`retest.pipeline.prediction_cache`), so a second run computes nothing. Work
 can be farmed out to a Dask cluster, one task per model; each task runs the same
 code as the local path with pinned thread counts, so the results are identical.
 :func:`compare_testbed` then hands the predictions to the evaluation core
 (table, linear fit, figure) and writes the report.
+
+:func:`evaluate_project` is the whole stage on a project: the original test set
+and training set come from the registered reference splits, the new sets from
+the project's revisions; ``retest evaluate`` and ``retest demo`` both call it.
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
-from retest.errors import ConfigError, InputValidationError
+from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable, compare
 from retest.models.base import ModelRunner, array_digest, runner_fingerprint
@@ -33,9 +37,27 @@ from retest.pipeline.prediction_cache import PredictionCache, dataset_fingerprin
 from retest.pipeline.report import write_report
 from retest.records import LabeledSet, Predictions
 
-__all__ = ["TestbedReport", "compare_testbed", "evaluate_testbed"]
+if TYPE_CHECKING:
+    from retest.pipeline.project import Project
+    from retest.store.base import Store
+
+__all__ = [
+    "ORIGINAL",
+    "ProjectEvaluation",
+    "TestbedReport",
+    "compare_testbed",
+    "evaluate_project",
+    "evaluate_sets",
+    "evaluate_testbed",
+    "project_models",
+    "reference_set",
+    "revision_set",
+]
 
 Pair = tuple[Predictions, Predictions]
+ORIGINAL = "original"
+"""Dataset name of a project's original test set (tables, cache, ``--predictions``)."""
+MODEL_FILE_KINDS = {".pt": "torchscript", ".ts": "torchscript", ".onnx": "onnx"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +65,24 @@ class _Job:
     runner: ModelRunner
     fit: bool
     model_key: str
+    missing: tuple[int, ...]  # indices of the datasets to predict
 
 
 def _check_inputs(
     models: Sequence[ModelRunner],
-    original: LabeledSet,
-    new: LabeledSet,
+    datasets: Sequence[LabeledSet],
     train: LabeledSet | None,
 ) -> None:
     names = [m.name for m in models]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"model names must be unique; repeated: {', '.join(dup)}.")
+    ds_names = [d.name for d in datasets]
+    dup = sorted({n for n in ds_names if ds_names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"dataset names must be unique; repeated: {', '.join(dup)}.")
     for m in models:
-        for ds in (original, new, *((train,) if train is not None else ())):
+        for ds in (*datasets, *((train,) if train is not None else ())):
             if ds.class_names is not None and len(ds.class_names) != m.n_classes:
                 raise InputValidationError(
                     f"model {m.name!r} has {m.n_classes} classes but dataset {ds.name!r} "
@@ -69,7 +95,7 @@ def _check_inputs(
                     f"the {m.n_classes} classes of model {m.name!r} (ids 0..{m.n_classes - 1})."
                 )
         if not isinstance(m, PredictionFileRunner):
-            for ds in (original, new):
+            for ds in datasets:
                 if ds.images is None:
                     raise InputValidationError(
                         f"dataset {ds.name!r} has no images; model {m.name!r} needs them."
@@ -85,22 +111,18 @@ def run_model(
     fit: bool,
     train_x: NDArray[Any] | None,
     train_y: NDArray[Any] | None,
-    orig_x: NDArray[Any],
-    new_x: NDArray[Any],
-    names: tuple[str, str],
-    batch_size: int | None = None,
-    progress: ProgressCallback | None = None,
-) -> Pair:
-    """Train (if asked) and predict both sets: one unit of work, local or on Dask."""
+    names: tuple[str, ...],
+    batch_size: int | None,
+    progress: ProgressCallback | None,
+    *inputs: NDArray[Any],
+) -> tuple[Predictions, ...]:
+    """Train (if asked) and predict each input set: one unit of work, local or on Dask."""
     if fit:
         runner.fit(train_x, train_y, progress=progress)  # type: ignore[attr-defined]
-    po = runner.predict(
-        orig_x, dataset=names[0], batch_size=batch_size, progress=progress
+    return tuple(
+        runner.predict(x, dataset=name, batch_size=batch_size, progress=progress)
+        for x, name in zip(inputs, names, strict=True)
     )
-    pn = runner.predict(
-        new_x, dataset=names[1], batch_size=batch_size, progress=progress
-    )
-    return po, pn
 
 
 def _check_result(
@@ -141,6 +163,121 @@ def _client(cluster: Any, workers: int | None) -> Iterator[Any]:
         yield client
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    predictions: dict[str, tuple[Predictions, ...]]
+    computed: int  # cache entries written (model × dataset)
+
+
+def _evaluate(
+    models: Sequence[ModelRunner],
+    datasets: Sequence[LabeledSet],
+    *,
+    cache_dir: str | os.PathLike[str],
+    train: LabeledSet | None,
+    cluster: Any,
+    workers: int | None,
+    batch_size: int | None,
+    store: Store | None,
+    progress: ProgressCallback | None,
+) -> _Outcome:
+    models, datasets = list(models), list(datasets)
+    _check_inputs(models, datasets, train)
+    cache = PredictionCache(cache_dir, store=store)
+    t_digest = (
+        array_digest(train.images, train.labels)
+        if train is not None and train.images is not None
+        else None
+    )
+    keys = [dataset_fingerprint(d) for d in datasets]
+    found: dict[str, list[Predictions | None]] = {}
+    todo: list[_Job] = []
+    for m in models:
+        fit = not getattr(m, "fitted", True)
+        if fit and t_digest is None:
+            raise ConfigError(
+                f"model {m.name!r} is untrained; pass train= (a LabeledSet with images)."
+            )
+        mk = runner_fingerprint(m, train_digest=t_digest if fit else None)
+        hits = [cache.load(mk, k) for k in keys]
+        found[m.name] = hits
+        missing = tuple(i for i, h in enumerate(hits) if h is None)
+        if missing:
+            todo.append(_Job(m, fit, mk, missing))
+    task, total = "evaluate testbed", len(models)
+    done = len(models) - len(todo)
+    report(progress, task, done, total)
+    results = (
+        _run_local(todo, datasets, train, batch_size, progress)
+        if cluster is None and workers is None
+        else _run_dask(todo, datasets, train, batch_size, cluster, workers)
+    )
+    computed = 0
+    for job, preds in results:  # in completion order; each is cached at once
+        for i, pred in zip(job.missing, preds, strict=True):
+            pred = _check_result(job.runner, pred, datasets[i])
+            cache.save(pred, job.model_key, keys[i])
+            found[job.runner.name][i] = pred
+            computed += 1
+        done += 1
+        report(progress, task, done, total)
+    out: dict[str, tuple[Predictions, ...]] = {}
+    for m in models:
+        got = found[m.name]
+        assert all(p is not None for p in got)
+        out[m.name] = tuple(p for p in got if p is not None)
+    return _Outcome(out, computed)
+
+
+def evaluate_sets(
+    models: Sequence[ModelRunner],
+    datasets: Sequence[LabeledSet],
+    *,
+    cache_dir: str | os.PathLike[str],
+    train: LabeledSet | None = None,
+    cluster: Any = None,
+    workers: int | None = None,
+    batch_size: int | None = None,
+    store: Store | None = None,
+    progress: ProgressCallback | None = None,
+) -> dict[str, tuple[Predictions, ...]]:
+    """Predictions of every model on every dataset: ``{model: (pred per dataset)}``.
+
+    A model is trained at most once per call, whatever the number of datasets,
+    and only the datasets missing from the cache are predicted.
+
+    Parameters
+    ----------
+    models : sequence of ModelRunner
+        Runners; untrained ones (``fitted`` false) are trained on ``train`` first.
+    datasets : sequence of LabeledSet
+        Test sets with unique names (with images, unless every runner reads
+        prediction files).
+    cache_dir : path
+        Prediction cache folder; cached predictions are returned without computing.
+    train : LabeledSet, optional
+        Training set for the untrained runners; part of their cache key.
+    cluster : None, "local", scheduler address or dask Client
+        Where to run: ``None`` (and no ``workers``) runs in this process, one
+        model after the other; otherwise one Dask task per model.
+    workers : int, optional
+        Start a local Dask cluster on 127.0.0.1 with this many worker processes
+        (``cluster=None`` or ``"local"``; default 2 for ``"local"``).
+    store : Store, optional
+        Project store whose predictions table records new cache entries.
+
+    Raises
+    ------
+    InputValidationError
+        Labels outside a model's classes, a model with the wrong number of output
+        classes, missing images. Nothing is cached for a failing model.
+    """
+    return _evaluate(
+        models, datasets, cache_dir=cache_dir, train=train, cluster=cluster,
+        workers=workers, batch_size=batch_size, store=store, progress=progress,
+    ).predictions  # fmt: skip
+
+
 def evaluate_testbed(
     models: Sequence[ModelRunner],
     original: LabeledSet,
@@ -153,124 +290,67 @@ def evaluate_testbed(
     batch_size: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> dict[str, Pair]:
-    """Predictions of every model on ``original`` and ``new``: ``{model: (orig, new)}``.
-
-    Parameters
-    ----------
-    models : sequence of ModelRunner
-        Runners; untrained ones (``fitted`` false) are trained on ``train`` first.
-    original, new : LabeledSet
-        The two test sets (with images, unless every runner reads prediction files).
-    cache_dir : path
-        Prediction cache folder; cached pairs are returned without computing.
-    train : LabeledSet, optional
-        Training set for the untrained runners; part of their cache key.
-    cluster : None, "local", scheduler address or dask Client
-        Where to run: ``None`` (and no ``workers``) runs in this process, one
-        model after the other; otherwise one Dask task per model.
-    workers : int, optional
-        Start a local Dask cluster on 127.0.0.1 with this many worker processes
-        (``cluster=None`` or ``"local"``; default 2 for ``"local"``).
-
-    Raises
-    ------
-    InputValidationError
-        Labels outside a model's classes, a model with the wrong number of output
-        classes, missing images. Nothing is cached for a failing model.
-    """
-    models = list(models)
-    _check_inputs(models, original, new, train)
-    cache = PredictionCache(cache_dir)
-    t_digest = (
-        array_digest(train.images, train.labels)
-        if train is not None and train.images is not None
-        else None
-    )
-    keys = (dataset_fingerprint(original), dataset_fingerprint(new))
-    out: dict[str, Pair] = {}
-    todo: list[_Job] = []
-    for m in models:
-        fit = not getattr(m, "fitted", True)
-        if fit and t_digest is None:
-            raise ConfigError(
-                f"model {m.name!r} is untrained; pass train= (a LabeledSet with images)."
-            )
-        mk = runner_fingerprint(m, train_digest=t_digest if fit else None)
-        hit_o, hit_n = cache.load(mk, keys[0]), cache.load(mk, keys[1])
-        if hit_o is not None and hit_n is not None:
-            out[m.name] = (hit_o, hit_n)
-        else:
-            todo.append(_Job(m, fit, mk))
-    task, total = "evaluate testbed", len(models)
-    report(progress, task, len(out), total)
-    results = (
-        _run_local(todo, original, new, train, batch_size, progress)
-        if cluster is None and workers is None
-        else _run_dask(todo, original, new, train, batch_size, cluster, workers)
-    )
-    for job, pair in results:  # in completion order; each is cached at once
-        po = _check_result(job.runner, pair[0], original)
-        pn = _check_result(job.runner, pair[1], new)
-        cache.save(po, job.model_key, keys[0])
-        cache.save(pn, job.model_key, keys[1])
-        out[job.runner.name] = (po, pn)
-        report(progress, task, len(out), total)
-    return {m.name: out[m.name] for m in models}
+    """:func:`evaluate_sets` on two sets: ``{model: (original, new)}``."""
+    res = evaluate_sets(
+        models, [original, new], cache_dir=cache_dir, train=train, cluster=cluster,
+        workers=workers, batch_size=batch_size, progress=progress,
+    )  # fmt: skip
+    return {m: (p[0], p[1]) for m, p in res.items()}
 
 
-def _args(
-    train: LabeledSet | None, original: LabeledSet, new: LabeledSet
-) -> tuple[Any, ...]:
-    tx = train.images if train is not None else None
-    ty = train.labels if train is not None else None
-    return tx, ty, _inputs(original), _inputs(new), (original.name, new.name)
+def _train_args(train: LabeledSet | None) -> tuple[Any, Any]:
+    if train is None:
+        return None, None
+    return train.images, train.labels
 
 
 def _run_local(
     jobs: Sequence[_Job],
-    original: LabeledSet,
-    new: LabeledSet,
+    datasets: Sequence[LabeledSet],
     train: LabeledSet | None,
     batch_size: int | None,
     progress: ProgressCallback | None,
-) -> Iterator[tuple[_Job, Pair]]:
-    tx, ty, ox, nx, names = _args(train, original, new)
+) -> Iterator[tuple[_Job, tuple[Predictions, ...]]]:
+    tx, ty = _train_args(train)
     for job in jobs:  # lazily, so each model is cached as soon as it finishes
+        sets = [datasets[i] for i in job.missing]
+        names = tuple(d.name for d in sets)
+        xs = [_inputs(d) for d in sets]
         yield (
             job,
-            run_model(job.runner, job.fit, tx, ty, ox, nx, names, batch_size, progress),
+            run_model(job.runner, job.fit, tx, ty, names, batch_size, progress, *xs),
         )
 
 
 def _run_dask(
     jobs: Sequence[_Job],
-    original: LabeledSet,
-    new: LabeledSet,
+    datasets: Sequence[LabeledSet],
     train: LabeledSet | None,
     batch_size: int | None,
     cluster: Any,
     workers: int | None,
-) -> Iterator[tuple[_Job, Pair]]:
+) -> Iterator[tuple[_Job, tuple[Predictions, ...]]]:
     if not jobs:
         return
     from dask.distributed import as_completed
 
     with _client(cluster, workers) as client:
-        tx, ty, ox, nx, names = _args(train, original, new)
+        tx, ty = _train_args(train)
         # One copy of each array per worker instead of one per task.
-        s_ox, s_nx = client.scatter([ox, nx], broadcast=True)
+        s_xs = client.scatter([_inputs(d) for d in datasets], broadcast=True)
         s_tx, s_ty = (
             client.scatter([tx, ty], broadcast=True) if tx is not None else (None, None)
         )
         futures = {
             client.submit(
-                run_model, job.runner, job.fit, s_tx, s_ty, s_ox, s_nx, names,
-                batch_size, pure=False,
+                run_model, job.runner, job.fit, s_tx, s_ty,
+                tuple(datasets[i].name for i in job.missing), batch_size, None,
+                *(s_xs[i] for i in job.missing), pure=False,
             ): job
             for job in jobs
         }  # fmt: skip
-        for fut, pair in as_completed(futures, with_results=True):
-            yield futures[fut], pair
+        for fut, preds in as_completed(futures, with_results=True):
+            yield futures[fut], preds
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,22 +363,33 @@ class TestbedReport:
 
 
 def compare_testbed(
-    predictions: Mapping[str, Pair],
+    predictions: Mapping[str, Sequence[Predictions]],
     original: LabeledSet,
     new: LabeledSet,
     *,
     out_dir: str | os.PathLike[str],
     metric: str = "top1",
     axes: str = "linear",
+    confidence: float = 0.95,
     n_boot: int = 100_000,
     random_state: int = 0,
     figure_formats: Sequence[str] = ("png", "pdf"),
+    label_models: Sequence[str] = (),
     progress: ProgressCallback | None = None,
 ) -> TestbedReport:
-    """Table, linear fit and figure of :func:`evaluate_testbed`'s output (evaluation core)."""
+    """Table, linear fit and figure of ``{model: (original, new)}`` predictions.
+
+    The same evaluation core and report writer as ``retest compare``; the fit needs
+    at least three models (``fit`` is None below that).
+    """
     tb_o = {m: p[0] for m, p in predictions.items()}
     tb_n = {m: p[1] for m, p in predictions.items()}
-    table = compare(original, new, tb_o, tb_n, metric=metric)
+    table = compare(original, new, tb_o, tb_n, metric=metric, confidence=confidence)
+    unknown = sorted(set(label_models) - set(table.models))
+    if unknown:
+        raise InputValidationError(
+            f"--label names models that are not in the table: {', '.join(unknown)}."
+        )
     fit = (
         fit_table(
             table,
@@ -310,5 +401,269 @@ def compare_testbed(
         if len(table.models) >= 3
         else None
     )
-    paths = write_report(table, fit, out_dir, figure_formats=figure_formats)
+    paths = write_report(
+        table, fit, out_dir, label_models=label_models, figure_formats=figure_formats
+    )
     return TestbedReport(table, fit, paths)
+
+
+# ------------------------------------------------------------------ projects
+
+
+def _stack(images: Sequence[NDArray[np.uint8]], what: str) -> NDArray[np.uint8]:
+    shapes = sorted({tuple(im.shape) for im in images})
+    if len(shapes) > 1:
+        raise InputValidationError(
+            f"{what} has images of {len(shapes)} shapes ({shapes[0]}, {shapes[1]}, …); "
+            "model runners need one shape. Evaluate prediction folders instead "
+            "(--predictions) or resize the images."
+        )
+    if not images:
+        return np.empty((0,), np.uint8)
+    return np.stack(images)
+
+
+def reference_set(
+    project: Project, split: str = "test", *, name: str | None = None,
+    images: bool = True,
+) -> LabeledSet:  # fmt: skip
+    """One registered split of the original dataset, in index order.
+
+    Raises
+    ------
+    NotFoundError
+        The project has no reference images of that split.
+    """
+    rows = project.store.references.list(split=split)
+    if not rows:
+        have = sorted({r.split for r in project.store.references.list()})
+        raise NotFoundError(
+            f"the project has no original {split!r} images (registered splits: "
+            f"{', '.join(have) or 'none'}). Register them with `retest reference add "
+            f"… --split {split}`."
+        )
+    rows.sort(key=lambda r: r.index)
+    labels = np.array([r.class_id for r in rows], np.int64)
+    x = None
+    if images:
+        arrays = {r.array_name for r in rows}
+        rownums = np.array(
+            [r.array_row if r.array_row is not None else -1 for r in rows]
+        )
+        if len(arrays) == 1 and None not in arrays and (rownums >= 0).all():
+            px = project.pixel_array(str(arrays.pop()))
+            full = px.array()
+            if np.array_equal(rownums, np.arange(len(full))):
+                x = np.array(full)
+            else:
+                x = px.read(rownums)
+        else:
+            ids = [r.id for r in rows]
+            x = _stack(project.pixels(ids), f"original split {split!r}")
+    return LabeledSet(name or split, labels, project.class_names, x)
+
+
+def revision_set(
+    project: Project, revision: str, *, images: bool = True, chunk: int = 4096
+) -> LabeledSet:
+    """A revision's members (revision order, the export order) as a LabeledSet.
+
+    Raises
+    ------
+    NotFoundError
+        No revision of that name (the message lists the existing ones).
+    """
+    names = [r.name for r in project.store.revisions.list()]
+    if revision not in names:
+        raise NotFoundError(
+            f"no revision {revision!r} in the project (revisions: "
+            f"{', '.join(names) or 'none; create one with `retest sample`'})."
+        )
+    members = project.store.revisions.members(revision)
+    labels = np.array([m.class_id for m in members], np.int64)
+    x = None
+    if images:
+        ids = [m.item_id for m in members]
+        pix: list[NDArray[np.uint8]] = []
+        for s in range(0, len(ids), chunk):
+            pix += project.pixels(ids[s : s + chunk])
+        x = _stack(pix, f"revision {revision!r}")
+    return LabeledSet(revision, labels, project.class_names, x)
+
+
+def _model_file(spec: str, n_classes: int, options: Mapping[str, Any]) -> ModelRunner:
+    from retest.models.base import load_model
+
+    kind, sep, path = spec.partition(":")
+    if not sep or len(kind) == 1:  # no kind, or a Windows drive letter
+        kind, path = "", spec
+    p = Path(path)
+    if not kind:
+        kind = MODEL_FILE_KINDS.get(p.suffix.lower(), "")
+        if not kind:
+            raise ConfigError(
+                f"--model-file {spec}: cannot tell the model kind from the suffix "
+                f"{p.suffix!r}; write KIND:PATH with KIND one of torchscript, onnx, "
+                "sklearn."
+            )
+    if not p.is_file():
+        raise InputValidationError(f"--model-file {spec}: {p} does not exist.")
+    opts = dict(options) if kind == "onnx" else {}
+    return load_model(kind, str(p), name=p.stem, n_classes=n_classes, **opts)
+
+
+def project_models(
+    project: Project,
+    *,
+    preset: str | None = None,
+    names: Sequence[str] = (),
+    files: Sequence[str] = (),
+    predictions: Mapping[str, str | os.PathLike[str]] | None = None,
+    datasets: Sequence[str] = (),
+    seed: int = 0,
+    onnx_options: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[ModelRunner]:
+    """The models to evaluate, in this order: the built-in testbed's ``preset``
+    (or ``names``; the zoo of :mod:`retest.models.testbed`), model files
+    (``[KIND:]PATH``, kind from the suffix: ``.pt``/``.ts`` TorchScript, ``.onnx``)
+    and prediction folders (``{dataset: folder}``; the models found in the
+    folders of every dataset in ``datasets``).
+
+    Raises
+    ------
+    ConfigError
+        No model at all, or prediction folders missing for some dataset.
+    """
+    from retest.models.testbed import build_testbed
+
+    k = len(project.class_names)
+    out: list[ModelRunner] = []
+    if preset is not None or names:
+        out += build_testbed(
+            preset or "full", n_classes=k, random_state=seed,
+            names=list(names) if names else None, progress=progress,
+        )  # fmt: skip
+    out += [_model_file(f, k, onnx_options or {}) for f in files]
+    if predictions:
+        unknown = sorted(set(predictions) - set(datasets))
+        if unknown:
+            raise ConfigError(
+                f"--predictions {unknown[0]}=…: {unknown[0]!r} is not one of the "
+                f"evaluated datasets ({', '.join(datasets)})."
+            )
+        missing = [d for d in datasets if d not in predictions]
+        if missing:
+            raise ConfigError(
+                f"--predictions has no folder for {missing[0]!r}; prediction folders "
+                f"are needed for every evaluated dataset ({', '.join(datasets)}). "
+                f"Pass --predictions {missing[0]}=DIR or choose the revisions with "
+                "--revision."
+            )
+        from retest.models.prediction_files import runners_from_folders
+
+        out += runners_from_folders(
+            {d: Path(predictions[d]) for d in datasets}, n_classes=k
+        )
+    if not out:
+        raise ConfigError(
+            "no models to evaluate: pass --preset quick|full, --model NAME, "
+            "--model-file [KIND:]PATH or --predictions DATASET=DIR."
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectEvaluation:
+    """What :func:`evaluate_project` computed: one report per revision."""
+
+    original: LabeledSet
+    revisions: tuple[LabeledSet, ...]
+    reports: dict[str, TestbedReport]
+    predictions: dict[str, tuple[Predictions, ...]] = field(repr=False)
+    computed: int = 0
+    models: tuple[str, ...] = ()
+
+    def pairs(self, revision: str) -> dict[str, Pair]:
+        """``{model: (original, revision)}`` predictions."""
+        i = 1 + [r.name for r in self.revisions].index(revision)
+        return {m: (p[0], p[i]) for m, p in self.predictions.items()}
+
+
+def evaluate_project(
+    project: Project,
+    models: Sequence[ModelRunner],
+    *,
+    revisions: Sequence[str] | None = None,
+    test_split: str = "test",
+    train_split: str = "train",
+    out_dir: str | os.PathLike[str] | None = None,
+    cluster: Any = None,
+    workers: int | None = None,
+    batch_size: int | None = None,
+    metric: str = "top1",
+    axes: str = "linear",
+    confidence: float = 0.95,
+    n_boot: int = 100_000,
+    seed: int = 0,
+    figure_formats: Sequence[str] = ("png", "pdf"),
+    label_models: Sequence[str] = (),
+    progress: ProgressCallback | None = None,
+) -> ProjectEvaluation:
+    """Evaluate ``models`` on the project's original test set and its revisions.
+
+    The original test set is the reference split ``test_split`` (named
+    :data:`ORIGINAL`); untrained models are trained on the reference split
+    ``train_split``. Predictions are cached under ``arrays/predictions/`` (and
+    listed in the store). For each revision the comparison (table, fit, figure)
+    is written to ``<out_dir>/<revision>/`` (default ``reports/evaluate``).
+
+    Parameters
+    ----------
+    revisions : sequence of str, optional
+        Revision names (default: every revision of the project, oldest first).
+    seed : int
+        Seed of the bootstrap of the fit.
+
+    Raises
+    ------
+    NotFoundError
+        Unknown revision, no revision at all, missing reference split.
+    """
+    store = project.store
+    if revisions is None:
+        revisions = [r.name for r in store.revisions.list()]
+        if not revisions:
+            raise NotFoundError(
+                "the project has no revision to evaluate; create one with "
+                "`retest sample`."
+            )
+    revisions = list(dict.fromkeys(revisions))
+    if ORIGINAL in revisions:
+        raise ConfigError(f"a revision may not be called {ORIGINAL!r}.")
+    need_images = any(not isinstance(m, PredictionFileRunner) for m in models)
+    sets = [
+        reference_set(project, test_split, name=ORIGINAL, images=need_images),
+        *(revision_set(project, r, images=need_images) for r in revisions),
+    ]
+    need_train = any(not getattr(m, "fitted", True) for m in models)
+    train = reference_set(project, train_split) if need_train else None
+    outcome = _evaluate(
+        models, sets, cache_dir=project.arrays_dir / "predictions", train=train,
+        cluster=cluster, workers=workers, batch_size=batch_size, store=store,
+        progress=progress,
+    )  # fmt: skip
+    base = Path(out_dir) if out_dir is not None else project.reports_dir / "evaluate"
+    reports = {}
+    for i, new in enumerate(sets[1:], 1):
+        pairs = {m: (p[0], p[i]) for m, p in outcome.predictions.items()}
+        reports[new.name] = compare_testbed(
+            pairs, sets[0], new, out_dir=base / new.name, metric=metric, axes=axes,
+            confidence=confidence, n_boot=n_boot, random_state=seed,
+            figure_formats=figure_formats, label_models=label_models,
+            progress=progress,
+        )  # fmt: skip
+    return ProjectEvaluation(
+        sets[0], tuple(sets[1:]), reports, outcome.predictions, outcome.computed,
+        tuple(m.name for m in models),
+    )  # fmt: skip
