@@ -13,7 +13,6 @@ from retest._validation import RandomStateLike, check_fraction
 from retest.build.eligibility import CandidateInfo, EligibilityRules, split_eligible
 from retest.build.histogram import DEFAULT_BINS, bin_index
 from retest.build.sampling_base import (
-    SAMPLERS,
     ClassShortfall,
     SampleMember,
     SampleResult,
@@ -21,6 +20,7 @@ from retest.build.sampling_base import (
     class_generators,
     draw,
     finish,
+    register_sampler,
     required_classes,
 )
 
@@ -85,7 +85,20 @@ def _carry_and_fill(
     )
 
 
-@SAMPLERS.register("threshold")
+@register_sampler(
+    "threshold",
+    summary="per_class random images with selection frequency >= tau",
+    revision=True,
+    tag="a",
+    inputs=(
+        "per_class",
+        "previous",
+        "classes",
+        "min_annotations",
+        "threshold",
+        "class_thresholds",
+    ),
+)
 def sample_threshold(
     pool: Sequence[CandidateInfo],
     *,
@@ -131,7 +144,12 @@ def sample_threshold(
     )
 
 
-@SAMPLERS.register("class-balanced")
+@register_sampler(
+    "class-balanced",
+    summary="per_class random images, no annotations needed",
+    revision=True,
+    inputs=("per_class", "previous", "classes", "min_annotations"),
+)
 def sample_class_balanced(
     pool: Sequence[CandidateInfo],
     *,
@@ -169,7 +187,13 @@ def sample_class_balanced(
     )
 
 
-@SAMPLERS.register("top-images")
+@register_sampler(
+    "top-images",
+    summary="the per_class most-selected images",
+    revision=True,
+    tag="c",
+    inputs=("per_class", "previous", "classes", "min_annotations"),
+)
 def sample_top_images(
     pool: Sequence[CandidateInfo],
     *,

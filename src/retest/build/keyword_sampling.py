@@ -27,13 +27,13 @@ from typing import Any
 from retest._validation import RandomStateLike
 from retest.build.eligibility import CandidateInfo, EligibilityRules, split_eligible
 from retest.build.sampling_base import (
-    SAMPLERS,
     ClassShortfall,
     SampleMember,
     SampleResult,
     class_generators,
     draw,
     finish,
+    register_sampler,
 )
 from retest.errors import ConfigError
 
@@ -59,7 +59,13 @@ def _check_counts(
     return out
 
 
-@SAMPLERS.register("keyword-count")
+@register_sampler(
+    "keyword-count",
+    summary="the keyword plan's count of verified images per keyword (CIFAR-10.1)",
+    revision=True,
+    inputs=("keyword_counts", "previous"),
+    verified_only=True,
+)
 def sample_keyword_counts(
     pool: Sequence[CandidateInfo],
     keyword_counts: Mapping[str, Mapping[str, int]],

@@ -28,7 +28,6 @@ from retest._validation import RandomStateLike
 from retest.build.eligibility import CandidateInfo, EligibilityRules, split_eligible
 from retest.build.histogram import DEFAULT_BINS, bin_index, check_bins, round_histogram
 from retest.build.sampling_base import (
-    SAMPLERS,
     ClassShortfall,
     SampleMember,
     SampleResult,
@@ -36,6 +35,7 @@ from retest.build.sampling_base import (
     class_generators,
     draw,
     finish,
+    register_sampler,
     required_classes,
 )
 from retest.build.selection_frequency import TargetHistogram
@@ -44,7 +44,20 @@ from retest.errors import ConfigError
 __all__ = ["sample_matched_frequency"]
 
 
-@SAMPLERS.register("matched-frequency")
+@register_sampler(
+    "matched-frequency",
+    summary="per_class images matching the originals' selection-frequency histogram",
+    revision=True,
+    tag="b",
+    inputs=(
+        "targets",
+        "per_class",
+        "previous",
+        "classes",
+        "min_annotations",
+        "allow_upward",
+    ),
+)
 def sample_matched_frequency(
     pool: Sequence[CandidateInfo],
     targets: Mapping[str, TargetHistogram],

@@ -1,22 +1,28 @@
 """Samplers that draw a new test set from a cleaned candidate pool (SPEC §5).
 
-Every sampler is a pure function registered in :data:`SAMPLERS`; it takes the
+Every sampler is a pure function registered with :func:`register_sampler` in
+:data:`SAMPLERS`, together with a :class:`SamplerSpec` saying whether it makes a
+test-set revision, the tag of its revision names and the inputs it takes
+(:data:`SAMPLER_INPUTS`); the pipeline reads these through
+:func:`revision_strategies`, :func:`strategy_tag`, :func:`sampler_spec` and
+:func:`run_sampler`, so a new sampler is one module and its registration.
+A sampler takes the
 candidate pool as :class:`~retest.build.eligibility.CandidateInfo` records and an
 explicit seed or ``numpy.random.Generator``, and returns a frozen
 :class:`SampleResult` (members with provenance, parameters, metadata, validity
 and a per-class shortfall report). A class short of candidates makes the result
 invalid; it never raises and is never silently short.
 
-=====================  ============================================  ==========
-name                   function                                       SPEC
-=====================  ============================================  ==========
-``keyword-count``      :func:`sample_keyword_counts` (CIFAR v4/v6)    §2, §5.1
-``threshold``          :func:`sample_threshold`                       §5.3
-``matched-frequency``  :func:`sample_matched_frequency`               §5.4
-``top-images``         :func:`sample_top_images`                      §5.5
-``class-balanced``     :func:`sample_class_balanced`                  §5.6
-``train-test``         :func:`build_train_test` (CIFAR-10.2)          §10.6–10.7
-=====================  ============================================  ==========
+=====================  ============================================  ===
+name                   function                                       tag
+=====================  ============================================  ===
+``keyword-count``      :func:`sample_keyword_counts` (CIFAR v4/v6)
+``threshold``          :func:`sample_threshold`                       a
+``matched-frequency``  :func:`sample_matched_frequency`               b
+``top-images``         :func:`sample_top_images`                      c
+``class-balanced``     :func:`sample_class_balanced`
+``train-test``         :func:`build_train_test` (CIFAR-10.2; no revision)
+=====================  ============================================  ===
 
 Examples
 --------
@@ -24,6 +30,9 @@ Examples
 >>> pool = [CandidateInfo(f"{k}{i}", k) for k in "ab" for i in range(5)]
 >>> SAMPLERS.get("class-balanced")(pool, per_class=2, random_state=0).class_counts()
 {'a': 2, 'b': 2}
+>>> from retest.build.sampling import revision_strategies, strategy_tag
+>>> "train-test" in revision_strategies(), strategy_tag("matched-frequency")
+(False, 'b')
 """
 
 from __future__ import annotations
@@ -45,11 +54,19 @@ from retest.build.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.build.keyword_sampling import sample_keyword_counts
 from retest.build.matched_frequency import sample_matched_frequency
 from retest.build.sampling_base import (
+    SAMPLER_INPUTS,
     SAMPLERS,
     ClassShortfall,
     SampleMember,
     Sampler,
     SampleResult,
+    SamplerSpec,
+    describe_samplers,
+    register_sampler,
+    revision_strategies,
+    run_sampler,
+    sampler_spec,
+    strategy_tag,
 )
 from retest.build.train_test import build_train_test
 
@@ -57,6 +74,7 @@ __all__ = [
     "DEFAULT_BINS",
     "REASONS",
     "SAMPLERS",
+    "SAMPLER_INPUTS",
     "CandidateInfo",
     "ClassShortfall",
     "EligibilityRules",
@@ -64,14 +82,21 @@ __all__ = [
     "SampleMember",
     "SampleResult",
     "Sampler",
+    "SamplerSpec",
     "bin_index",
     "build_train_test",
     "check_candidate",
+    "describe_samplers",
+    "register_sampler",
+    "revision_strategies",
     "round_histogram",
+    "run_sampler",
     "sample_class_balanced",
     "sample_keyword_counts",
     "sample_matched_frequency",
     "sample_threshold",
     "sample_top_images",
+    "sampler_spec",
     "split_eligible",
+    "strategy_tag",
 ]

@@ -1,12 +1,16 @@
 """Records, registry and shared helpers of the samplers.
 
 Import samplers from :mod:`retest.build.sampling`, which also registers the
-built-in ones; this module only holds what they share.
+built-in ones; this module only holds what they share, including the registry:
+:func:`register_sampler` stores a sampler in :data:`SAMPLERS` with a
+:class:`SamplerSpec` (does it make a revision, its revision tag, the inputs it
+takes), which the pipeline reads instead of a list of names.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,20 +21,29 @@ import numpy as np
 from retest._validation import RandomStateLike, check_random_state
 from retest.build.eligibility import CandidateInfo
 from retest.errors import ConfigError
+from retest.names import validate_name
 from retest.registry import Registry
 
 __all__ = [
     "SAMPLERS",
+    "SAMPLER_INPUTS",
     "ClassShortfall",
     "SampleMember",
     "SampleResult",
     "Sampler",
+    "SamplerSpec",
     "check_per_class",
     "class_generators",
+    "describe_samplers",
     "draw",
     "finish",
+    "register_sampler",
     "required_classes",
+    "revision_strategies",
+    "run_sampler",
+    "sampler_spec",
     "seed_of",
+    "strategy_tag",
 ]
 
 HOW = ("carried", "sampled", "upward")
@@ -152,6 +165,169 @@ class SampleResult:
 
 Sampler = Callable[..., SampleResult]
 SAMPLERS: Registry[Sampler] = Registry("sampler", entry_point_group="retest.samplers")
+
+#: What the pipeline can hand a sampler besides the pool and the seed; a sampler
+#: declares the ones it takes (each is a parameter of the same name).
+SAMPLER_INPUTS: dict[str, str] = {
+    "per_class": "images per class",
+    "previous": "member ids of the revision to start from (carry-over)",
+    "classes": "the project's class names (a class without candidates is short)",
+    "threshold": "selection-frequency threshold tau",
+    "class_thresholds": "per-class tau overrides {class: tau}",
+    "min_annotations": "valid assignments a candidate needs (else the sampler's default)",
+    "allow_upward": "fill a short selection-frequency bin from higher bins",
+    "targets": "per-class histograms of the originals' selection frequencies",
+    "keyword_counts": "the keyword plan {class: {keyword: n}}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerSpec:
+    """What the pipeline needs to know to run a registered sampler.
+
+    Parameters
+    ----------
+    name : str
+    summary : str
+        One line for ``--help`` and error messages.
+    revision : bool
+        Makes a test-set revision (``retest sample --strategy`` offers it).
+    tag : str, optional
+        The revision-name tag (``<project>-<tag>-<n>``); default the name.
+        ImageNetV2 named its three samplers ``a``, ``b`` and ``c``.
+    inputs : tuple of str
+        Keys of :data:`SAMPLER_INPUTS` the sampler takes.
+    verified_only : bool
+        Draw only from candidates verified in a yes/no pass (CIFAR stage 2).
+    """
+
+    name: str
+    summary: str = ""
+    revision: bool = False
+    tag: str | None = None
+    inputs: tuple[str, ...] = ()
+    verified_only: bool = False
+
+    @property
+    def revision_tag(self) -> str:
+        return self.tag or self.name
+
+    def required_inputs(self) -> tuple[str, ...]:
+        """Inputs without a default in the sampler's signature."""
+        params = inspect.signature(SAMPLERS.get(self.name)).parameters
+        return tuple(
+            i for i in self.inputs if params[i].default is inspect.Parameter.empty
+        )
+
+
+_SPECS: dict[str, SamplerSpec] = {}
+
+
+def register_sampler(
+    name: str,
+    *,
+    summary: str,
+    revision: bool = False,
+    tag: str | None = None,
+    inputs: Sequence[str] = (),
+    verified_only: bool = False,
+) -> Callable[[Sampler], Sampler]:
+    """Register a sampler with what the pipeline needs to run it.
+
+    A new sampler is one module with a function decorated like this (plus, for a
+    plugin, a ``retest.samplers`` entry point naming it): ``retest sample``
+    lists it, names its revisions, and passes it exactly the declared inputs.
+
+    A sampler is called as ``fn(pool, random_state=..., **declared_inputs)``;
+    each declared input must be a parameter of ``fn`` (checked here)::
+
+        @register_sampler("first", summary="first images per class",
+                          revision=True, tag="f", inputs=("per_class", "classes"))
+        def sample_first(pool, *, random_state, per_class=10, classes=None): ...
+    """
+    unknown = [i for i in inputs if i not in SAMPLER_INPUTS]
+    if unknown:
+        raise ConfigError(
+            f"sampler {name!r} declares unknown inputs {unknown}; known: "
+            f"{', '.join(SAMPLER_INPUTS)}."
+        )
+    spec = SamplerSpec(name, summary, revision, tag, tuple(inputs), verified_only)
+    if revision:  # the tag becomes part of revision (and export folder) names
+        validate_name(spec.revision_tag, "revision tag")
+    taken = {s.revision_tag: s.name for s in _SPECS.values() if s.revision}
+    if revision and taken.get(spec.revision_tag, name) != name:
+        raise ConfigError(
+            f"sampler {name!r}: revision tag {spec.revision_tag!r} is already used by "
+            f"{taken[spec.revision_tag]!r}; revision names would collide."
+        )
+
+    def deco(fn: Sampler) -> Sampler:
+        params = inspect.signature(fn).parameters
+        missing = [i for i in ("random_state", *inputs) if i not in params]
+        if missing:
+            raise ConfigError(
+                f"sampler {name!r} declares inputs its function does not take: "
+                f"{missing}."
+            )
+        SAMPLERS.add(name, fn)
+        _SPECS[name] = spec
+        return fn
+
+    return deco
+
+
+def sampler_spec(name: str) -> SamplerSpec:
+    """The spec of sampler ``name`` (unknown names fail with suggestions).
+
+    A sampler registered without :func:`register_sampler` (plain
+    ``SAMPLERS.register`` or an entry point) gets a spec that makes no revision.
+    """
+    SAMPLERS.get(name)
+    return _SPECS.get(name, SamplerSpec(name))
+
+
+def revision_strategies() -> tuple[str, ...]:
+    """Names of the samplers that make a test-set revision, sorted."""
+    return tuple(n for n in SAMPLERS.names() if sampler_spec(n).revision)
+
+
+def strategy_tag(name: str) -> str:
+    """The tag of ``name``'s revisions (``threshold`` → ``a``); default the name."""
+    return sampler_spec(name).revision_tag
+
+
+def describe_samplers(*, revision_only: bool = True) -> str:
+    """``name: summary`` of every (revision) sampler, for ``--help`` texts."""
+    names = revision_strategies() if revision_only else tuple(SAMPLERS.names())
+    return "; ".join(
+        f"{n}: {s}" if (s := sampler_spec(n).summary) else n for n in names
+    )
+
+
+def run_sampler(
+    name: str,
+    pool: Sequence[CandidateInfo],
+    *,
+    random_state: RandomStateLike,
+    **inputs: Any,
+) -> SampleResult:
+    """Run sampler ``name`` with the declared ``inputs`` among those given.
+
+    Inputs the sampler does not declare are ignored (a caller can offer them all),
+    as are inputs given as None (the sampler's default applies); a required input
+    that is missing is an error naming what it is.
+    """
+    spec = sampler_spec(name)
+    unknown = sorted(set(inputs) - set(SAMPLER_INPUTS))
+    if unknown:
+        raise ConfigError(
+            f"unknown sampler inputs {unknown}; known: {', '.join(SAMPLER_INPUTS)}."
+        )
+    kwargs = {k: inputs[k] for k in spec.inputs if inputs.get(k) is not None}
+    for k in spec.required_inputs():
+        if k not in kwargs:
+            raise ConfigError(f"sampler {name!r} needs {k}: {SAMPLER_INPUTS[k]}.")
+    return SAMPLERS.get(name)(pool, random_state=random_state, **kwargs)
 
 
 def seed_of(random_state: RandomStateLike) -> int | None:
