@@ -33,7 +33,9 @@ def atomic_write_bytes(
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    # the pid in the name tells `retest check` whether the writer still runs
+    prefix = f".{p.name}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=prefix, suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as fh:

@@ -14,8 +14,18 @@ For each batch a source yields, in this order:
 A process killed anywhere resumes after the last checkpoint. The batch being
 processed when it died is redone: its rows are already stored, and since those rows
 carry this source's name and reference they are recognised as this job's own and
-counted as new again, not as duplicates. Nothing is lost and nothing is stored
-twice. The final report (``reports/ingest/<job>.json``) is recorded as an artifact.
+counted as new again, not as duplicates (and their pixels are not appended again).
+Nothing is lost and nothing is stored twice. The final report
+(``reports/ingest/<job>.json``) is recorded as an artifact.
+
+Leftovers: every check that can fail (class names, labels) runs before a batch's
+pixels are appended. Pixels a killed run appended without their rows are given
+back by the next ingest (at its start, when no other writer runs) or by
+``retest check --repair``; pixels whose rows another process stored first
+(concurrent ingests of overlapping sources) are given back right after the
+insert, and "new" counts what the insert actually added. A run that fails before
+storing anything leaves no job behind. :func:`interrupted_ingests` lists the jobs
+that started but did not complete, with the command that resumes each.
 """
 
 from __future__ import annotations
@@ -23,12 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retest._progress import ProgressCallback, report
 from retest.errors import ConfigError
@@ -40,8 +51,9 @@ from retest.pipeline.ingest_log import (
     read_log,
 )
 from retest.pipeline.ingest_writer import (
+    ARRAY_DIR,
     BatchWriter,
-    InsertRows,
+    PreparedBatch,
     batch_content_ids,
     resolve_class_ids,
 )
@@ -56,6 +68,7 @@ from retest.store.artifacts import (
     dumps_json,
     record_artifact,
     write_json,
+    writers_lock,
 )
 from retest.store.base import (
     ClassRow,
@@ -64,6 +77,9 @@ from retest.store.base import (
     utc_now,
 )
 
+if TYPE_CHECKING:
+    from retest.pipeline.project import Project
+
 __all__ = [
     "INGEST_STAGE",
     "IngestReport",
@@ -71,9 +87,11 @@ __all__ = [
     "batch_content_ids",
     "ingest_job_key",
     "ingest_source",
+    "interrupted_ingests",
     "list_ingests",
     "load_tinyimages_index",
     "resolve_class_ids",
+    "resume_command",
 ]
 
 INGEST_STAGE = "ingest"
@@ -140,6 +158,7 @@ def ingest_source(
     batch_size: int | None = None,
     progress: ProgressCallback | None = None,
     add_classes: bool | None = None,
+    command: str | None = None,
 ) -> IngestReport:
     """Ingest every item of ``source`` into the project at ``root``.
 
@@ -164,6 +183,9 @@ def ingest_source(
         Add class names the project does not know (default: only when the store
         has no classes at all, e.g. a bare store in a notebook). A project created
         by ``retest init`` fixes its classes, so unknown names are an error.
+    command : str, optional
+        The command line that resumes this job, kept in its report for
+        :func:`interrupted_ingests`; default one rebuilt from the source.
 
     Returns
     -------
@@ -175,6 +197,26 @@ def ingest_source(
         An item's class is not a project class.
     """
     root = Path(root)
+    from retest.pipeline.check import reclaim_tail_orphans
+
+    with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
+        if alone:  # no other writer between an append and its insert
+            reclaim_tail_orphans(store, root)
+    with writers_lock(root / ARRAY_DIR):
+        return _ingest(store, root, source, name, batch_size, progress, add_classes,
+                       command)  # fmt: skip
+
+
+def _ingest(
+    store: Store,
+    root: Path,
+    source: CandidateSource,
+    name: str | None,
+    batch_size: int | None,
+    progress: ProgressCallback | None,
+    add_classes: bool | None,
+    command: str | None,
+) -> IngestReport:
     job = ingest_job_key(source)
     name = name or source.kind
     desc = source.describe()
@@ -200,6 +242,7 @@ def ingest_source(
             job, name, source.kind, desc["path"], total, tally.processed,
             tally.new, tally.duplicates, tuple(tally.skipped), tuple(tally.dup_refs),
             resume, complete, desc, started, utc_now() if complete else "",
+            command or resume_command(desc, name, root),
         )  # fmt: skip
         atomic_write_bytes(root / report_rel, dumps_json(rep.to_json()).encode())
         return rep
@@ -211,11 +254,36 @@ def ingest_source(
     report(progress, task, resume, total)
     part, last_start = 0, -1
 
+    failed: list[BaseException] = []
+    inserted = [0]  # batches of this run whose rows went into the store
+
+    def _release(prep: PreparedBatch, rows: Sequence[int]) -> None:
+        if prep.array is not None and len(rows):
+            prep.array.release(rows)  # rows only this run knows: safe to give back
+
     def _commit(
-        insert: InsertRows, appended: Future[Sequence[int]], n_batches: int,
+        prep: PreparedBatch, appended: Future[Sequence[int]], n_batches: int,
         line: dict[str, Any],
     ) -> None:  # fmt: skip
-        insert(appended.result())  # rows only once their pixels are durable
+        try:
+            rows = appended.result()
+        except BaseException as err:
+            failed.append(err)
+            raise
+        if failed:  # never checkpoint past a batch that was not stored
+            _release(prep, rows)
+            return
+        try:
+            added = prep.insert(rows)  # rows only once their pixels are durable
+        except BaseException as err:
+            failed.append(err)
+            _release(prep, rows)  # the insert was rolled back
+            raise
+        inserted[0] += 1
+        if added < prep.kept:  # another process stored some of them first
+            _release(prep, prep.unreferenced(store, rows))
+        line["new"] = added + prep.own
+        line["duplicates"] += prep.kept - added
         _maybe_crash(n_batches)
         append_log_line(log_path, line)
         store.stages.mark(
@@ -236,38 +304,46 @@ def ingest_source(
     # batches wait for their commit; their ids count as stored for the dedup of
     # the next batch (writer.inflight).
     pending: deque[tuple[Future[None], dict[str, Any]]] = deque()
-    with (
-        ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pix_pool,
-        ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as pool,
-    ):
-        # batch k is committed (so its pixels are written) before batch
-        # k + _IN_FLIGHT + 1 is requested: the source may decode into its array
-        batches = source.iter_batches_recycled(
-            start=resume, batch_size=bs, depth=_IN_FLIGHT + 1
-        )
-        for n_batches, batch in enumerate(batches, 1):
-            part = part + 1 if batch.start == last_start else 0
-            last_start = batch.start
-            # Only the batches at the resume position can hold this job's own rows.
-            writer.check_own = redo and batch.start == resume
-            new, dups, append, insert = writer.prepare(batch)
-            appended = pix_pool.submit(append)
-            skipped = [
-                {"position": batch.start, "ref": s.ref, "reason": s.reason}
-                for s in batch.skipped
-            ]
-            line = {"start": batch.start, "stop": batch.stop, "part": part, "new": new,
-                    "duplicates": len(dups), "duplicate_refs": dups[:MAX_LISTED_DUPLICATES],
-                    "skipped": skipped}  # fmt: skip
-            pending.append(
-                (pool.submit(_commit, insert, appended, n_batches, line), line)
+    try:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pix_pool,
+            ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as pool,
+        ):
+            # batch k is committed (so its pixels are written) before batch
+            # k + _IN_FLIGHT + 1 is requested: the source may decode into its array
+            batches = source.iter_batches_recycled(
+                start=resume, batch_size=bs, depth=_IN_FLIGHT + 1
             )
-            while len(pending) > _IN_FLIGHT:
+            for n_batches, batch in enumerate(batches, 1):
+                part = part + 1 if batch.start == last_start else 0
+                last_start = batch.start
+                # Only the batches at the resume position can hold this job's own rows.
+                writer.check_own = redo and batch.start == resume
+                prep = writer.prepare(batch)
+                appended = pix_pool.submit(prep.append)
+                skipped = [
+                    {"position": batch.start, "ref": s.ref, "reason": s.reason}
+                    for s in batch.skipped
+                ]
+                line = {"start": batch.start, "stop": batch.stop, "part": part,
+                        "new": prep.kept + prep.own, "duplicates": len(prep.dups),
+                        "duplicate_refs": prep.dups[:MAX_LISTED_DUPLICATES],
+                        "skipped": skipped}  # fmt: skip
+                pending.append(
+                    (pool.submit(_commit, prep, appended, n_batches, line), line)
+                )
+                while len(pending) > _IN_FLIGHT:
+                    _finish(*pending.popleft())
+                    writer.inflight.popleft()
+            while pending:
                 _finish(*pending.popleft())
                 writer.inflight.popleft()
-        while pending:
-            _finish(*pending.popleft())
-            writer.inflight.popleft()
+    except BaseException:
+        if not redo and not inserted[0]:
+            # nothing of this job is stored: leave no interrupted job behind
+            store.stages.forget(INGEST_STAGE, job)
+            (root / report_rel).unlink(missing_ok=True)
+        raise
     tally.processed = max(tally.processed, total)
     result = _report(True)
     record_artifact(store, root, root / report_rel, name=f"ingest:{job}",
@@ -296,6 +372,63 @@ def list_ingests(store: Store, root: str | os.PathLike[str]) -> list[dict[str, A
             row["processed"] = _resume_position(store, cp.key)
             row["complete"] = False
         out.append(row)
+    return out
+
+
+def resume_command(
+    desc: Mapping[str, Any],
+    name: str | None,
+    root: str | os.PathLike[str],
+    *,
+    options: Sequence[str] = (),
+) -> str:
+    """The ``retest source add`` command line of a job, from its source description.
+
+    ``options`` replaces the options rebuilt from ``desc`` (``add_source`` passes
+    the ones it was given, which a description cannot always restore, e.g. a
+    keywords file).
+    """
+    kind = str(desc.get("kind", ""))
+    args = ["retest", "source", "add", kind, str(desc.get("path", ""))]
+    if options:
+        args += options
+    else:
+        for key, flag in (("class_name", "--class"), ("labels_path", "--labels"),
+                          ("images_dir", "--images")):  # fmt: skip
+            if desc.get(key):
+                args += [flag, str(desc[key])]
+        kws = desc.get("keywords")
+        if kws:
+            args += ["--keywords", ",".join(kws)]
+    if name and name != kind:
+        args += ["--name", name]
+    args += ["--project", str(Path(root).resolve())]
+    return shlex.join(args)
+
+
+def interrupted_ingests(project: Project) -> list[str]:
+    """The command that resumes each ingest job that started but did not complete.
+
+    A job is listed from the moment it stored its first batch until it finishes:
+    killed runs, runs that failed part-way, and runs still going in another
+    process. Stages that read the candidates should refuse to run while this is
+    not empty (their input is incomplete). Ordered by job key.
+    """
+    out = []
+    for cp in project.store.stages.list(INGEST_STAGE):
+        if cp.done:
+            continue
+        path = project.root / (cp.artifact or f"{REPORT_DIR}/{cp.key}.json")
+        try:
+            rep = json.loads(path.read_text())
+        except (OSError, ValueError):
+            rep = {}
+        cmd = rep.get("command") or (
+            resume_command(rep["source"], rep.get("name"), project.root)
+            if rep.get("source")
+            else f"retest source list --project {shlex.quote(str(project.root))}"
+        )
+        out.append(cmd)
     return out
 
 
@@ -344,9 +477,22 @@ def add_source(
     if kind == "flickr" and images_dir is None:
         raise ConfigError("flickr needs --images DIR, the downloader's output folder.")
     source = make_source(kind, path, **opts)
-    return ingest_source(
-        store, root, source, name=name, batch_size=batch_size, progress=progress
+    given: list[str] = []
+    for flag, value in (("--keywords-file", keywords_file), ("--class", class_name),
+                        ("--labels", labels_path), ("--images", images_dir)):  # fmt: skip
+        if value is not None:
+            given += [flag, str(Path(value).resolve()) if flag != "--class" else value]
+    if keywords is not None:
+        given += ["--keywords", ",".join(kw or {})]
+    if batch_size is not None:
+        given += ["--batch-size", str(batch_size)]
+    command = resume_command(
+        {"kind": kind, "path": Path(path).resolve()}, name, root, options=given
     )
+    return ingest_source(
+        store, root, source, name=name, batch_size=batch_size, progress=progress,
+        command=command,
+    )  # fmt: skip
 
 
 def _keywords(

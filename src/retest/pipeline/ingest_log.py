@@ -39,6 +39,8 @@ class IngestReport:
         Unreadable items: ``{"position", "ref", "reason"}``.
     resumed_from : int
         Position the last run started at (0 for a fresh job).
+    command : str
+        The command line that resumes (re-runs) this job.
     """
 
     job: str
@@ -56,6 +58,7 @@ class IngestReport:
     source: Mapping[str, Any] = field(default_factory=dict)
     started: str = ""
     finished: str = ""
+    command: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,7 @@ class IngestReport:
             "source": dict(self.source),
             "started": self.started,
             "finished": self.finished,
+            "command": self.command,
         }
 
     @classmethod
@@ -83,7 +87,7 @@ class IngestReport:
             d["new"], d["duplicates"], tuple(d.get("skipped", ())),
             tuple(d.get("duplicate_refs", ())), d.get("resumed_from", 0),
             d.get("complete", False), d.get("source", {}), d.get("started", ""),
-            d.get("finished", ""),
+            d.get("finished", ""), d.get("command", ""),
         )  # fmt: skip
 
 

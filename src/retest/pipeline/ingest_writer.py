@@ -34,6 +34,7 @@ __all__ = [
     "AppendPixels",
     "BatchWriter",
     "InsertRows",
+    "PreparedBatch",
     "batch_content_ids",
     "resolve_class_ids",
 ]
@@ -90,7 +91,43 @@ def batch_content_ids(pixels: NDArray[np.uint8]) -> list[str]:
 
 
 AppendPixels = Callable[[], Sequence[int]]
-InsertRows = Callable[[Sequence[int]], Any]
+InsertRows = Callable[[Sequence[int]], int]
+
+
+@dataclasses.dataclass
+class PreparedBatch:
+    """One batch, checked and de-duplicated, ready to be written.
+
+    ``append()`` stores the kept items' pixels durably and returns their array
+    rows; ``insert(rows)`` then stores the candidate rows pointing at them and
+    returns how many the store actually added (fewer when another process stored
+    some of the same images meanwhile). ``unreferenced(rows)`` lists the rows of
+    ``rows`` no candidate points at after the insert, so they can be released.
+    """
+
+    kept: int
+    own: int
+    dups: list[str]
+    append: AppendPixels
+    insert: InsertRows
+    array: PixelArray | None = None
+    ids: list[str] = dataclasses.field(default_factory=list)
+
+    def unreferenced(self, store: Store, rows: Sequence[int]) -> list[int]:
+        if self.array is None or not len(rows):
+            return []
+        stored = dict(self._stored(store))
+        return [
+            r for i, r in zip(self.ids, rows, strict=True)
+            if stored.get(i) != (self.array.name, r)
+        ]  # fmt: skip
+
+    def _stored(
+        self, store: Store
+    ) -> Iterable[tuple[str, tuple[str | None, int | None]]]:
+        found = store.candidates.existing(self.ids)
+        for row in store.candidates.get_many(sorted(found)):
+            yield row.id, (row.array_name, row.array_row)
 
 
 def _first_of(
@@ -151,37 +188,45 @@ class BatchWriter:
             return batch_content_ids(batch.pixels)
         return [hashlib.sha256(it.data or b"").hexdigest() for it in batch.items]
 
-    def _fresh(self, batch: SourceBatch, ids: list[str]) -> tuple[list[int], list[str]]:
-        """Indices of items to store; refs of duplicates."""
+    def _fresh(
+        self, batch: SourceBatch, ids: list[str]
+    ) -> tuple[list[int], int, list[str]]:
+        """Indices of items to store, how many are this job's own, refs of duplicates.
+
+        Rows this job stored before a crash (same source name and reference) are
+        its own: counted as new again, but neither their pixels nor their rows
+        are written a second time.
+        """
         stored = self.store.candidates.existing(ids)
+        own: set[str] = set()
         if self.check_own and stored:
-            # Rows this job stored before a crash are its own, not duplicates.
+            refs = {it.ref for it in batch.items}
             own = {
                 r.id
                 for r in self.store.candidates.get_many(sorted(stored))
-                if r.source == self.name
-                and r.source_ref in {it.ref for it in batch.items}
+                if r.source == self.name and r.source_ref in refs
             }
-            stored -= own
         # rows of the batches in flight may still be on their way into the store
         for batch_ids in self.inflight:
             stored |= batch_ids.intersection(ids)
         if not stored and len(set(ids)) == len(ids):
-            return list(range(len(ids))), []
+            return list(range(len(ids))), 0, []
         seen: set[str] = set()
-        keep, dups = [], []
+        keep, dups, n_own = [], [], 0
         for i, cid in enumerate(ids):
-            if cid in stored or cid in seen:
+            if cid in own and cid not in seen:
+                n_own += 1
+            elif cid in stored or cid in seen:
                 dups.append(batch.items[i].ref)
             else:
                 keep.append(i)
             seen.add(cid)
-        return keep, dups
+        return keep, n_own, dups
 
     def _column_insert(
         self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
         keep: list[int],
-    ) -> tuple[Callable[[], Sequence[int]], Callable[[Sequence[int]], Any]]:  # fmt: skip
+    ) -> tuple[AppendPixels, InsertRows, PixelArray | None, list[str]]:  # fmt: skip
         """Bulk path for column batches: one pixel append, then the rows as columns.
 
         Classes are resolved here (they may add class rows); the returned
@@ -190,7 +235,7 @@ class BatchWriter:
         stores the candidate rows pointing at them.
         """
         if not keep:
-            return (lambda: range(0)), (lambda rows: 0)
+            return (lambda: range(0)), (lambda rows: 0), None, []
         names = items.class_names
         cids = {n: self._class_id(items[i]) for i, n in _first_of(names, keep)}
         refs, kws = items.refs, items.keywords
@@ -213,38 +258,47 @@ class BatchWriter:
                 source=src, width=w, height=h, array_name=arr.name,
             )  # fmt: skip
 
-        return (lambda: arr.append(px)), insert
+        return (lambda: arr.append(px)), insert, arr, k_ids
 
-    def prepare(
-        self, batch: SourceBatch
-    ) -> tuple[int, list[str], AppendPixels, InsertRows]:
-        """Ids and dedup (files written); returns ``(new, dups, append, insert)``.
+    def prepare(self, batch: SourceBatch) -> PreparedBatch:
+        """Ids, dedup and every check that can fail; nothing written but files.
 
-        ``append()`` stores the batch's pixels durably and returns their array
-        rows; ``insert(rows)`` then stores the candidate rows. Both may run in
-        other threads while the next batch is prepared; the caller runs
-        ``insert`` only after ``append`` has returned.
+        Classes are resolved (and so validated) here, before any pixel is
+        appended: a batch that fails leaves no unreferenced pixel rows behind.
+        The returned ``append`` / ``insert`` may run in other threads while the
+        next batch is prepared; the caller runs ``insert`` only after ``append``
+        has returned.
         """
         ids = self._ids(batch)
-        keep, dups = self._fresh(batch, ids)
+        keep, own, dups = self._fresh(batch, ids)
         self.inflight.append({ids[i] for i in keep})
         cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
-            append, insert = self._column_insert(batch.items, batch.pixels, ids, keep)
-            return len(keep), dups, append, insert
-        rows: list[CandidateRow] = []
+            append, insert, arr, k_ids = self._column_insert(
+                batch.items, batch.pixels, ids, keep
+            )
+            return PreparedBatch(len(keep), own, dups, append, insert, arr, k_ids)
         if batch.pixels is not None and keep:
             px = batch.pixels[keep]
             arr = self._array(px.shape[1:])
-            for i, r in zip(keep, arr.append(px), strict=True):
-                rows.append(
-                    self._row(batch.items[i], ids[i], array_name=arr.name, array_row=r)
+            rows = [
+                self._row(batch.items[i], ids[i], array_name=arr.name) for i in keep
+            ]
+
+            def insert_array(where: Sequence[int]) -> int:
+                return cands.add(
+                    dataclasses.replace(row, array_row=r)
+                    for row, r in zip(rows, where, strict=True)
                 )
-        elif keep:
-            for i in keep:
-                rows.append(self._file_row(batch.items[i]))
-        # these pixels were appended above (rows already point at them)
-        return len(rows), dups, (lambda: range(0)), (lambda _: cands.add(rows))
+
+            return PreparedBatch(
+                len(keep), own, dups, (lambda: arr.append(px)), insert_array, arr,
+                [ids[i] for i in keep],
+            )  # fmt: skip
+        files = [self._file_row(batch.items[i]) for i in keep]
+        return PreparedBatch(
+            len(keep), own, dups, (lambda: range(0)), (lambda _: cands.add(files))
+        )
 
     def _file_row(self, item: SourceItem) -> CandidateRow:
         sha, _ = write_image_file(self.root / IMAGE_DIR, item.data or b"")

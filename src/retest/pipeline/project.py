@@ -57,6 +57,28 @@ def _find_root(start: Path) -> Path | None:
     return None
 
 
+def _refuse_lost_database(root: Path) -> None:
+    """Never create a fresh database next to the data of an existing one.
+
+    A project whose ``retest.db`` is gone but whose ``arrays/`` or ``images/``
+    hold pixels lost its index of them; a new empty database would hand out the
+    same array rows again and mix old and new images.
+    """
+    db = root / DB_NAME
+    if db.exists():
+        return
+    held = [
+        d for d in ("arrays", "images")
+        if (root / d).is_dir() and any(p.name[:1] != "." for p in (root / d).iterdir())
+    ]  # fmt: skip
+    if held:
+        raise DataIntegrityError(
+            f"{db} is missing but {' and '.join(f'{d}/' for d in held)} of {root} "
+            "still hold stored images. Restore retest.db from a backup; a new empty "
+            "database would not know those images (`retest check` shows the state)."
+        )
+
+
 @dataclass
 class Project:
     """An open project: its root, its configuration and its store.
@@ -165,6 +187,7 @@ class Project:
                 "parents). Run `retest init DIR` first, or pass --project DIR."
             )
         config = load_config(found / CONFIG_NAME)
+        _refuse_lost_database(found)
         store = SQLiteStore(found / DB_NAME)
         project = cls(found, config, store)
         project._sync_classes()

@@ -3,7 +3,8 @@
 * :func:`register_reference` stores one split of the original dataset: pixels
   appended to ``arrays/reference_<split>`` and one row per image (id
   ``"<split>:<index>"``, class, content id, keyword when known). Resumable and
-  idempotent: rows go in index order in chunks, each after its pixels are durable.
+  idempotent: rows go in index order in chunks, each after its pixels are durable;
+  pixels a killed run appended without rows are given back by the next run.
 * :func:`recover_keywords` finds each original image's TinyImages keyword by exact
   pixel match (content id of the 32×32×3 HWC image after the canonical TinyImages
   decode) and makes it unique with the published rule (SPEC §1.2).
@@ -27,7 +28,7 @@ from retest.build.keywords import choose_unique_keywords, keyword_histogram
 from retest.errors import ConfigError, StageError
 from retest.sources.candidates import CANDIDATE_SOURCES, make_source
 from retest.sources.tinyimages import KeywordIndex, TinyImages
-from retest.store.artifacts import PixelArray
+from retest.store.artifacts import PixelArray, writers_lock
 from retest.store.base import ClassRow, KeywordRow, ReferenceRow, Store, content_id
 
 __all__ = [
@@ -187,6 +188,25 @@ def register_reference_arrays(
     if keywords is not None and len(keywords) != len(y):
         raise ConfigError(f"{len(keywords)} keywords for {len(y)} reference images.")
     _check_classes(store, y, class_names)
+    from retest.pipeline.check import reclaim_tail_orphans
+
+    arrays_dir = Path(root) / "arrays"
+    with writers_lock(arrays_dir, exclusive=True, wait=False) as alone:
+        if alone:  # pixels a killed registration appended without their rows
+            reclaim_tail_orphans(store, root)
+    with writers_lock(arrays_dir):
+        return _register(store, root, x, y, split, keywords, progress)
+
+
+def _register(
+    store: Store,
+    root: str | os.PathLike[str],
+    x: NDArray[np.uint8],
+    y: NDArray[np.int64],
+    split: str,
+    keywords: Sequence[str | None] | None,
+    progress: ProgressCallback | None,
+) -> ReferenceReport:
     arr = PixelArray.create(
         Path(root) / "arrays", f"reference_{split}", shape=x.shape[1:]
     )
@@ -201,19 +221,24 @@ def register_reference_arrays(
     new = 0
     for s in range(done, len(y), _CHUNK):
         e = min(len(y), s + _CHUNK)
+        ids = [content_id(x[i]) for i in range(s, e)]  # before any pixel is written
         rows = arr.append(x[s:e])
-        new += store.references.add(
-            ReferenceRow(
-                split,
-                i,
-                int(y[i]),
-                content_id(x[i]),
-                None if keywords is None else keywords[i],
-                arr.name,
-                r,
+        try:
+            new += store.references.add(
+                ReferenceRow(
+                    split,
+                    i,
+                    int(y[i]),
+                    ids[i - s],
+                    None if keywords is None else keywords[i],
+                    arr.name,
+                    r,
+                )
+                for i, r in zip(range(s, e), rows, strict=True)
             )
-            for i, r in zip(range(s, e), rows, strict=True)
-        )
+        except BaseException:
+            arr.release(rows)  # the insert was rolled back: nothing points at them
+            raise
         report(progress, f"reference {split}", e, len(y))
     names = {c.id: c.name for c in store.classes.list()}
     counts = {

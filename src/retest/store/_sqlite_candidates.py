@@ -219,6 +219,35 @@ class _Candidates(_Repo, CandidateRepo):
         )
         return {c: int(n) for c, n in rows}
 
+    def array_refs(self, array_name: str) -> Iterator[tuple[str, int]]:
+        last = 0
+        while True:
+            rows = self._db.rows(
+                f"SELECT seq, {_ID}, array_row FROM candidates WHERE seq > ? AND "
+                "array_name = ? AND array_row IS NOT NULL ORDER BY seq LIMIT 50000",
+                (last, array_name),
+            )
+            if not rows:
+                return
+            last = rows[-1][0]
+            for _, i, r in rows:
+                yield str(i), int(r)
+
+    def max_array_row(self, array_name: str) -> int:
+        row = self._db.one(
+            "SELECT MAX(array_row) FROM candidates WHERE array_name = ?", (array_name,)
+        )
+        return -1 if row[0] is None else int(row[0])
+
+    def file_refs(self) -> builtins.list[tuple[str, str, builtins.list[str]]]:
+        out = []
+        for cid, path, extra in self._db.rows(
+            f"SELECT {_ID}, file_path, extra FROM candidates WHERE file_path IS NOT NULL"
+        ):
+            derived = _loads_extra(extra).get("derived") or {}
+            out.append((str(cid), str(path), sorted(derived.values())))
+        return out
+
     def class_map(self) -> dict[str, int | None]:
         return dict(
             self._db.rows(f"SELECT {_ID}, class_id FROM candidates ORDER BY seq")

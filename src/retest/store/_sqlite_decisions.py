@@ -342,6 +342,11 @@ class _Stages(_Repo, StageRepo):
         )
         return [StageCheckpoint(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
 
+    def forget(self, stage: str, key: str) -> bool:
+        with self._db.tx() as c:
+            sql = "DELETE FROM stages WHERE stage = ? AND key = ?"
+            return bool(c.execute(sql, (stage, key)).rowcount)
+
     def reset(self, stage: str) -> int:
         with self._db.tx() as c:
             return int(

@@ -110,6 +110,12 @@ class _References(_Repo, ReferenceRepo):
         where, params = _where(split=split)
         return int(self._db.one(f"SELECT COUNT(*) FROM refs{where}", params)[0])
 
+    def max_array_row(self, array_name: str) -> int:
+        row = self._db.one(
+            "SELECT MAX(array_row) FROM refs WHERE array_name = ?", (array_name,)
+        )
+        return -1 if row[0] is None else int(row[0])
+
     def set_keywords(self, keywords: Mapping[int, str | None], *, split: str) -> None:
         data = [(kw, split, int(i)) for i, kw in keywords.items()]
         with self._db.tx() as c:

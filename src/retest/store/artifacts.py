@@ -11,13 +11,19 @@
   advanced, bytes past it (from a writer killed mid-append) are ignored by readers and
   truncated by the next append. Callers write database rows only after
   :meth:`PixelArray.append` has returned, so a row never points at missing pixels; a
-  crash between the two leaves unreferenced rows, which are harmless.
+  crash between the two leaves unreferenced ("orphan") rows. :meth:`PixelArray.release`
+  gives orphans back: at the end of the array the count shrinks (the next append
+  reuses the rows), elsewhere the rows are listed as ``free`` in the header and
+  their disk blocks are punched out. Writers hold :func:`writers_lock` shared for
+  their whole run; reclaiming orphans needs it exclusive, since an orphan is only
+  an orphan when no writer is between an append and its rows' insert.
 * :func:`write_image_file` stores an image file content-addressed as
   ``images/<sha256>``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -52,6 +58,7 @@ __all__ = [
     "write_json",
     "write_npy",
     "write_parquet",
+    "writers_lock",
 ]
 
 
@@ -257,11 +264,82 @@ def _write_direct(path: Path, data: memoryview, offset: int) -> bool:
     return True
 
 
+WRITERS_LOCK = ".writers.lock"
+
+
+@contextmanager
+def writers_lock(
+    arrays_dir: str | Path, *, exclusive: bool = False, wait: bool = True
+) -> Iterator[bool]:
+    """Project-wide lock of the pixel arrays' writers; yields whether it was taken.
+
+    Ingest and reference registration hold it shared while they run (several may
+    run at once); reclaiming orphan rows (or files) holds it exclusive, so no
+    writer has appended pixels whose rows are still on their way into the store.
+    With ``wait=False`` it yields False at once when the lock is busy.
+    """
+    d = Path(arrays_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / WRITERS_LOCK, "a+b") as fh:
+        op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(fh, op if wait else op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _punch_hole(path: Path, offset: int, length: int) -> bool:
+    """Free the disk blocks of a byte range (reads then return zeros); False when
+    the filesystem cannot (the rows stay listed as free either way)."""
+    if length <= 0:
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):  # pragma: no cover - non-Linux
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        if fallocate(fd, 0x02 | 0x01, offset, length) != 0:
+            return False
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _merge(ranges: list[list[int]]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _runs(rows: ArrayLike) -> list[list[int]]:
+    """Sorted distinct rows as ``[start, stop)`` runs."""
+    r = np.unique(np.asarray(rows, dtype=np.int64))
+    if r.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(r) != 1) + 1
+    return [[int(g[0]), int(g[-1]) + 1] for g in np.split(r, cut)]
+
+
 class PixelArray:
     """Append-only uint8 array of images of one shape, memory-mapped for reading.
 
     Files: ``<root>/<name>.u8`` (raw C-order rows) and ``<root>/<name>.json``
-    (``{"count": n, "dtype": "uint8", "shape": [h, w, c]}``, the commit point).
+    (``{"count": n, "dtype": "uint8", "shape": [h, w, c]}``, the commit point,
+    plus ``"free": [[start, stop], …]`` once orphan rows were released).
     Appends from several processes are serialised by an ``flock`` on
     ``<root>/<name>.lock``.
 
@@ -341,6 +419,51 @@ class PixelArray:
     def __len__(self) -> int:
         return int(self._read_header()["count"])
 
+    def free_ranges(self) -> list[tuple[int, int]]:
+        """Released rows below the count, as ``(start, stop)`` ranges."""
+        return [(int(a), int(b)) for a, b in self._read_header().get("free", [])]
+
+    def _write_header(self, count: int, free: list[list[int]]) -> None:
+        header: dict[str, Any] = {
+            "count": count, "dtype": "uint8", "shape": list(self.shape),
+        }  # fmt: skip
+        if free:
+            header["free"] = free
+        write_json(self.header_path, header)
+
+    def release(self, rows: ArrayLike) -> int:
+        """Give back rows nothing points at; returns how many were not free yet.
+
+        Rows at the end of the array are dropped (the count shrinks, so the next
+        append writes over them); other rows are listed as free and their bytes
+        punched out of the file. The caller guarantees no store row references
+        them and no writer is between an append and its insert (see
+        :func:`writers_lock`); rows past the count are ignored.
+        """
+        with self._locked(self.root, self.name):
+            header = self._read_header()
+            count = int(header["count"])
+            old = _merge([list(r) for r in header.get("free", [])])
+            new = [[a, min(b, count)] for a, b in _runs(rows) if a < count]
+            free = _merge(old + new)
+            n_old = sum(b - a for a, b in old)
+            gained = sum(b - a for a, b in free) - n_old
+            if gained == 0:
+                return 0
+            if free and free[-1][1] == count:
+                count = free.pop()[0]
+            self._write_header(count, free)
+            with open(self.data_path, "r+b") as f:
+                if f.seek(0, os.SEEK_END) > count * self.row_bytes:
+                    f.truncate(count * self.row_bytes)
+                    os.fsync(f.fileno())
+            for a, b in free:
+                if [a, b] not in old:
+                    _punch_hole(
+                        self.data_path, a * self.row_bytes, (b - a) * self.row_bytes
+                    )
+            return gained
+
     def append(self, images: ArrayLike) -> range:
         """Append ``images`` of shape ``(n, *shape)`` durably; returns their rows."""
         arr = np.ascontiguousarray(images, dtype=np.uint8)
@@ -351,7 +474,8 @@ class PixelArray:
             )
         data = arr.reshape(-1).data
         with self._locked(self.root, self.name):
-            count = len(self)
+            header = self._read_header()
+            count = int(header["count"])
             start = count * self.row_bytes
             with open(self.data_path, "r+b") as f:
                 # drop bytes a writer killed mid-append left past the commit point
@@ -362,10 +486,7 @@ class PixelArray:
                     f.flush()
                 os.fsync(f.fileno())
             n = arr.shape[0]
-            write_json(
-                self.header_path,
-                {"count": count + n, "dtype": "uint8", "shape": list(self.shape)},
-            )
+            self._write_header(count + n, [list(r) for r in header.get("free", [])])
         return range(count, count + n)
 
     def array(self) -> NDArray[np.uint8]:

@@ -178,6 +178,14 @@ class ReferenceRepo(ABC):
     @abstractmethod
     def count(self, *, split: str | None = None) -> int: ...
 
+    def max_array_row(self, array_name: str) -> int:
+        """The highest row of ``array_name`` a reference image points at, -1 for none."""
+        return max(
+            (r.array_row for r in self.list()
+             if r.array_name == array_name and r.array_row is not None),
+            default=-1,
+        )  # fmt: skip
+
     @abstractmethod
     def set_keywords(self, keywords: Mapping[int, str | None], *, split: str) -> None:
         """Set the (recovered) original keyword of images ``index → keyword``."""
@@ -268,6 +276,25 @@ class CandidateRepo(ABC):
     @abstractmethod
     def class_map(self) -> dict[str, int | None]:
         """``candidate id → class_id`` for every candidate."""
+
+    def array_refs(self, array_name: str) -> Iterator[tuple[str, int]]:
+        """``(id, array_row)`` of every candidate stored in pixel array ``array_name``
+        (used to verify pixels and find unreferenced rows), streamed."""
+        for r in self.iter():
+            if r.array_name == array_name and r.array_row is not None:
+                yield r.id, r.array_row
+
+    def max_array_row(self, array_name: str) -> int:
+        """The highest row of ``array_name`` a candidate points at, -1 for none."""
+        return max((r for _, r in self.array_refs(array_name)), default=-1)
+
+    def file_refs(self) -> builtins.list[tuple[str, str, builtins.list[str]]]:
+        """``(id, file_path, derived file paths)`` of every file-backed candidate."""
+        return [
+            (r.id, r.file_path, sorted((r.extra.get("derived") or {}).values()))
+            for r in self.iter()
+            if r.file_path is not None
+        ]
 
 
 class TaskRepo(ABC):
@@ -454,6 +481,10 @@ class StageRepo(ABC):
     @abstractmethod
     def reset(self, stage: str) -> int:
         """Forget every checkpoint of ``stage``; returns how many."""
+
+    def forget(self, stage: str, key: str) -> bool:
+        """Forget one checkpoint; returns whether it existed."""
+        raise NotImplementedError(f"{type(self).__name__}.forget")
 
 
 class PredictionRepo(ABC):

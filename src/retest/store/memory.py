@@ -416,6 +416,9 @@ class _Stages(StageRepo):
     def list(self, stage: str) -> list[StageCheckpoint]:
         return [self._s[k] for k in sorted(self._s) if k[0] == stage]
 
+    def forget(self, stage: str, key: str) -> bool:
+        return self._s.pop((stage, key), None) is not None
+
     def reset(self, stage: str) -> int:
         keys = [k for k in self._s if k[0] == stage]
         for k in keys:

@@ -1,0 +1,52 @@
+"""``retest check [--repair]``: verify the database, the pixels and find leftovers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from retest.cli._options import JsonOpt, ProjectOpt
+
+__all__ = ["register"]
+
+
+def check(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Give back orphan pixel rows and files, remove leftovers of killed "
+            "processes (never touches anything in use).",
+        ),
+    ] = False,
+    project_dir: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the project: SQLite integrity, schema, every pixel row against its
+    content hash, orphans, leftovers, interrupted ingests. Exit 1 on problems."""
+    from retest.cli._console import console, print_json, print_table
+    from retest.pipeline.check import check_project
+
+    rep = check_project(project_dir, repair=repair)
+    if as_json:
+        print_json(rep.to_json())
+    else:
+        if rep.problems:
+            rows = [
+                [p.kind, p.count, "yes" if p.repaired else "no", p.detail]
+                for p in rep.problems
+            ]
+            print_table(["problem", "count", "repaired", "detail"], rows,
+                        title=f"check {rep.root}")  # fmt: skip
+        for note in rep.notes:
+            console.print(f"note: {note}")
+        stats = ", ".join(f"{k} {v}" for k, v in rep.stats.items())
+        verdict = "ok" if rep.ok else "problems found"
+        console.print(f"{verdict}: {stats}" if stats else verdict)
+    if not rep.ok:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)
