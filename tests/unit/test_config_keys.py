@@ -173,3 +173,4 @@ def test_cli_reports_a_bad_key_on_one_line_with_exit_2(tmp_path: Path) -> None:
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert "retest.toml" in lines[0] and "Did you mean `sample`?" in lines[0]
+    assert "`sampel` in [seeds]." in lines[0]  # brackets are text, not markup

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -42,11 +43,11 @@ err_console = Console(stderr=True, highlight=False)
 
 def print_error(message: str) -> None:
     """``error: <message>`` on stderr, one line."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
 def print_warning(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
