@@ -11,14 +11,24 @@ over all tasks of class ``w`` that contain ``x``::
 Applied to the original (reference) images shown as controls, the frequencies give
 each class's target histogram for the MatchedFrequency sampler (SPEC §5.4 step 1).
 Inputs are plain records and arrays, so CIFAR-10H label counts work as well.
+
+One vote per worker and task. A crowd platform can hand the same worker a task
+more than once (MTurk does when a HIT is extended or re-posted); each copy would
+be an extra vote of the same person. When an assignment names its worker, only
+that worker's *latest submitted valid* assignment of the task counts; the others
+stay stored but count for nothing. "Latest" is the submit time (``when``), then
+the later write (event id), then the assignment id, so the choice never depends on
+input order. Rejecting the counted assignment lets the worker's previous valid
+one count again. Assignments without a worker (records from elsewhere) cannot be
+matched and each counts.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,6 +47,7 @@ __all__ = [
     "FrequencyStat",
     "TargetHistogram",
     "TaskRecord",
+    "TaskVote",
     "aggregate_item_events",
     "class_target_histograms",
     "compute_selection_frequencies",
@@ -45,6 +56,7 @@ __all__ = [
 
 VALID_STATUSES = frozenset({"submitted", "approved"})
 K = TypeVar("K")
+K_co = TypeVar("K_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +73,18 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class AssignmentRecord:
-    """One worker's answer to a task: the images they selected and the status."""
+    """One worker's answer to a task: the images they selected and the status.
+
+    ``worker`` (a pseudonymous id) and ``submitted`` (a sortable time) let repeated
+    assignments of one worker on one task count once (see the module docstring).
+    """
 
     task_id: str
     status: str
     selected: frozenset[str]
+    worker: str | None = None
+    submitted: str = ""
+    assignment_id: str = ""
 
     @property
     def is_valid(self) -> bool:
@@ -81,6 +100,55 @@ class FrequencyStat:
     n_assignments: int
 
 
+class TaskVote(Protocol[K_co]):
+    """One per-(assignment, image) event, as the project store keeps them.
+
+    :class:`retest.store.base.AnnotationEvent` has these fields.
+    """
+
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def class_id(self) -> K_co: ...
+    @property
+    def value(self) -> int: ...
+    @property
+    def assignment_status(self) -> str | None: ...
+    @property
+    def task_id(self) -> str | None: ...
+    @property
+    def assignment_id(self) -> str | None: ...
+    @property
+    def worker(self) -> str | None: ...
+    @property
+    def when(self) -> str | None: ...
+    @property
+    def id(self) -> int | None: ...
+
+
+def _is_valid(status: str | None) -> bool:
+    return status is None or status.lower() in VALID_STATUSES
+
+
+_Order = tuple[str, int, str]
+
+
+def _latest_per_worker(
+    candidates: Iterable[tuple[Hashable, Hashable, _Order]],
+) -> set[Hashable]:
+    """The assignments that count: per (task, worker) group, the greatest order key.
+
+    ``candidates`` holds ``(group, assignment, order)`` of valid assignments only
+    (one assignment may appear many times: its largest order is used).
+    """
+    best: dict[Hashable, tuple[_Order, Hashable]] = {}
+    for group, assignment, order in candidates:
+        cur = best.get(group)
+        if cur is None or (order, str(assignment)) > (cur[0], str(cur[1])):
+            best[group] = (order, assignment)
+    return {a for _, a in best.values()}
+
+
 def compute_selection_frequencies(
     tasks: Iterable[TaskRecord], assignments: Iterable[AssignmentRecord]
 ) -> dict[tuple[str, str], FrequencyStat]:
@@ -90,7 +158,8 @@ def compute_selection_frequencies(
     ----------
     tasks : iterable of TaskRecord
     assignments : iterable of AssignmentRecord
-        Assignments of unknown tasks raise; invalid ones are ignored.
+        Assignments of unknown tasks raise; invalid ones are ignored, and of one
+        worker's assignments on one task only the latest valid one counts.
 
     Returns
     -------
@@ -111,14 +180,21 @@ def compute_selection_frequencies(
     by_task: dict[str, TaskRecord] = {}
     for t in tasks:
         by_task[t.task_id] = t
-    valid: dict[str, list[frozenset[str]]] = defaultdict(list)
-    for a in assignments:
+    records = list(assignments)
+    for a in records:
         if a.task_id not in by_task:
             raise InputValidationError(
                 f"assignment refers to unknown task {a.task_id!r}; every assignment "
                 "needs its task record."
             )
-        if a.is_valid:
+    counted = _latest_per_worker(
+        ((a.task_id, a.worker), i, (a.submitted, i, a.assignment_id))
+        for i, a in enumerate(records)
+        if a.is_valid and a.worker is not None
+    )
+    valid: dict[str, list[frozenset[str]]] = defaultdict(list)
+    for i, a in enumerate(records):
+        if a.is_valid and (a.worker is None or i in counted):
             valid[a.task_id].append(a.selected)
     n: dict[tuple[str, str], int] = defaultdict(int)
     k: dict[tuple[str, str], int] = defaultdict(int)
@@ -136,16 +212,19 @@ def compute_selection_frequencies(
 
 
 def aggregate_item_events(
-    events: Iterable[tuple[str, K, str | None, int]],
+    events: Iterable[TaskVote[K] | tuple[str, K, str | None, int]],
 ) -> dict[tuple[str, K], FrequencyStat]:
     """Selection frequencies from per-(assignment, image) events.
 
-    Each event is ``(image_id, class, assignment_status, value)`` with value 1 when
-    the worker selected the image, one event per image shown in the assignment
-    (the project store's ``kind="task"`` convention). This equals
-    :func:`compute_selection_frequencies` on the same assignments. Status ``None``
-    (a labeler outside a crowd platform) counts as valid; otherwise only
-    Submitted/Approved do.
+    The one place that decides which crowd votes count; every consumer (sampling,
+    the web app) goes through it. Each event is a :class:`TaskVote` (e.g. the
+    store's ``kind="task"`` annotation events, one per image shown in an
+    assignment, value 1 when the worker selected it) or a bare tuple
+    ``(image_id, class, assignment_status, value)``. Status ``None`` (a labeler
+    outside a crowd platform) counts as valid; otherwise only Submitted/Approved
+    do. Of one worker's valid assignments on one task only the latest counts (see
+    the module docstring); bare tuples carry no worker, so each of them counts.
+    This equals :func:`compute_selection_frequencies` on the same assignments.
 
     Examples
     --------
@@ -153,11 +232,26 @@ def aggregate_item_events(
     >>> aggregate_item_events(ev)
     {('a', 3): FrequencyStat(frequency=0.5, n_assignments=2)}
     """
+    rows: list[tuple[str, K, bool, int, Hashable]] = []
+    grouped: list[tuple[Hashable, Hashable, _Order]] = []
+    for ev in events:
+        if isinstance(ev, tuple):
+            item, cls, status, value = ev
+            rows.append((item, cls, _is_valid(status), value, None))
+            continue
+        valid = _is_valid(ev.assignment_status)
+        akey: Hashable = None
+        if valid and ev.worker and ev.task_id and ev.assignment_id:
+            akey = (ev.task_id, ev.assignment_id)
+            order = (ev.when or "", ev.id or 0, ev.assignment_id)
+            grouped.append(((ev.task_id, ev.worker), akey, order))
+        rows.append((ev.item_id, ev.class_id, valid, ev.value, akey))
+    counted = _latest_per_worker(grouped)
     n: dict[tuple[str, K], int] = defaultdict(int)
     k: dict[tuple[str, K], int] = defaultdict(int)
-    for item, cls, status, value in events:
+    for item, cls, valid, value, akey in rows:
         key = (item, cls)
-        if status is not None and status.lower() not in VALID_STATUSES:
+        if not valid or (akey is not None and akey not in counted):
             n.setdefault(key, 0)
             continue
         n[key] += 1

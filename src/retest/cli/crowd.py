@@ -95,7 +95,11 @@ def import_cmd(
     project: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an MTurk batch results CSV; bad rows are listed, the rest imported."""
+    """Import an MTurk batch results CSV; re-importing it applies review changes.
+
+    Every data row is reported as new, a status change (Approve / Reject marks or
+    a newer AssignmentStatus), unchanged, or rejected with its line number.
+    """
     from retest.cli._console import console, print_json, print_table
     from retest.pipeline.crowd import import_mturk, project_secret, worker_report
     from retest.pipeline.project import Project
@@ -106,16 +110,44 @@ def import_cmd(
     if as_json:
         print_json(
             {
-                "assignments": res.assignments,
+                "file": str(results),
+                "rows": res.rows,
+                "new": res.assignments,
+                "status_changes": [
+                    {
+                        "line": c.line,
+                        "assignment_id": c.assignment_id,
+                        "old": c.old,
+                        "new": c.new,
+                    }
+                    for c in res.status_changes
+                ],
+                "unchanged": res.unchanged,
+                "rejected": [
+                    {"line": line, "reason": reason}
+                    for line, reason in res.rejected_rows
+                ],
                 "events": res.events,
-                "rejected_rows": res.rejected_rows,
                 "workers": workers,
             }
         )
         return
-    console.print(f"imported {res.assignments} assignments ({res.events} events)")
+    out = console.print
+    out(
+        f"{results}: {res.rows} data rows: {res.assignments} new assignments "
+        f"({res.events} events), {len(res.status_changes)} status changes, "
+        f"{res.unchanged} unchanged, {len(res.rejected_rows)} rejected",
+        markup=False,
+        soft_wrap=True,
+    )
+    for c in res.status_changes:
+        out(
+            f"  line {c.line}: {c.assignment_id} {c.old} → {c.new}",
+            markup=False,
+            soft_wrap=True,
+        )
     for line, reason in res.rejected_rows:
-        console.print(f"  rejected row {line}: {reason}")
+        out(f"  rejected line {line}: {reason}", markup=False, soft_wrap=True)
     print_table(
         ["worker", "assignments", "control accuracy", "decision"],
         [

@@ -3,9 +3,11 @@
 ``export_mturk`` writes what a requester uploads (an HTML question template, the
 batch input CSV and the images named by opaque tokens); ``import_mturk`` reads the
 batch results CSV that the requester UI downloads, maps tokens back to image ids,
-validates every row and records one annotation event per (assignment, image shown)
-in a single transaction: a file with bad rows imports its good rows and lists the
-bad ones with reasons; nothing is written partially.
+validates every row and records one annotation event per (assignment, image shown):
+a file with bad rows imports its good rows and lists the bad ones with line numbers
+and reasons. The same file downloaded again after review re-imports cleanly: only
+the assignments' statuses (approved / rejected) change, so rejected work stops
+counting in selection frequencies.
 
 Format notes. One checkbox per image, all named ``selected`` with the image token as
 value; MTurk joins the checked values of a same-named field with ``|`` in the
@@ -19,13 +21,16 @@ import csv
 import io
 import math
 import os
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from retest._atomic import atomic_write_bytes
+from retest.build.selection_frequency import aggregate_item_events
 from retest.build.tasks import (
     Task,
     compose_tasks,
@@ -34,11 +39,12 @@ from retest.build.tasks import (
     image_token,
 )
 from retest.errors import DataIntegrityError, InputValidationError
-from retest.store.base import AnnotationEvent, Store, TaskRow
+from retest.store.base import ASSIGNMENT_STATUSES, AnnotationEvent, Store, TaskRow
 
 __all__ = [
     "REQUIRED_RESULT_COLUMNS",
     "CrowdImport",
+    "StatusChange",
     "create_tasks",
     "export_mturk",
     "import_mturk",
@@ -87,7 +93,8 @@ def create_tasks(
     """Make grid tasks for candidates that still need annotations and store them.
 
     Candidates need annotations when they are not blacklisted and have fewer than
-    ``min_assignments`` valid task annotations (SPEC §3.2 HIT candidate selection).
+    ``min_assignments`` counted task assignments (the same votes selection
+    frequencies count; SPEC §3.2 HIT candidate selection).
     Controls come from the original ``control_split``. ``nearest_class`` defaults to
     the next class id (wrapping), a placeholder for a similarity map the user gives.
     """
@@ -96,13 +103,17 @@ def create_tasks(
         raise InputValidationError(
             "the project has no classes; run `retest init` first."
         )
-    counts = store.annotations.item_counts(kinds=["task"])
+    counts: dict[str, int] = defaultdict(int)
+    for (item, _), stat in aggregate_item_events(
+        store.annotations.list(kind="task")
+    ).items():
+        counts[item] += stat.n_assignments
     black = store.blacklist.current()
     by_class: dict[int, list[str]] = defaultdict(list)
     for cand in store.candidates.iter():
         if cand.class_id is None or cand.id in black:
             continue
-        if counts.get(cand.id, (0, 0))[0] < min_assignments:
+        if counts.get(cand.id, 0) < min_assignments:
             by_class[cand.class_id].append(cand.id)
     originals: dict[int, list[str]] = defaultdict(list)
     for ref in store.references.list(split=control_split):
@@ -211,33 +222,208 @@ def export_mturk(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """An already imported assignment whose status the results file changes."""
+
+    line: int
+    assignment_id: str
+    old: str | None
+    new: str
+
+
 @dataclass
 class CrowdImport:
-    """What :func:`import_mturk` did: counts, rejected rows and control accuracies."""
+    """What :func:`import_mturk` did with each data row of the results file.
 
+    Every data row is exactly one of: a new assignment (``assignments``), a status
+    change of an imported one (``status_changes``), an unchanged re-import
+    (``unchanged``) or a rejected row (``rejected_rows``, with line and reason), so
+    the four counts add up to ``rows``.
+    """
+
+    rows: int = 0
     assignments: int = 0
     events: int = 0
+    unchanged: int = 0
+    status_changes: list[StatusChange] = field(default_factory=list)
     rejected_rows: list[tuple[int, str]] = field(default_factory=list)
     assignment_control_accuracy: dict[str, float] = field(default_factory=dict)
 
 
-def _read_results(path: Path) -> list[dict[str, str]]:
+def _decode(path: Path) -> str:
+    """The file's text, or one :class:`InputValidationError` saying what to do."""
+    hint = "Download it from the requester UI (Manage → Results → Download CSV)."
+    if path.is_dir():
+        raise InputValidationError(
+            f"{path} is a directory; expected an MTurk batch results CSV file. "
+            "Pass the CSV inside it."
+        )
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
-        raise DataIntegrityError(f"results file {path} does not exist.") from None
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in (reader.fieldnames or [])]
+        raise DataIntegrityError(
+            f"results file {path} does not exist; expected an MTurk batch results "
+            f"CSV. {hint}"
+        ) from None
+    except OSError as err:
+        raise InputValidationError(
+            f"cannot read {path} ({err.strerror}); expected a readable MTurk batch "
+            "results CSV. Check the path and its permissions."
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputValidationError(
+            f"{path} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}); "
+            "expected the UTF-8 CSV that MTurk downloads. Re-save it as UTF-8 "
+            "(e.g. `iconv -f latin1 -t utf-8`), or download it again."
+        ) from None
+    if not text.strip():
+        raise InputValidationError(
+            f"{path} is empty; expected an MTurk batch results CSV with a header "
+            f"line ({', '.join(REQUIRED_RESULT_COLUMNS)}) and one row per "
+            f"assignment. {hint}"
+        )
+    return text
+
+
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_KEY_COLUMNS = (*REQUIRED_RESULT_COLUMNS, "Approve", "Reject")
+
+
+def _parse_record(text: str, ncols: int) -> list[str] | str:
+    """The fields of one CSV record, or why it is not one record of ``ncols`` fields."""
+    try:
+        records = list(csv.reader(io.StringIO(text), strict=True))
+    except csv.Error as err:
+        if text.count('"') % 2:
+            return 'unbalanced quote (") in this line; quote the whole field or remove the stray "'
+        return f"not valid CSV ({err})"
+    records = [r for r in records if r]
+    if len(records) != 1:
+        return f"holds {len(records)} CSV records, expected 1"
+    if len(records[0]) != ncols:
+        return f"has {len(records[0])} fields, the header has {ncols}"
+    return records[0]
+
+
+def _read_results(
+    path: Path,
+) -> tuple[list[tuple[int, dict[str, str]]], list[tuple[int, str]]]:
+    """Rows of an MTurk batch results CSV as ``(line, row)``, and unparsable lines.
+
+    A record normally is one line; a quoted field may span lines. When a record
+    spanning lines does not parse to one row of the header's width (a stray ``"``
+    opens a quoted field that swallows the following lines), each of its lines is
+    parsed on its own, so one broken line costs one row, not the rest of the file.
+    Blank lines are not data rows.
+    """
+    text = _decode(path)
+    lines = _PHYSICAL_LINE.findall(text)
+    try:
+        header = next(csv.reader([lines[0]], strict=True), [])
+    except csv.Error:
+        header = []
+    missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in header]
     if missing:
         raise InputValidationError(
-            f"{path}: not an MTurk batch results file; missing columns {missing}. "
+            f"{path}: not an MTurk batch results file; missing columns {missing} "
+            f"in its first line (expected {', '.join(REQUIRED_RESULT_COLUMNS)}). "
             "Download it from the requester UI (Manage → Results → Download CSV)."
         )
-    return list(reader)
+    ncols = len(header)
+    key_idx = [header.index(c) for c in _KEY_COLUMNS if c in header]
+    rows: list[tuple[int, dict[str, str]]] = []
+    bad: list[tuple[int, str]] = []
+
+    def take(lineno: int, chunk: list[str], *, split_bad: bool) -> None:
+        joined = "".join(chunk)
+        if not joined.strip():
+            return
+        fields = _parse_record(joined, ncols)
+        if not isinstance(fields, str) and len(chunk) > 1:
+            if any("\n" in fields[i] or "\r" in fields[i] for i in key_idx):
+                fields = "a line break inside an id, status or answer column"
+        if not isinstance(fields, str):
+            rows.append((lineno, dict(zip(header, fields, strict=True))))
+        elif split_bad and len(chunk) > 1:
+            for k, line in enumerate(chunk):
+                take(lineno + k, [line], split_bad=False)
+        else:
+            bad.append((lineno, fields))
+
+    chunk: list[str] = []
+    start = 2
+    quotes = 0
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not chunk:
+            start = lineno
+        chunk.append(line)
+        quotes += line.count('"')
+        if quotes % 2 == 0:  # every quoted field closed: the record ends here
+            take(start, chunk, split_bad=True)
+            chunk, quotes = [], 0
+    if chunk:
+        take(start, chunk, split_bad=True)
+    return rows, bad
+
+
+_TZ_HOURS = {"UTC": 0, "GMT": 0, "PST": -8, "PDT": -7}
+
+
+def _submit_time(text: str) -> str | None:
+    """MTurk's ``SubmitTime`` (``Tue Mar 05 10:12:33 PST 2024``) as the store's
+    sortable UTC form, or None when it is empty or in another format."""
+    parts = text.split()
+    if len(parts) != 6 or parts[4] not in _TZ_HOURS:
+        return None
+    try:
+        local = datetime.strptime(" ".join(parts[1:4] + parts[5:]), "%b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+    utc = local - timedelta(hours=_TZ_HOURS[parts[4]])
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _row_status(row: Mapping[str, str | None]) -> str:
+    """The assignment's status after the requester's marks.
+
+    MTurk's downloaded results have ``Approve`` and ``Reject`` columns the requester
+    fills before uploading the file back: ``x`` in Approve approves, any text in
+    Reject rejects (the text is the reason shown to the worker). Without a mark the
+    platform's ``AssignmentStatus`` stands.
+    """
+    status = (row.get("AssignmentStatus") or "").strip()
+    if status not in ASSIGNMENT_STATUSES:
+        raise InputValidationError(
+            f"unknown AssignmentStatus {status!r} (expected one of "
+            f"{', '.join(ASSIGNMENT_STATUSES)})"
+        )
+    approve = (row.get("Approve") or "").strip()
+    reject = (row.get("Reject") or "").strip()
+    if approve and approve.lower() != "x":
+        raise InputValidationError(
+            f"Approve holds {approve!r}; mark an approval with x or leave it empty"
+        )
+    if approve and reject:
+        raise InputValidationError(
+            "both Approve and Reject are marked; keep one of them"
+        )
+    if reject:
+        return "Rejected"
+    if approve:
+        return "Approved"
+    return status
 
 
 def _row_events(
-    row: dict[str, str], task: TaskRow, secret: bytes, valid_tokens: Mapping[str, str]
+    row: dict[str, str],
+    task: TaskRow,
+    secret: bytes,
+    valid_tokens: Mapping[str, str],
+    status: str,
 ) -> tuple[list[AnnotationEvent], set[str]]:
     answer = row["Answer.selected"].strip()
     tokens = [t for t in answer.split("|") if t] if answer else []
@@ -247,7 +433,6 @@ def _row_events(
             f"answer contains unknown image token {unknown[0]!r}"
         )
     selected = {valid_tokens[t] for t in tokens}
-    status = row["AssignmentStatus"].strip()
     worker = hash_worker_id(row["WorkerId"].strip(), secret)
     events = [
         AnnotationEvent(
@@ -256,14 +441,15 @@ def _row_events(
             class_id=task.class_id,
             item_id=item,
             value=int(item in selected),
+            when=_submit_time(row.get("SubmitTime") or ""),
             ui_version=UI_VERSION,
             task_id=task.id,
             assignment_id=row["AssignmentId"].strip(),
             assignment_status=status,
             worker=worker,
             extra={
-                "submit_time": row.get("SubmitTime", ""),
-                "accept_time": row.get("AcceptTime", ""),
+                "submit_time": row.get("SubmitTime") or "",
+                "accept_time": row.get("AcceptTime") or "",
             },
         )
         for item in task.items
@@ -271,56 +457,102 @@ def _row_events(
     return events, selected
 
 
+def _check_same_assignment(
+    aid: str, stored: Sequence[AnnotationEvent], new: Sequence[AnnotationEvent]
+) -> None:
+    """A re-imported row may change the status only, never what was answered."""
+    old = stored[0]
+    if old.task_id != new[0].task_id:
+        raise InputValidationError(
+            f"assignment {aid!r} was imported for task {old.task_id!r}, this row "
+            f"names task {new[0].task_id!r}; a results file cannot move an assignment"
+        )
+    if old.worker != new[0].worker:
+        raise InputValidationError(
+            f"assignment {aid!r} was imported for another worker; a results file "
+            "cannot change an assignment's worker"
+        )
+    before = {e.item_id for e in stored if e.value}
+    after = {e.item_id for e in new if e.value}
+    if before != after:
+        raise InputValidationError(
+            f"assignment {aid!r} was imported with a different answer "
+            f"({len(before)} images selected, this row {len(after)}); an answer "
+            "cannot change after submission"
+        )
+
+
 def import_mturk(
     store: Store, results_csv: str | os.PathLike[str], *, secret: bytes
 ) -> CrowdImport:
-    """Import an MTurk batch results CSV into the store (one transaction).
+    """Import (or re-import) an MTurk batch results CSV into the store.
 
-    Rows are rejected (and listed with a reason) for: an unknown task id, an answer
-    token that does not belong to the task (tampered), a repeated or already
-    imported assignment id, an unknown assignment status, or an empty worker id.
+    A results file can be downloaded again after review, so a row whose assignment
+    is already imported is not an error: its status (``AssignmentStatus`` with the
+    requester's ``Approve`` / ``Reject`` marks applied) replaces the stored one when
+    it differs and is a no-op when it does not. New assignments get one event per
+    image shown. Rows are rejected (listed with line and reason) for: a line that is
+    not one CSV row of the header's width, an empty assignment or worker id, an
+    assignment id repeated within the file, an unknown status or contradicting
+    marks, an unknown task id, an answer token that does not belong to the task
+    (tampered), and a row contradicting the imported assignment's task, worker or
+    answer. File-level problems (not UTF-8, a directory, empty, missing columns)
+    raise before anything is written. All rows are checked before the first write;
+    the new events go in one transaction, then the status changes; re-running an
+    interrupted import completes it.
     """
     path = Path(results_csv)
-    rows = _read_results(path)
-    result = CrowdImport()
-    seen = {
-        e.assignment_id for e in store.annotations.list(kind="task") if e.assignment_id
-    }
+    rows, unparsable = _read_results(path)
+    result = CrowdImport(rows=len(rows) + len(unparsable))
+    result.rejected_rows.extend(unparsable)
     events: list[AnnotationEvent] = []
-    for lineno, row in enumerate(rows, start=2):
+    first_line: dict[str, int] = {}
+    task_cache: dict[str, TaskRow] = {}
+    for lineno, row in rows:
         aid = (row.get("AssignmentId") or "").strip()
         try:
             if not aid or not (row.get("WorkerId") or "").strip():
                 raise InputValidationError("empty AssignmentId or WorkerId")
-            if aid in seen:
-                raise InputValidationError(f"duplicate assignment id {aid!r}")
-            if row["AssignmentStatus"].strip() not in (
-                "Submitted",
-                "Approved",
-                "Rejected",
-            ):
+            if aid in first_line:
                 raise InputValidationError(
-                    f"unknown AssignmentStatus {row['AssignmentStatus']!r}"
+                    f"duplicate assignment id {aid!r} (first on line {first_line[aid]})"
                 )
-            try:
-                task = store.tasks.get(row["Input.task_id"].strip())
-            except LookupError:
-                raise InputValidationError(
-                    f"unknown task id {row['Input.task_id']!r}"
-                ) from None
+            status = _row_status(row)
+            tid = (row.get("Input.task_id") or "").strip()
+            if tid not in task_cache:
+                try:
+                    task_cache[tid] = store.tasks.get(tid)
+                except LookupError:
+                    raise InputValidationError(f"unknown task id {tid!r}") from None
+            task = task_cache[tid]
             tokens = {image_token(f"{task.id}|{i}", secret): i for i in task.items}
-            row_events, selected = _row_events(row, task, secret, tokens)
+            row_events, selected = _row_events(row, task, secret, tokens, status)
+            stored = store.annotations.list(kind="task", assignment_id=aid)
+            if stored:
+                _check_same_assignment(aid, stored, row_events)
         except InputValidationError as err:
             result.rejected_rows.append((lineno, str(err)))
             continue
-        seen.add(aid)
+        first_line[aid] = lineno
+        if stored:
+            old = stored[0].assignment_status
+            # MTurk never returns a reviewed assignment to Submitted: a row saying
+            # Submitted comes from a download older than the review, not a change
+            if old == status or (status == "Submitted" and old is not None):
+                result.unchanged += 1
+            else:
+                result.status_changes.append(StatusChange(lineno, aid, old, status))
+            continue
         events.extend(row_events)
         result.assignments += 1
         acc = control_accuracy(task_from_row(task), selected)["overall"]
         if not math.isnan(acc):
             result.assignment_control_accuracy[aid] = acc
+    result.rejected_rows.sort()
     if events:
         store.annotations.add(events)
+    for change in result.status_changes:
+        store.annotations.set_assignment_status(change.assignment_id, status=change.new)
     result.events = len(events)
     return result
 

@@ -52,13 +52,11 @@ def selection_frequencies(store: Store) -> dict[tuple[str, int], FrequencyStat]:
     """Selection frequency of every (item, class id) shown in a crowd/grid task.
 
     Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); Rejected assignments are ignored (SPEC §3.2).
+    assignment and image shown); Rejected assignments are ignored (SPEC §3.2), and
+    a worker's repeated assignments of one task count once (the latest valid one).
     Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
     """
-    events = store.annotations.list(kind="task")
-    return aggregate_item_events(
-        (e.item_id, e.class_id, e.assignment_status, e.value) for e in events
-    )
+    return aggregate_item_events(store.annotations.list(kind="task"))
 
 
 def target_histograms(
