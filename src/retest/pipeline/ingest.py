@@ -81,6 +81,8 @@ if TYPE_CHECKING:
     from retest.pipeline.project import Project
 
 __all__ = [
+    "CRASH_APPEND_ENV",
+    "CRASH_ENV",
     "INGEST_STAGE",
     "IngestReport",
     "add_source",
@@ -98,6 +100,9 @@ INGEST_STAGE = "ingest"
 # Test hook: SIGKILL this process right after the DB insert of batch N (1-based),
 # before the batch is logged and checkpointed: the worst moment to die.
 CRASH_ENV = "RETEST_INGEST_CRASH_AFTER"
+# Test hook: SIGKILL right after batch N's pixels are durable, before its rows are
+# inserted (what leaves orphan pixel rows behind).
+CRASH_APPEND_ENV = "RETEST_INGEST_CRASH_AFTER_APPEND"
 
 
 def ingest_job_key(source: CandidateSource) -> str:
@@ -138,8 +143,8 @@ def load_tinyimages_index(
 _IN_FLIGHT = 2
 
 
-def _maybe_crash(n_batches: int) -> None:
-    limit = os.environ.get(CRASH_ENV)
+def _maybe_crash(n_batches: int, env: str = CRASH_ENV) -> None:
+    limit = os.environ.get(env)
     if limit and n_batches >= int(limit):
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -273,6 +278,7 @@ def _ingest(
         if failed:  # never checkpoint past a batch that was not stored
             _release(prep, rows)
             return
+        _maybe_crash(n_batches, CRASH_APPEND_ENV)
         try:
             added = prep.insert(rows)  # rows only once their pixels are durable
         except BaseException as err:

@@ -8,12 +8,17 @@ Small functions with one job each (the torchvision ``datasets/utils.py`` shape):
 A download streams into a temporary file in the target directory, is hashed while
 it streams, and only replaces the target with :func:`os.replace` once the hash is
 right: an interrupted run never leaves a half-written file under the final name.
+
+:class:`HashCache` remembers verified hashes under retest's own cache folder
+(:func:`cache_dir`), never next to the data: a dataset may live in a folder
+retest must not write to (a distribution package's ``/usr/share/datasets/…``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import logging
 import os
 import shutil
@@ -25,6 +30,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from retest._atomic import atomic_write_bytes
 from retest._progress import ProgressCallback, report
@@ -33,7 +39,9 @@ from retest.errors import ConfigError, DataIntegrityError, RetestError
 __all__ = [
     "ARCHIVE_EXTRACTORS",
     "DownloadError",
+    "HashCache",
     "atomic_write_bytes",
+    "cache_dir",
     "calculate_sha256",
     "check_integrity",
     "copy_atomic",
@@ -83,6 +91,53 @@ def check_integrity(path: str | os.PathLike[str], sha256: str | None = None) -> 
     if sha256 is None:
         return True
     return calculate_sha256(p) == sha256.lower()
+
+
+def cache_dir() -> Path:
+    """retest's cache folder: ``$RETEST_CACHE_DIR`` or ``~/.cache/retest``."""
+    env = os.environ.get("RETEST_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "retest"
+
+
+class HashCache:
+    """sha256 per file of a folder, keyed by (size, mtime_ns), so unchanged files
+    are not hashed again.
+
+    Kept in ``cache_dir()/sha256/<hash of the folder's resolved path>.json``: the
+    folder itself is only read. A cache that cannot be written is kept in memory.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        key = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:24]
+        self.path = cache_dir() / "sha256" / f"{key}.json"
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self._data: dict[str, list[Any]] = data if isinstance(data, dict) else {}
+        self._dirty = False
+
+    def sha256(self, path: str | os.PathLike[str]) -> str:
+        p = Path(path)
+        st = p.stat()
+        key = p.relative_to(self.root).as_posix()
+        hit = self._data.get(key)
+        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            return str(hit[2])
+        digest = calculate_sha256(p)
+        self._data[key] = [st.st_size, st.st_mtime_ns, digest]
+        self._dirty = True
+        return digest
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        try:
+            atomic_write_bytes(self.path, json.dumps(self._data).encode())
+        except OSError:  # unwritable cache folder: keep the hashes in memory
+            pass
+        self._dirty = False
 
 
 def is_retryable(err: BaseException) -> bool:
