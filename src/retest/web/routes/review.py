@@ -191,7 +191,7 @@ def label_errors(
     shown = shown[page * PAGE : (page + 1) * PAGE]
     # only the shown items: a full scan of the task events is the slow part
     freq = aggregate_item_events(
-        (e.item_id, e.class_id, e.assignment_status, e.value)
+        e
         for it in shown
         for e in store.annotations.list(
             kind="task", item_id=it.item_id, class_id=it.given
