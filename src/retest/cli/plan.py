@@ -32,7 +32,11 @@ def plan(
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Plan how many new images each keyword needs (CIFAR-10.1 rules, SPEC §2)."""
+    """Plan how many new images each keyword needs (CIFAR-10.1 rules).
+
+    Keywords come from the reference images (`retest reference keywords`); when
+    they have none, from [keywords] in retest.toml (rule v6, equal weights).
+    """
     from retest.cli._console import print_json, print_table, print_warning
     from retest.pipeline.plan import make_plan
     from retest.pipeline.project import Project
@@ -44,8 +48,9 @@ def plan(
     )
     with Project.open(project_dir) as project:
         result = make_plan(
-            project.store, project.root, rule=rule, size=size, top_k=top_k, exclude=excl
-        )
+            project.store, project.root, rule=rule, size=size, top_k=top_k,
+            exclude=excl, keywords=project.config.keywords,
+        )  # fmt: skip
     if as_json:
         print_json(result.to_json())
         return
@@ -53,7 +58,10 @@ def plan(
         [r["class"], r["keyword"], r["needed"], r["available"], r["missing"] or ""]
         for r in result.table
     ]
-    title = f"plan {rule}: {result.plan.total} images, saved to {result.path}"
+    title = (
+        f"plan {rule} (keywords: {result.keyword_source}): {result.plan.total} "
+        f"images, saved to {result.path}"
+    )
     print_table(
         ["class", "keyword", "needed", "verified", "missing"], rows, title=title
     )

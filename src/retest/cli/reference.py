@@ -2,19 +2,47 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
+from retest.errors import ConfigError, UnknownNameError
 
-__all__ = ["register"]
+__all__ = ["REFERENCE_FORMATS", "REFERENCE_SPLITS", "register"]
+
+#: Splits of an original dataset a project keeps (ids ``train:i`` / ``test:i``).
+REFERENCE_SPLITS = ("train", "test")
+#: File formats a reference split can be read from (besides dataset names).
+REFERENCE_FORMATS = ("cifar", "idx", "arrays")
 
 reference_app = typer.Typer(
     help="Register the original dataset's splits and recover their keywords.",
     no_args_is_help=True,
 )
+
+
+def _choice(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
+    if value not in allowed:
+        close = difflib.get_close_matches(value, list(allowed), n=3, cutoff=0.6)
+        raise UnknownNameError(what, value, close, list(allowed))
+    return value
+
+
+def _check_add(kind: str, split: str, labels: Path | None) -> None:
+    from retest.sources.base import DATASETS
+
+    _choice(kind, [*REFERENCE_FORMATS, *DATASETS.names()], "reference kind")
+    if split not in REFERENCE_SPLITS:
+        raise ConfigError(
+            f"--split must be one of {', '.join(REFERENCE_SPLITS)}. Got {split!r}."
+        )
+    if labels is not None and kind != "idx":
+        raise ConfigError(
+            f"--labels applies to kind 'idx' only; {kind!r} holds its own labels."
+        )
 
 
 @reference_app.command("add")
@@ -26,7 +54,9 @@ def add(
         ),
     ],
     path: Annotated[Path, typer.Argument(help="File or folder (dataset root).")],
-    split: Annotated[str, typer.Option("--split", help="train or test.")],
+    split: Annotated[
+        str, typer.Option("--split", help=f"{' or '.join(REFERENCE_SPLITS)}.")
+    ],
     labels: Annotated[
         Path | None, typer.Option("--labels", help="IDX labels file.")
     ] = None,
@@ -38,6 +68,7 @@ def add(
     from retest.pipeline.project import Project
     from retest.pipeline.reference import register_reference
 
+    _check_add(kind, split, labels)
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
         rep = register_reference(
             project.store, project.root, kind, path, split=split, labels_path=labels,
@@ -68,7 +99,11 @@ def keywords(
     from retest.pipeline.project import Project
     from retest.pipeline.reference import recover_keywords
 
-    kws = [k.strip() for k in only.split(",") if k.strip()] if only else None
+    kws = None
+    if only is not None:
+        kws = [k.strip() for k in only.split(",") if k.strip()]
+        if not kws:
+            raise ConfigError(f"--only needs at least one keyword, a,b. Got {only!r}.")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
         rep = recover_keywords(
             project.store, project.root, tinyimages, keywords=kws, progress=bar
@@ -83,7 +118,7 @@ def keywords(
 
 @reference_app.command("show")
 def show(
-    top: Annotated[int, typer.Option("--top", min=1, help="Keywords per class.")] = 10,
+    top: Annotated[int, typer.Option("--top", help="Keywords per class (>= 1).")] = 10,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -92,6 +127,8 @@ def show(
     from retest.pipeline.project import Project
     from retest.pipeline.reference import reference_keyword_histogram
 
+    if top < 1:
+        raise ConfigError(f"--top must be an integer >= 1. Got {top}.")
     with Project.open(project_dir) as project:
         hist = reference_keyword_histogram(project.store)
         n = project.store.references.count()

@@ -1,13 +1,18 @@
-"""``retest source add KIND PATH`` / ``retest source list``: candidate ingest."""
+"""``retest source add KIND PATH | NAME`` / ``retest source list``: candidate ingest."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
+from retest.errors import ConfigError
+
+if TYPE_CHECKING:
+    from retest.config import ProjectConfig
 
 __all__ = ["register"]
 
@@ -17,18 +22,90 @@ source_app = typer.Typer(
 )
 
 
-def _split(value: str | None) -> list[str] | None:
+#: Options that only one source kind takes (CLI flag → kind).
+_KIND_OPTIONS = {
+    "--keywords": "tinyimages",
+    "--keywords-file": "tinyimages",
+    "--labels": "idx",
+    "--images": "flickr",
+}
+#: ``[sources.NAME]`` keys holding paths (relative ones are read from the project).
+_PATH_KEYS = ("path", "keywords_file", "labels", "images")
+
+
+def _split(value: str | None, flag: str) -> list[str] | None:
     if value is None:
         return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+    out = [v.strip() for v in value.split(",") if v.strip()]
+    if not out:
+        raise ConfigError(f"{flag} needs at least one value, e.g. a,b. Got {value!r}.")
+    return out
+
+
+def _check_kind(kind: str) -> None:
+    from retest.sources.candidates import CANDIDATE_SOURCES
+
+    CANDIDATE_SOURCES.get(kind)  # unknown kinds get suggestions (exit 2)
+
+
+def _check_kind_options(kind: str, given: dict[str, Any]) -> None:
+    for flag, value in given.items():
+        owner = _KIND_OPTIONS.get(flag)
+        if value is not None and owner is not None and owner != kind:
+            raise ConfigError(
+                f"{flag} applies to source kind {owner!r} only; this source is {kind!r}."
+            )
+
+
+def _configured(config: ProjectConfig, name: str, root: Path) -> dict[str, Any]:
+    """``[sources.NAME]`` with its paths made absolute (relative to the project)."""
+    if name not in config.sources:
+        from retest.sources.candidates import CANDIDATE_SOURCES
+
+        if name in CANDIDATE_SOURCES:
+            raise ConfigError(
+                f"source kind {name!r} needs a PATH: `retest source add {name} PATH`, "
+                f"or configure [sources.NAME] in retest.toml."
+            )
+        known = list(config.sources)
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        listed = f" Configured: {', '.join(known)}." if known else ""
+        raise ConfigError(
+            f"{name!r} is neither a [sources.{name}] table in retest.toml nor given "
+            f"with a PATH.{hint}{listed} Pass KIND PATH or add [sources.{name}]."
+        )
+    opts = config.source(name)
+    for key in _PATH_KEYS:
+        if key in opts:
+            opts[key] = root / Path(opts[key]).expanduser()
+    return opts
+
+
+def _class_name(config: ProjectConfig, value: str | None) -> str | None:
+    if value is not None and value not in config.classes:
+        close = difflib.get_close_matches(value, config.classes, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"--class: class {value!r} is not a class of the project.{hint} "
+            f"Classes: {', '.join(config.classes)}."
+        )
+    return value
 
 
 @source_app.command("add")
 def add(
     kind: Annotated[
-        str, typer.Argument(help="Source kind (see `retest source kinds`).")
+        str,
+        typer.Argument(
+            help="Source kind (see `retest source kinds`) followed by PATH; or alone, "
+            "the NAME of a [sources.NAME] table in retest.toml."
+        ),
     ],
-    path: Annotated[Path, typer.Argument(help="File or folder of the source.")],
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="File or folder of the source (omit for a NAME)."),
+    ] = None,
     keywords: Annotated[
         str | None, typer.Option("--keywords", help="TinyImages keywords: a,b,c.")
     ] = None,
@@ -43,7 +120,8 @@ def add(
         str | None, typer.Option("--class", help="Class of every item.")
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", help="Source name (default: the kind).")
+        str | None,
+        typer.Option("--name", help="Source name (default: the NAME, else the kind)."),
     ] = None,
     labels: Annotated[
         Path | None, typer.Option("--labels", help="IDX labels file.")
@@ -52,23 +130,61 @@ def add(
         Path | None, typer.Option("--images", help="Flickr download folder.")
     ] = None,
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", min=1, help="Items per batch.")
+        int | None, typer.Option("--batch-size", help="Items per batch (>= 1).")
     ] = None,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest a source's images as candidates (resumable; exact copies de-duplicated)."""
+    """Ingest a source's images as candidates (resumable; exact copies de-duplicated).
+
+    ``retest source add NAME`` ingests ``[sources.NAME]`` of retest.toml (kind,
+    path and options); options given here override the table's. A TinyImages
+    source without keywords takes every keyword of ``[keywords]``.
+    """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
     from retest.pipeline.ingest import add_source
     from retest.pipeline.project import Project
 
-    with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
-        rep = add_source(
-            project.store, project.root, kind, path,
-            keywords=_split(keywords), keywords_file=keywords_file,
-            class_name=class_name, name=name, labels_path=labels, images_dir=images,
-            batch_size=batch_size, progress=bar,
-        )  # fmt: skip
+    if batch_size is not None and batch_size < 1:
+        raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
+    kws = _split(keywords, "--keywords")
+    if path is not None:
+        _check_kind(kind)
+    with Project.open(project_dir) as project:
+        conf: dict[str, Any] = (
+            {"kind": kind, "path": path}
+            if path is not None
+            else {"name": kind, **_configured(project.config, kind, project.root)}
+        )
+        given = {
+            "keywords": kws, "keywords_file": keywords_file, "class": class_name,
+            "labels": labels, "images": images, "batch_size": batch_size, "name": name,
+        }  # fmt: skip
+        conf.update({k: v for k, v in given.items() if v is not None})
+        src_kind = conf["kind"]
+        _check_kind(src_kind)
+        _check_kind_options(src_kind, {
+            "--keywords": conf.get("keywords"),
+            "--keywords-file": conf.get("keywords_file"),
+            "--labels": conf.get("labels"), "--images": conf.get("images"),
+        })  # fmt: skip
+        kw_arg: Any = conf.get("keywords")
+        if kw_arg is not None and conf.get("keywords_file") is not None:
+            raise ConfigError("pass either --keywords or --keywords-file, not both.")
+        if src_kind == "tinyimages" and kw_arg is None and "keywords_file" not in conf:
+            kw_arg = {
+                kw: cls for cls, kw_list in project.config.keywords.items()
+                for kw in kw_list
+            } or None  # fmt: skip
+        with progress_bar(disable=as_json) as bar:
+            rep = add_source(
+                project.store, project.root, src_kind, conf["path"],
+                keywords=kw_arg, keywords_file=conf.get("keywords_file"),
+                class_name=_class_name(project.config, conf.get("class")),
+                name=conf.get("name"), labels_path=conf.get("labels"),
+                images_dir=conf.get("images"), batch_size=conf.get("batch_size"),
+                progress=bar,
+            )  # fmt: skip
     if as_json:
         print_json(rep.to_json())
         return

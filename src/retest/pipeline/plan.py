@@ -1,6 +1,8 @@
 """The plan stage: images needed per class and keyword (``retest plan``).
 
-Reads the reference keyword histogram (first-occurrence order, train before test),
+Reads the reference keyword histogram (first-occurrence order, train before test)
+— or, when the reference images carry no keywords, the configured keywords of
+each class (``[keywords]`` in ``retest.toml``, all weighted equally, v6 only) —
 applies a rule of :mod:`retest.build.keyword_plan`, adds the number of verified
 candidates per keyword (latest ``verify`` annotation says yes), and saves the plan
 as ``reports/plan_<rule>.json`` (recorded in the artifact manifest).
@@ -9,7 +11,7 @@ as ``reports/plan_<rule>.json`` (recorded in the artifact manifest).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,16 @@ from retest.pipeline.reference import reference_keyword_histogram
 from retest.store.artifacts import save_json
 from retest.store.base import Store
 
-__all__ = ["PlanResult", "make_plan", "verified_per_keyword"]
+__all__ = [
+    "KEYWORDS_FROM_CONFIG",
+    "KEYWORDS_FROM_REFERENCE",
+    "PlanResult",
+    "make_plan",
+    "verified_per_keyword",
+]
+
+KEYWORDS_FROM_REFERENCE = "reference"
+KEYWORDS_FROM_CONFIG = "retest.toml [keywords]"
 
 _CIFAR10 = (
     "airplane", "automobile", "bird", "cat", "deer",
@@ -42,11 +53,13 @@ class PlanResult:
     plan: KeywordPlan
     table: list[dict[str, Any]]
     path: str
+    keyword_source: str = KEYWORDS_FROM_REFERENCE
 
     def to_json(self) -> dict[str, Any]:
         short = [r for r in self.table if r["missing"] > 0]
         return {
             **self.plan.to_json(),
+            "keyword_source": self.keyword_source,
             "table": self.table,
             "missing_total": sum(r["missing"] for r in short),
             "keywords_short": len(short),
@@ -83,6 +96,7 @@ def make_plan(
     top_k: int | None = None,
     exclude: Sequence[str] | None = None,
     original_size: int | None = None,
+    keywords: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanResult:
     """Compute and save the keyword plan of the project's reference dataset.
 
@@ -98,14 +112,24 @@ def make_plan(
         classes are CIFAR-10's (the published skip list applies then too), else none.
     original_size : int, optional
         v4's original size (default: number of reference images).
+    keywords : mapping of class name to keywords, optional
+        The project's configured keywords (``[keywords]``), used only when the
+        reference images have none: every listed keyword of a class gets the same
+        weight, so v6 spreads the class's images evenly over them (list order
+        breaks ties). v4 needs real counts and refuses them.
     """
-    hist = reference_keyword_histogram(store)
-    if not any(hist.values()):
-        raise StageError(
-            "the reference images have no keywords: register them with keywords or "
-            "run `retest reference keywords TINYIMAGES_DIR` first."
-        )
     classes = [c.name for c in sorted(store.classes.list(), key=lambda c: c.id)]
+    hist = reference_keyword_histogram(store)
+    source = KEYWORDS_FROM_REFERENCE
+    if not any(hist.values()):
+        if not keywords or not any(keywords.values()):
+            raise StageError(
+                "the reference images have no keywords: register them with keywords, "
+                "run `retest reference keywords TINYIMAGES_DIR`, or list each class's "
+                "keywords under [keywords] in retest.toml (rule v6)."
+            )
+        hist = _configured_histogram(keywords, classes, rule)
+        source = KEYWORDS_FROM_CONFIG
     cifar = tuple(classes) == _CIFAR10
     if rule == "v6":
         if exclude:
@@ -129,7 +153,26 @@ def make_plan(
         raise UnknownNameError("keyword plan rule", rule, (), ["v4", "v6"])
     table = needed_vs_available(plan, verified_per_keyword(store))
     rel = f"reports/plan_{rule}.json"
-    result = PlanResult(plan, table, rel)
+    result = PlanResult(plan, table, rel, source)
     save_json(store, Path(root), rel, result.to_json(), stage="plan",
-              params={"rule": rule, "size": size, "top_k": top_k})  # fmt: skip
+              params={"rule": rule, "size": size, "top_k": top_k,
+                      "keyword_source": source})  # fmt: skip
     return result
+
+
+def _configured_histogram(
+    keywords: Mapping[str, Sequence[str]], classes: Sequence[str], rule: str
+) -> dict[str, dict[str, int]]:
+    """Configured keywords as a histogram of equal weights (one per keyword)."""
+    if rule == "v4":
+        raise ConfigError(
+            "rule v4 needs the reference images' keyword counts, and they have none; "
+            "retest.toml [keywords] names keywords without counts: use --rule v6."
+        )
+    missing = [c for c in classes if not keywords.get(c)]
+    if missing:
+        raise ConfigError(
+            f"retest.toml [keywords] lists no keywords for classes {missing}; every "
+            "class needs at least one to plan from it."
+        )
+    return {c: dict.fromkeys(keywords[c], 1) for c in classes}
