@@ -49,7 +49,6 @@ numbers, booleans, lists of those, and tables).
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -61,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from retest.errors import ConfigError, UnknownNameError
+from retest.registry import close_matches
 
 __all__ = [
     "CONFIG_NAME",
@@ -138,7 +138,7 @@ def _unknown_key(key: str, section: str, known: Mapping[str, str]) -> ConfigErro
     """One line: the key, where it is, the closest known key(s) and all of them."""
     where = "at the top level" if not section else f"in [{section}]"
     names = list(known)
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    close = close_matches(key, names, n=1)
     hint = f" Did you mean `{close[0]}`?" if close else ""
     return ConfigError(
         f"unknown key `{key}` {where}.{hint} Known keys: {', '.join(names)}."
@@ -157,7 +157,7 @@ def _check_keys(
 
 def _unknown_section(name: str) -> ConfigError:
     tables = [k for k in TOP_LEVEL_KEYS if k != "classes"]
-    close = difflib.get_close_matches(name, tables, n=1, cutoff=0.6)
+    close = close_matches(name, tables, n=1)
     hint = f" Did you mean [{close[0]}]?" if close else ""
     known = ", ".join(f"[{t}]" for t in tables)
     return ConfigError(f"unknown section [{name}].{hint} Known sections: {known}.")
@@ -257,7 +257,7 @@ class ProjectConfig:
         kws = {}
         for k, v in self.keywords.items():
             if k not in classes:
-                close = difflib.get_close_matches(k, classes, n=1, cutoff=0.6)
+                close = close_matches(k, classes, n=1)
                 hint = f" Did you mean `{close[0]}`?" if close else ""
                 raise ConfigError(
                     f"[keywords] names class `{k}`, which is not in `classes`.{hint}"
@@ -296,7 +296,7 @@ class ProjectConfig:
         """The options of ``[sources.NAME]`` (unknown names get suggestions)."""
         if name not in self.sources:
             names = list(self.sources)
-            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            close = close_matches(name, names, n=3)
             raise UnknownNameError("configured source", name, close, names)
         return dict(self.sources[name])
 
@@ -314,7 +314,7 @@ class ProjectConfig:
 
 def _known(name: str, known: Mapping[str, str], kind: str) -> None:
     if name not in known:
-        close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+        close = close_matches(name, list(known), n=3)
         raise UnknownNameError(kind, name, close, list(known))
 
 

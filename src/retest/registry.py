@@ -9,15 +9,20 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
 from retest.errors import ConfigError, UnknownNameError
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "close_matches"]
 
 T = TypeVar("T")
+
+
+def close_matches(name: str, names: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` of ``names`` close to ``name`` (the one "did you mean" rule)."""
+    return difflib.get_close_matches(name, list(names), n=n, cutoff=0.6)
 
 
 def _natural_key(name: str) -> list[object]:
@@ -45,7 +50,7 @@ class Registry(Generic[T]):
     >>> REG.get("onw")
     Traceback (most recent call last):
     ...
-    retest.errors.UnknownNameError: "Unknown number 'onw'. Did you mean 'one'?"
+    retest.errors.UnknownNameError: Unknown number 'onw'. Did you mean 'one'?
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None) -> None:
@@ -88,7 +93,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         except KeyError:
             names = self.names()
-            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            close = close_matches(name, names)
             raise UnknownNameError(self.kind, name, close, names) from None
 
     def names(self, pattern: str = "*") -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, UnknownNameError
+from retest.registry import close_matches
 
 __all__ = ["REFERENCE_FORMATS", "REFERENCE_SPLITS", "register"]
 
@@ -26,7 +26,7 @@ reference_app = typer.Typer(
 
 def _choice(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
     if value not in allowed:
-        close = difflib.get_close_matches(value, list(allowed), n=3, cutoff=0.6)
+        close = close_matches(value, list(allowed), n=3)
         raise UnknownNameError(what, value, close, list(allowed))
     return value
 

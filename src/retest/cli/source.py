@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError
+from retest.registry import close_matches
 
 if TYPE_CHECKING:
     from retest.config import ProjectConfig
@@ -68,7 +68,7 @@ def _configured(config: ProjectConfig, name: str, root: Path) -> dict[str, Any]:
                 f"or configure [sources.NAME] in retest.toml."
             )
         known = list(config.sources)
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        close = close_matches(name, known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         listed = f" Configured: {', '.join(known)}." if known else ""
         raise ConfigError(
@@ -84,7 +84,7 @@ def _configured(config: ProjectConfig, name: str, root: Path) -> dict[str, Any]:
 
 def _class_name(config: ProjectConfig, value: str | None) -> str | None:
     if value is not None and value not in config.classes:
-        close = difflib.get_close_matches(value, config.classes, n=1, cutoff=0.6)
+        close = close_matches(value, config.classes, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ConfigError(
             f"--class: class {value!r} is not a class of the project.{hint} "
