@@ -7,6 +7,8 @@ was found, and raises :class:`~retest.errors.InputValidationError` or
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,9 +20,12 @@ __all__ = [
     "check_fraction",
     "check_image_batch",
     "check_labels",
+    "check_output_dir",
     "check_pred_probs",
     "check_random_state",
     "check_topk",
+    "looks_one_based",
+    "one_based_message",
 ]
 
 RandomStateLike = int | np.random.Generator | np.random.SeedSequence | None
@@ -68,11 +73,37 @@ def check_fraction(
     return v
 
 
+def looks_one_based(labels: NDArray[np.int64], n_classes: int) -> bool:
+    """True when integer labels run 1..K instead of 0..K-1 (never 0, max == K)."""
+    return (
+        bool(labels.size) and int(labels.min()) == 1 and int(labels.max()) == n_classes
+    )
+
+
+def one_based_message(name: str, n_classes: int) -> str:
+    """The refusal for a label set that looks 1-based (one line, says what to do)."""
+    return (
+        f"{name} look 1-based (min 1, max {n_classes} for {n_classes} classes numbered "
+        f"0..{n_classes - 1}); subtract 1 from every label."
+    )
+
+
 def check_labels(
     labels: ArrayLike, *, n_classes: int | None = None, name: str = "labels"
 ) -> NDArray[np.int64]:
-    """Return labels as a 1-d int64 array in ``[0, n_classes)``."""
-    arr = np.asarray(labels)
+    """Return labels as a 1-d int64 array in ``[0, n_classes)``.
+
+    The one label check every loader and command uses, so a float label is never
+    truncated (9.5 would silently become class 9): floats are accepted only when
+    every value is a whole number, and a set that looks 1-based (min 1, max ==
+    ``n_classes``) is refused with that diagnosis rather than a bare range error.
+    """
+    try:
+        arr = np.asarray(labels)
+    except (ValueError, TypeError) as err:
+        raise InputValidationError(
+            f"{name} must be a flat list of integer class ids ({err})."
+        ) from None
     if arr.ndim != 1:
         raise InputValidationError(
             f"{name} must be 1-dimensional. Got shape {arr.shape}."
@@ -80,25 +111,60 @@ def check_labels(
     if arr.size == 0:
         raise InputValidationError(f"{name} is empty; expected at least one label.")
     if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
             raise InputValidationError(
                 f"{name} must hold integer class ids. Got non-integer values such as "
-                f"{arr[~np.isfinite(arr) | (arr != np.round(arr))][:3].tolist()}."
+                f"{arr[bad][:3].tolist()} ({int(bad.sum())} of {arr.size}); a float "
+                "label is never rounded."
             )
+        if np.abs(arr).max() > 2**62:
+            raise InputValidationError(
+                f"{name} must be class ids. Got a value of {np.abs(arr).max():.3g}."
+            )
+    elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.max() > 2**62:
+        raise InputValidationError(
+            f"{name} must be class ids. Got a value of {int(arr.max())}."
+        )
     elif arr.dtype.kind not in "iub":
         raise InputValidationError(
             f"{name} must hold integer class ids. Got dtype {arr.dtype}."
         )
     out = arr.astype(np.int64)
     lo, hi = int(out.min()), int(out.max())
+    if n_classes is not None and hi >= n_classes and looks_one_based(out, n_classes):
+        raise InputValidationError(one_based_message(name, n_classes))
     if lo < 0 or (n_classes is not None and hi >= n_classes):
-        bad = out[(out < 0) | ((out >= n_classes) if n_classes is not None else False)]
+        bad_ids = out[
+            (out < 0) | (out >= n_classes if n_classes is not None else False)
+        ]
         rng = f"[0, {n_classes})" if n_classes is not None else "[0, K)"
         raise InputValidationError(
-            f"{name} must be class ids in {rng}. Got values {np.unique(bad)[:5].tolist()} "
-            f"(min {lo}, max {hi})."
+            f"{name} must be class ids in {rng}. Got values "
+            f"{np.unique(bad_ids)[:5].tolist()} (min {lo}, max {hi})."
         )
     return out
+
+
+def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """An output folder that exists as a folder or can be created.
+
+    Checked before any work starts, so a typo in ``--out`` costs nothing and is
+    reported as one line naming the path instead of an OS traceback at the end.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(
+            f"{option} {p} is a file, not a folder; pass a folder (it is created when "
+            "missing)."
+        )
+    blocker = next((q for q in p.absolute().parents if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(
+            f"{option} {p}: {blocker} is a file, so the folder cannot be created; "
+            "pass another folder."
+        )
+    return p
 
 
 def check_pred_probs(

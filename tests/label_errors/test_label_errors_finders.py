@@ -148,7 +148,7 @@ def test_estimate_noise_is_consistent() -> None:
 @pytest.mark.parametrize(
     ("labels", "probs", "match"),
     [
-        ([0, 1, 1], [[0.5, 0.6], [0.5, 0.5], [0.2, 0.8]], "sum to 1"),
+        ([0, 1, 1], [[0.5, 1.6], [0.5, 0.5], [0.2, 0.8]], "above 1 \\(row 0\\)"),
         ([0, 0, 0], [[0.5, 0.5], [0.5, 0.5], [0.2, 0.8]], "classes \\[1\\] have none"),
         ([0, 1], [[0.5, 0.5], [0.5, 0.5], [0.2, 0.8]], "same length: 2 labels, 3 rows"),
         ([0, 0], [[1.0], [1.0]], "at least 2 classes"),

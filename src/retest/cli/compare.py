@@ -73,6 +73,9 @@ def _render(result: Any, out: Path, as_json: bool) -> None:
 
 
 def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any:
+    from retest._validation import check_output_dir
+
+    check_output_dir(out)
     if example:
         from retest.pipeline.example import run_example
 

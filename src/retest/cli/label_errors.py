@@ -71,11 +71,13 @@ def label_errors(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Find, rank and report suspected label errors (confident learning)."""
+    from retest._validation import check_output_dir
     from retest.cli._console import console, print_json, print_table
     from retest.issues import LABEL_ERROR_METHODS
     from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
 
     LABEL_ERROR_METHODS.get(method)  # fail fast, with suggestions, before reading files
+    check_output_dir(out)
     if rank_by not in ("self_confidence", "normalized_margin"):
         raise ConfigError(
             f"--rank-by must be self_confidence or normalized_margin. Got {rank_by!r}."

@@ -8,6 +8,7 @@ from retest.issues.ensemble import Ensemble, ensemble_pred_probs
 from retest.issues.finders import (
     LABEL_ERROR_METHODS,
     ConfidentJoint,
+    ProbabilitySumWarning,
     check_label_error_inputs,
     compute_confident_joint,
     find_label_errors,
@@ -40,6 +41,7 @@ __all__ = [
     "FoldCache",
     "LabelError",
     "NoiseEstimate",
+    "ProbabilitySumWarning",
     "check_label_error_inputs",
     "compute_confident_joint",
     "cross_val_pred_probs",

@@ -57,13 +57,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._validation import check_labels
-from retest.errors import ConfigError, InputValidationError
+from retest.errors import ConfigError, InputValidationError, RetestWarning
 from retest.registry import Registry
 
 __all__ = [
     "LABEL_ERROR_METHODS",
     "ConfidentJoint",
     "LabelErrorMethod",
+    "ProbabilitySumWarning",
     "check_label_error_inputs",
     "compute_confident_joint",
     "find_label_errors",
@@ -75,6 +76,10 @@ _ELEMENTS_IN_MEMORY = 1 << 24  # float32 arrays up to 64 MiB go to cleanlab dire
 _DEFAULT_CHUNK = 65536
 _FPC = 1e-6  # cleanlab.internal.constants.FLOATING_POINT_COMPARISON
 _THRESHOLD_LOWER_BOUND = 2e-6  # cleanlab CONFIDENT_THRESHOLDS_LOWER_BOUND
+
+
+class ProbabilitySumWarning(RetestWarning):
+    """Probability rows do not sum to 1 (beyond the tolerance); they are used as given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +151,11 @@ def check_label_error_inputs(
 
     Checks, in order: 2-d numeric matrix; same length as ``labels``; at least 2
     classes; labels in ``[0, K)``; every class has at least one given label;
-    entries finite, non-negative, rows summing to 1 within ``atol`` (float16
-    storage is off by ≈ 2e-3, hence the default). The matrix is scanned in row
-    chunks and returned unchanged (no float32 copy of a large array).
+    entries finite and in ``[0, 1]`` (to 1e-6, cleanlab's own rule). Rows need
+    not sum to 1: published probabilities stored as float16 sum to 0.986–1.0003
+    and cleanlab accepts them, so rows off by more than ``atol`` only raise one
+    :class:`ProbabilitySumWarning` naming the worst row. The matrix is scanned in
+    row chunks and returned unchanged (no float32 copy of a large array).
     """
     probs = pred_probs if hasattr(pred_probs, "shape") else np.asarray(pred_probs)
     if len(probs.shape) != 2:
@@ -191,33 +198,70 @@ def _validate_and_scan(
     n = labels.shape[0]
     sc = np.empty(n, dtype=np.float32)
     am = np.empty(n, dtype=np.int64)
+    worst = _WorstRow()
     for start, c in iter_row_chunks(probs, chunk_rows):
         if atol != float("inf"):
-            _check_prob_rows(c, start, atol)
+            _check_prob_rows(c, start, atol, worst)
         stop = start + c.shape[0]
         sc[start:stop] = c[np.arange(c.shape[0]), labels[start:stop]]
         am[start:stop] = c.argmax(axis=1)
+    if worst.n_off:
+        warnings.warn(
+            f"pred_probs rows do not all sum to 1: row {worst.row} sums to "
+            f"{worst.total:.4f} ({worst.n_off} of {n} rows off by more than {atol:g}, "
+            "as in probabilities stored at low precision); used as given, as cleanlab "
+            "does. If these are scores, apply a softmax first.",
+            ProbabilitySumWarning,
+            stacklevel=3,
+        )
     return RowStats(sc, am)
 
 
-def _check_prob_rows(chunk: NDArray[np.float32], start: int, atol: float) -> None:
+@dataclass(slots=True)
+class _WorstRow:
+    """The row whose sum is farthest from 1, over all chunks of one scan."""
+
+    row: int = -1
+    total: float = 1.0
+    n_off: int = 0
+
+
+def _check_prob_rows(
+    chunk: NDArray[np.float32], start: int, atol: float, worst: _WorstRow
+) -> None:
+    """Refuse what cleanlab refuses; note rows whose sum is off (warned once).
+
+    cleanlab (``assert_valid_inputs``) only requires every entry to lie in
+    ``[0, 1]`` up to 1e-6 and does not look at row sums, so published float16
+    probabilities whose rows sum to 0.986–1.0003 are valid input. NaN and
+    infinities are refused as well: they pass cleanlab's min/max test but make
+    every threshold meaningless.
+    """
     if not np.isfinite(chunk).all():
         row = start + int(np.flatnonzero(~np.isfinite(chunk).all(axis=1))[0])
         raise InputValidationError(
             f"pred_probs contains NaN or infinite values (row {row})."
         )
-    if (chunk < 0).any():
-        row = start + int(np.flatnonzero((chunk < 0).any(axis=1))[0])
+    if (chunk < -_FPC).any():
+        row = start + int(np.flatnonzero((chunk < -_FPC).any(axis=1))[0])
         raise InputValidationError(
-            f"pred_probs contains negative values (row {row}); expected probabilities."
+            f"pred_probs contains negative values (row {row}); expected probabilities "
+            "in [0, 1]. Apply a softmax to scores or logits first."
         )
-    sums = chunk.sum(axis=1, dtype=np.float64)
-    bad = np.flatnonzero(np.abs(sums - 1.0) > atol)
-    if bad.size:
+    if (chunk > 1 + _FPC).any():
+        row = start + int(np.flatnonzero((chunk > 1 + _FPC).any(axis=1))[0])
         raise InputValidationError(
-            f"pred_probs rows must sum to 1 (tolerance {atol}). Row {start + int(bad[0])} "
-            f"sums to {sums[bad[0]]:.4f}. Apply a softmax to scores or logits first."
+            f"pred_probs contains values above 1 (row {row}); expected probabilities "
+            "in [0, 1]. Apply a softmax to scores or logits first."
         )
+    dev = np.abs(chunk.sum(axis=1, dtype=np.float64) - 1.0)
+    off = dev > atol
+    if off.any():
+        i = int(dev.argmax())
+        worst.n_off += int(off.sum())
+        if dev[i] > abs(worst.total - 1.0) or worst.row < 0:
+            worst.row = start + i
+            worst.total = float(chunk[i].sum(dtype=np.float64))
 
 
 # -- shared passes over the matrix ---------------------------------------------
@@ -497,7 +541,8 @@ def find_label_errors(
         For the pruning methods: cleanlab on an in-memory float32 copy, or the
         chunked equivalent (memory-bounded). ``auto`` picks cleanlab up to 2**24 entries.
     atol : float
-        Tolerance on row sums.
+        Row sums further than this from 1 give a :class:`ProbabilitySumWarning`
+        (they are still used, as cleanlab uses them).
 
     Examples
     --------

@@ -17,7 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback
-from retest.errors import InputValidationError
+from retest._validation import check_output_dir, looks_one_based, one_based_message
+from retest.errors import InputValidationError, StageError
 from retest.evaluate.fits import LinearFit, fit_new_vs_orig
 from retest.evaluate.metrics import METRICS
 from retest.evaluate.table import ComparisonTable, compare
@@ -84,6 +85,10 @@ def _check_classes(
     testbeds: Sequence[Mapping[str, Predictions]],
 ) -> None:
     for y, path in labels:
+        if looks_one_based(y, n_classes):
+            raise InputValidationError(
+                one_based_message(f"labels in {path}", n_classes)
+            )
         if int(y.max()) >= n_classes:
             raise InputValidationError(
                 f"{path}: labels must be class ids in [0, {n_classes}). Got max "
@@ -100,6 +105,32 @@ def _check_classes(
                     f"{files[m]}: predicted class {int(p.topk.max())} is outside "
                     f"[0, {n_classes}). Fix the file or pass the right --num-classes."
                 )
+
+
+def _check_not_shifted(
+    labels: NDArray[np.int64],
+    labels_path: Path,
+    testbed: Mapping[str, Predictions],
+    n_classes: int,
+) -> None:
+    """Refuse labels numbered 1..K against predictions numbered 0..K-1.
+
+    Without ``--num-classes`` or score matrices K is inferred from the labels
+    themselves, so 1-based labels would pass every range check and give each
+    model a near-zero accuracy with a clean exit. The tell: class 0 never occurs
+    among the labels, and the largest label is one more than the largest
+    predicted class.
+    """
+    pred_max = max((int(p.topk.max()) for p in testbed.values()), default=-1)
+    if pred_max < 0 or int(labels.min()) != 1 or int(labels.max()) != pred_max + 1:
+        return
+    if int(labels.max()) < n_classes - 1:  # K given: labels fit 0..K-1 as they are
+        return
+    raise InputValidationError(
+        one_based_message(f"labels in {labels_path}", pred_max + 1)[:-1]
+        + f" (the predictions use classes 0..{pred_max}). If class 0 really never "
+        "occurs, pass --num-classes."
+    )
 
 
 def _infer_classes(
@@ -174,6 +205,7 @@ def run_compare(
         The table, the fit and the written paths (see ``write_report``).
     """
     METRICS.get(metric)
+    check_output_dir(out)
     lp_o, lp_n = Path(labels_orig), Path(labels_new)
     y_o, y_n = read_labels(lp_o), read_labels(lp_n)
     names = read_model_names(model_names) if model_names is not None else None
@@ -186,6 +218,9 @@ def run_compare(
         predictions_new, y_n, lp_n, dataset=ds_n, model_names=names, metric=metric
     )
     k = _infer_classes(num_classes, [y_o, y_n], [tb_o, tb_n])
+    if num_classes is None:
+        _check_not_shifted(y_o, lp_o, tb_o, k)
+        _check_not_shifted(y_n, lp_n, tb_n, k)
     _check_classes(k, [(y_o, lp_o), (y_n, lp_n)], f_o, [tb_o])
     _check_classes(k, [], f_n, [tb_n])
     table = compare(y_o, y_n, tb_o, tb_n, metric=metric, confidence=confidence)
@@ -197,7 +232,13 @@ def run_compare(
     fit = fit_table(
         table, axes=axes, n_boot=n_boot, random_state=seed, progress=progress
     )
-    paths = write_report(
-        table, fit, out, label_models=label_models, figure_formats=figure_formats
-    )
+    try:
+        paths = write_report(
+            table, fit, out, label_models=label_models, figure_formats=figure_formats
+        )
+    except OSError as err:
+        raise StageError(
+            f"cannot write the comparison report to {out}: {err.strerror or err}. "
+            "Choose another --out or fix its permissions."
+        ) from None
     return CompareResult(table, fit, paths)

@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.errors import DataIntegrityError, InputValidationError
+from retest._validation import check_output_dir
+from retest.errors import DataIntegrityError, InputValidationError, StageError
 from retest.issues import (
     DetectionReport,
     LabelError,
+    ProbabilitySumWarning,
     check_label_error_inputs,
     detection_report,
     ensemble_pred_probs,
@@ -106,14 +109,25 @@ class NpyFoldCache:
 
 def _load_npy(path: PathLike, what: str) -> NDArray[Any]:
     p = Path(path)
+    if p.is_dir():
+        raise InputValidationError(
+            f"{p} is a directory; the {what} must be one .npy file."
+        )
     if not p.is_file():
         raise DataIntegrityError(f"{p}: {what} file not found. Check the path.")
     try:
-        return np.asarray(np.load(p, allow_pickle=False))
-    except (OSError, ValueError) as err:
+        arr = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        msg = " ".join(str(err).split())
         raise DataIntegrityError(
-            f"{p}: cannot read {what} as .npy ({err}). Re-create the file."
+            f"{p}: cannot read {what} as .npy ({msg}). Re-create the file."
         ) from None
+    if not isinstance(arr, np.ndarray):
+        arr.close()
+        raise InputValidationError(
+            f"{p}: holds an .npz archive; the {what} must be a single .npy array."
+        )
+    return arr
 
 
 def load_label_error_inputs(
@@ -220,18 +234,25 @@ def run_label_errors(
     top: int = 20,
     min_examples_per_class: int = 5,
 ) -> LabelErrorRun:
-    """Find label errors with ``method``, rank them and write the stage's files."""
+    """Find label errors with ``method``, rank them and write the stage's files.
+
+    Probabilities are validated as cleanlab validates them; rows that do not sum
+    to 1 give one :class:`~retest.issues.ProbabilitySumWarning` (not one per pass).
+    """
+    out = check_output_dir(out_dir)
     y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
     if inputs.class_names is not None and len(inputs.class_names) != probs.shape[1]:
         raise InputValidationError(
             f"{len(inputs.class_names)} class names for {probs.shape[1]} classes "
             "(columns of the probabilities)."
         )
-    mask = find_label_errors(
-        y, probs, method=method, min_examples_per_class=min_examples_per_class
-    )
-    ranked = rank_label_errors(y, probs, mask, rank_by=rank_by)
-    noise = estimate_noise(y, probs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProbabilitySumWarning)  # warned just above
+        mask = find_label_errors(
+            y, probs, method=method, min_examples_per_class=min_examples_per_class
+        )
+        ranked = rank_label_errors(y, probs, mask, rank_by=rank_by)
+        noise = estimate_noise(y, probs)
     det = (
         detection_report(mask, inputs.true_labels != y)
         if inputs.true_labels is not None
@@ -252,15 +273,21 @@ def run_label_errors(
         "detection": det.as_dict() if det is not None else None,
         "source": inputs.source,
     }
-    out = Path(out_dir)
-    paths = {
-        "csv": atomic_write_bytes(out / "label_errors.csv", _csv_bytes(rows)),
-        "json": atomic_write_bytes(
-            out / "label_errors.json", _json_bytes({"method": method, "errors": rows})
-        ),
-        "report": atomic_write_bytes(out / "report.json", _json_bytes(report)),
-    }
-    sheet = _contact_sheet(inputs, ranked, top, out / "contact_sheet.png")
+    try:
+        paths = {
+            "csv": atomic_write_bytes(out / "label_errors.csv", _csv_bytes(rows)),
+            "json": atomic_write_bytes(
+                out / "label_errors.json",
+                _json_bytes({"method": method, "errors": rows}),
+            ),
+            "report": atomic_write_bytes(out / "report.json", _json_bytes(report)),
+        }
+        sheet = _contact_sheet(inputs, ranked, top, out / "contact_sheet.png")
+    except OSError as err:
+        raise StageError(
+            f"cannot write the label-error report to {out}: {err.strerror or err}. "
+            "Choose another --out or fix its permissions."
+        ) from None
     if sheet is not None:
         paths["contact_sheet"] = sheet
     return LabelErrorRun(method, int(y.size), ranked, det, report, paths, names)

@@ -26,6 +26,7 @@ import importlib
 import json
 import os
 import time
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -120,6 +121,39 @@ class _HashCache:
             self._dirty = False
 
 
+_MIRROR_SCHEMES = ("http", "https", "ftp", "file")
+
+
+def _check_mirror(mirror: str) -> str:
+    """A mirror must be a URL the downloader can open (``http(s)://host/...``)."""
+    parts = urllib.parse.urlsplit(mirror)
+    ok = parts.scheme.lower() in _MIRROR_SCHEMES and (
+        bool(parts.netloc) or parts.scheme.lower() == "file"
+    )
+    if not ok:
+        raise ConfigError(
+            f"mirror {mirror!r} is not a URL; expected a base URL such as "
+            "https://example.org/datasets (schemes: http, https, ftp, file)."
+        )
+    return mirror
+
+
+def _check_root(root: Path) -> Path:
+    """The data root is a folder (or not yet created) — never a file."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(
+            f"dataset root {root} is a file, not a folder; pass a folder with --root "
+            "(it is created when missing)."
+        )
+    blocker = next((q for q in root.absolute().parents if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(
+            f"dataset root {root}: {blocker} is a file, so the folder cannot be "
+            "created; pass another folder with --root."
+        )
+    return root
+
+
 class DatasetSource(ABC):
     """Base of every dataset source.
 
@@ -165,8 +199,10 @@ class DatasetSource(ABC):
                 f"{self.name} has no version {version!r}; available versions: {have}."
             )
         self.version = version or self.default_version
-        self.root = Path(root) if root is not None else self._default_root()
-        self._mirror = mirror
+        self.root = _check_root(
+            Path(root) if root is not None else self._default_root()
+        )
+        self._mirror = _check_mirror(mirror) if mirror is not None else None
         self._checksums = dict(checksums or {})
         self._download_opts: dict[str, Any] = {
             "retries": retries,

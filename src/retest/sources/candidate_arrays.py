@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._validation import check_labels
 from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.sources.candidate_base import (
     CANDIDATE_SOURCES,
@@ -82,6 +85,11 @@ def _check_images(arr: NDArray[Any], where: Path) -> NDArray[np.uint8]:
             f"{where}: images must be uint8 of shape (N, H, W) or (N, H, W, C). "
             f"Got {arr.dtype} {arr.shape}. Convert them with .astype(np.uint8)."
         )
+    if 0 in arr.shape[1:]:
+        raise InputValidationError(
+            f"{where}: images of shape {arr.shape} have no pixels; expected "
+            "(N, H, W) or (N, H, W, C) with every size at least 1."
+        )
     return arr
 
 
@@ -91,6 +99,94 @@ def _aligned(values: Any, n: int, what: str, where: Path) -> Any:
             f"{where}: {len(values)} {what} for {n} images; they must align."
         )
     return values
+
+
+def _require_file(path: Path, what: str) -> None:
+    """A directory (or other non-file) given where a file is expected: one line."""
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise InputValidationError(
+            f"{path} is {kind}; the {what} must be a file. Pass the file itself."
+        )
+
+
+def _read_npy(path: Path) -> NDArray[Any]:
+    """Memory-map a ``.npy``; a truncated or corrupt file is one DataIntegrityError."""
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise DataIntegrityError(
+            f"{path}: not a readable .npy array ({_one_line(err)}); the file is "
+            "probably truncated or corrupt. Re-create it."
+        ) from None
+    if not isinstance(arr, np.ndarray):  # an .npz renamed .npy
+        raise DataIntegrityError(
+            f"{path}: holds an .npz archive, not a single .npy array. Name it .npz."
+        )
+    return arr
+
+
+def _read_npz(
+    path: Path,
+) -> tuple[NDArray[Any], NDArray[Any] | None, list[str] | None, list[str] | None]:
+    """Images, raw labels, keywords and class names of an ``.npz`` (all read eagerly).
+
+    Members are decompressed here, inside one error boundary: a zip that is
+    truncated or has a flipped byte fails on the member read, not at open.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = list(z.files)
+            key = next((k for k in ("images", "data", "x") if k in files), None)
+            if key is None:
+                raise InputValidationError(
+                    f"{path}: no 'images', 'data' or 'x' array "
+                    f"(found {', '.join(files) or 'nothing'})."
+                )
+            imgs = np.asarray(z[key])
+            lk = next((k for k in ("labels", "y") if k in files), None)
+            labels = None if lk is None else np.asarray(z[lk])
+            kws = (
+                _strings(z["keywords"], path, "keywords")
+                if "keywords" in files
+                else None
+            )
+            names = (
+                _strings(z["class_names"], path, "class_names")
+                if "class_names" in files
+                else None
+            )
+    except InputValidationError:
+        raise
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        KeyError,
+        zipfile.BadZipFile,
+        zlib.error,
+    ) as err:
+        raise DataIntegrityError(
+            f"{path}: not a readable .npz archive ({_one_line(err)}); the file is "
+            "probably truncated or corrupt. Re-create it."
+        ) from None
+    return imgs, labels, kws, names
+
+
+def _strings(values: NDArray[Any], path: Path, what: str) -> list[str]:
+    if values.ndim != 1 or values.dtype.kind not in "US":
+        raise InputValidationError(
+            f"{path}: '{what}' must be a 1-d array of strings. Got {values.dtype} "
+            f"{values.shape}."
+        )
+    if values.dtype.kind == "S":
+        return [v.decode("utf-8", "backslashreplace") for v in values]
+    return [str(v) for v in values]
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception's text on one line (messages are printed as one line)."""
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 @CANDIDATE_SOURCES.register("arrays")
@@ -111,23 +207,20 @@ class ArraySource(_ArrayLikeSource):
         keywords: Sequence[str] | None = None,
     ) -> None:
         super().__init__(path)
+        _require_file(self.path, "arrays source (.npy or .npz)")
         labels = kws = None
         if self.path.suffix == ".npz":
-            with np.load(self.path, allow_pickle=False) as z:
-                key = next((k for k in ("images", "data", "x") if k in z.files), None)
-                if key is None:
-                    raise InputValidationError(
-                        f"{self.path}: no 'images', 'data' or 'x' array "
-                        f"(found {', '.join(z.files)})."
-                    )
-                imgs = z[key]
-                lk = next((k for k in ("labels", "y") if k in z.files), None)
-                labels = None if lk is None else z[lk].astype(np.int64)
-                kws = [str(k) for k in z["keywords"]] if "keywords" in z.files else None
-                if "class_names" in z.files:
-                    self.label_names = [str(c) for c in z["class_names"]]
+            imgs, raw_labels, kws, names = _read_npz(self.path)
+            if names is not None:
+                self.label_names = names
+            if raw_labels is not None:
+                labels = check_labels(
+                    raw_labels,
+                    n_classes=len(names) if names else None,
+                    name=f"{self.path}: labels",
+                )
         else:
-            imgs = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            imgs = _read_npy(self.path)
         self.images = _check_images(imgs, self.path)
         n = len(self)
         self.labels = _aligned(labels, n, "labels", self.path)
@@ -159,7 +252,9 @@ class IdxSource(_ArrayLikeSource):
         self.images = _check_images(read_idx(self.path), self.path)
         lp = Path(labels_path) if labels_path else self._sibling_labels()
         self.labels_path = lp
-        labels = None if lp is None else read_idx(lp).astype(np.int64)
+        labels = (
+            None if lp is None else check_labels(read_idx(lp), name=f"{lp}: labels")
+        )
         self.labels = _aligned(labels, len(self), "labels", self.path)
         self.class_name = class_name
 
@@ -216,10 +311,17 @@ class CifarSource(_ArrayLikeSource):
             meta = folder.with_name(META)
         parts = [read_cifar_batch(p) for p in self.batch_files]
         self.images = np.concatenate([p[0] for p in parts])
-        self.labels = np.concatenate([p[1] for p in parts])
         self.filenames = [f for p in parts for f in p[2]]
         self.sizes = [len(p[1]) for p in parts]
         self.label_names = read_cifar_meta(meta) if meta.is_file() else None
+        labels = np.concatenate([p[1] for p in parts])
+        if self.label_names and labels.size:
+            where = self.batch_files[0] if len(parts) == 1 else folder
+            self.labels = check_labels(
+                labels, n_classes=len(self.label_names), name=f"{where}: labels"
+            )
+        else:
+            self.labels = labels
         self.class_name = class_name
 
     def _item(self, i: int) -> SourceItem:

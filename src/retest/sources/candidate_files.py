@@ -103,16 +103,42 @@ class FolderSource(CandidateSource):
             files: list[SourceItem] = []
             skipped: list[SkippedItem] = []
             for rel in self.files[s:e]:
+                ref = _printable(rel)
+                if ref != rel.as_posix():
+                    # The store and the reports hold text; such a name cannot be a ref.
+                    skipped.append(SkippedItem(ref, _NOT_UTF8))
+                    continue
                 try:
                     item, px = self._read(rel)
                 except (ImageDecodeError, OSError) as err:
-                    skipped.append(SkippedItem(rel.as_posix(), str(err)))
+                    skipped.append(SkippedItem(ref, str(err)))
                     continue
                 if px is None:
                     files.append(item)
                 else:
                     arrays.append((item, px))
             yield from _split_by_shape(s, e, arrays, files, skipped)
+
+
+_NOT_UTF8 = (
+    "file name is not valid UTF-8 (shown with \\x escapes); rename the file to "
+    "ingest it"
+)
+
+
+def _printable(rel: Path) -> str:
+    """The relative path as text; bytes that are not UTF-8 become ``\\xNN`` escapes.
+
+    ``os`` decodes such bytes to lone surrogates, which no UTF-8 store, JSON file or
+    terminal accepts, so they are escaped before the name goes anywhere.
+    """
+    text = rel.as_posix()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(text)
+        return raw.decode("utf-8", "backslashreplace")
+    return text
 
 
 def _split_by_shape(

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._validation import check_labels
 from retest.errors import DataIntegrityError, InputValidationError
 from retest.records import LabeledSet
 from retest.sources.base import DatasetSource, RemoteFile
@@ -83,26 +84,46 @@ class _ArrayUnpickler(pickle.Unpickler):
 
 
 def _unpickle(path: Path) -> dict[bytes, Any]:
+    if path.is_dir():
+        raise InputValidationError(
+            f"{path} is a directory; expected a CIFAR batch file. Pass the batch "
+            "file or the folder holding data_batch_1..5 and test_batch."
+        )
     try:
         with open(path, "rb") as f:
             obj = _ArrayUnpickler(f, encoding="bytes").load()
     except FileNotFoundError:
         raise DataIntegrityError(f"CIFAR batch {path} does not exist.") from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        AttributeError,
-    ) as err:
+    except (MemoryError, RecursionError) as err:
         raise DataIntegrityError(
-            f"CIFAR batch {path} is not a readable CIFAR pickle ({err})."
-        ) from err
+            f"CIFAR batch {path} is not a readable CIFAR pickle "
+            f"({type(err).__name__}); the file is corrupt. Re-create or re-download it."
+        ) from None
+    except Exception as err:  # any failure to parse the bytes = a corrupt file
+        # A truncated or bit-flipped pickle fails in many ways (UnpicklingError,
+        # EOFError, KeyError, TypeError, LookupError from a bad codec name, ...);
+        # every one of them means the same thing to the user.
+        raise DataIntegrityError(
+            f"CIFAR batch {path} is not a readable CIFAR pickle "
+            f"({type(err).__name__}: {_one_line(err)}). Re-create or re-download it."
+        ) from None
     if not isinstance(obj, dict):
         raise DataIntegrityError(
             f"CIFAR batch {path} holds a {type(obj).__name__}, expected a dict."
         )
     return {(k.encode() if isinstance(k, str) else k): v for k, v in obj.items()}
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text[:200] or type(err).__name__
+
+
+def _text(value: Any) -> str:
+    """A pickled name as text; bytes that are not UTF-8 are kept as escapes."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
 
 
 def read_cifar_batch(
@@ -115,27 +136,58 @@ def read_cifar_batch(
     images : ndarray of shape (n, 32, 32, 3), uint8, HWC RGB
     labels : ndarray of shape (n,), int64
     filenames : list of str (empty strings when the batch has none)
+
+    Raises
+    ------
+    DataIntegrityError
+        Not a CIFAR pickle (truncated, corrupt, wrong keys or shapes).
+    InputValidationError
+        Labels that are not whole class ids (a float label is never truncated).
     """
     p = Path(path)
     d = _unpickle(p)
     if b"data" not in d or not ({b"labels", b"fine_labels"} & d.keys()):
         raise DataIntegrityError(
-            f"CIFAR batch {p} lacks keys b'data'/b'labels'; found {sorted(d)[:6]}."
+            f"CIFAR batch {p} lacks keys b'data'/b'labels'; found "
+            f"{sorted(map(repr, d))[:6]}."
         )
-    data = np.asarray(d[b"data"])
-    labels = np.asarray(d.get(b"labels", d.get(b"fine_labels")), dtype=np.int64)
+    data = d[b"data"]
+    if not isinstance(data, np.ndarray):
+        raise DataIntegrityError(
+            f"CIFAR batch {p}: b'data' must be a uint8 array (n, 3072). Got "
+            f"{type(data).__name__}."
+        )
+    raw_labels = d.get(b"labels", d.get(b"fine_labels"))
+    if not isinstance(raw_labels, (list, tuple, np.ndarray)):
+        raise DataIntegrityError(
+            f"CIFAR batch {p}: b'labels' must be a list of class ids. Got "
+            f"{type(raw_labels).__name__}."
+        )
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
         raise DataIntegrityError(
             f"CIFAR batch {p}: b'data' must be uint8 (n, 3072). Got {data.dtype} "
             f"{data.shape}."
         )
-    if labels.shape != (data.shape[0],):
+    if len(raw_labels) != data.shape[0]:
         raise DataIntegrityError(
-            f"CIFAR batch {p}: {data.shape[0]} images but {labels.shape[0]} labels."
+            f"CIFAR batch {p}: {data.shape[0]} images but {len(raw_labels)} labels."
         )
+    labels = (
+        check_labels(raw_labels, name=f"CIFAR batch {p}: labels")
+        if len(raw_labels)
+        else np.zeros(0, dtype=np.int64)
+    )
     images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    raw_names = d.get(b"filenames") or [b""] * len(labels)
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in raw_names]
+    raw_names = d.get(b"filenames")
+    if raw_names is None or (isinstance(raw_names, (list, tuple)) and not raw_names):
+        raw_names = [b""] * len(labels)
+    if isinstance(raw_names, np.ndarray) and raw_names.ndim == 1:
+        raw_names = raw_names.tolist()
+    if not isinstance(raw_names, (list, tuple)) or len(raw_names) != len(labels):
+        raise DataIntegrityError(
+            f"CIFAR batch {p}: b'filenames' must list one name per image."
+        )
+    names = [_text(n) for n in raw_names]
     return np.ascontiguousarray(images), labels, names
 
 
@@ -193,9 +245,13 @@ def read_cifar_meta(path: str | os.PathLike[str]) -> list[str]:
     p = Path(path)
     d = _unpickle(p)
     names = d.get(b"label_names")
-    if not isinstance(names, list):
-        raise DataIntegrityError(f"CIFAR meta {p} lacks b'label_names'.")
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    if not isinstance(names, list) or not all(
+        isinstance(n, (bytes, str)) for n in names
+    ):
+        raise DataIntegrityError(
+            f"CIFAR meta {p} lacks b'label_names' (a list of class names)."
+        )
+    return [_text(n) for n in names]
 
 
 def _meta_bytes(label_names: Sequence[str], num_cases_per_batch: int) -> bytes:

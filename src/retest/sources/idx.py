@@ -9,6 +9,7 @@ Compression is detected from the gzip magic bytes, never from the file name.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
 import zlib
@@ -35,10 +36,19 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _read_bytes(path: Path) -> bytes:
+    if path.is_dir():
+        raise InputValidationError(
+            f"{path} is a directory; expected an IDX file (e.g. "
+            "t10k-images-idx3-ubyte.gz). Pass the file itself."
+        )
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DataIntegrityError(f"IDX file {path} does not exist.") from None
+    except OSError as err:
+        raise DataIntegrityError(
+            f"IDX file {path} cannot be read ({err.strerror or err})."
+        ) from None
     if raw[:2] != _GZIP_MAGIC:
         return raw
     try:
@@ -99,7 +109,7 @@ def read_idx(path: str | os.PathLike[str]) -> NDArray[np.generic]:
     p = Path(path)
     data = _read_bytes(p)
     dtype, shape, head = _parse_header(data, p)
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # exact: no int64 overflow
     got = len(data) - head
     if got != expected:
         kind = "truncated" if got < expected else "longer than its header says"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import struct
 import warnings
 from typing import Final
 
@@ -137,10 +138,18 @@ def decode_image(
             return to_rgb(img).copy()
     except ImageDecodeError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise ImageDecodeError(f"{source}: not a decodable image ({err}).") from err
     except Image.DecompressionBombError as err:
         raise ImageDecodeError(f"{source}: image is too big ({err}).") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise ImageDecodeError(f"{source}: not a decodable image ({err}).") from err
+    except (
+        EOFError, IndexError, KeyError, TypeError, struct.error, ZeroDivisionError,
+        MemoryError,
+    ) as err:  # fmt: skip
+        # Pillow's decoders raise these on some corrupt files; it is the same problem.
+        raise ImageDecodeError(
+            f"{source}: not a decodable image ({type(err).__name__}: {err})."
+        ) from err
 
 
 def resize_exact(img: Image.Image, size: tuple[int, int] = SIZE_256) -> Image.Image:
