@@ -102,6 +102,11 @@ def test_unknown_configured_name_gets_a_suggestion(root: Path) -> None:
     code, out = _run("source", "add", "folder", "-p", str(root))
     line = _one_error_line(out)
     assert code == 2 and "needs a PATH" in line
+    _add_to_config(root, "sources.bad", 'kind = "foldr"\npath = "x"\n')
+    code, out = _run("source", "add", "bad", "-p", str(root))
+    line = _one_error_line(out)
+    assert code == 2 and "retest.toml: [sources.bad] kind: Unknown" in line
+    assert "Did you mean 'folder'?" in line
 
 
 def test_tinyimages_source_defaults_to_the_configured_keywords(root: Path) -> None:

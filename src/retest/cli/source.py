@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
-from retest.errors import ConfigError
+from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
 
 if TYPE_CHECKING:
@@ -162,7 +162,13 @@ def add(
         }  # fmt: skip
         conf.update({k: v for k, v in given.items() if v is not None})
         src_kind = conf["kind"]
-        _check_kind(src_kind)
+        if path is None:
+            try:
+                _check_kind(src_kind)
+            except UnknownNameError as err:
+                raise ConfigError(
+                    f"{project.config_path}: [sources.{kind}] kind: {err}"
+                ) from None
         _check_kind_options(src_kind, {
             "--keywords": conf.get("keywords"),
             "--keywords-file": conf.get("keywords_file"),
