@@ -35,7 +35,7 @@ def plan(
     """Plan how many new images each keyword needs (CIFAR-10.1 rules).
 
     Keywords come from the reference images (`retest reference keywords`); when
-    they have none, from [keywords] in retest.toml (rule v6, equal weights).
+    they have none, from \\[keywords] in retest.toml (rule v6, equal weights).
     """
     from retest.cli._console import print_json, print_table, print_warning
     from retest.pipeline.plan import make_plan

@@ -99,7 +99,7 @@ def add(
         str,
         typer.Argument(
             help="Source kind (see `retest source kinds`) followed by PATH; or alone, "
-            "the NAME of a [sources.NAME] table in retest.toml."
+            "the NAME of a \\[sources.NAME] table in retest.toml."
         ),
     ],
     path: Annotated[
@@ -113,7 +113,7 @@ def add(
         Path | None,
         typer.Option(
             "--keywords-file",
-            help="Keywords, one per line, or JSON {class: [keyword, ...]}.",
+            help="Keywords, one per line, or JSON {class: \\[keyword, ...]}.",
         ),
     ] = None,
     class_name: Annotated[
@@ -137,9 +137,9 @@ def add(
 ) -> None:
     """Ingest a source's images as candidates (resumable; exact copies de-duplicated).
 
-    ``retest source add NAME`` ingests ``[sources.NAME]`` of retest.toml (kind,
-    path and options); options given here override the table's. A TinyImages
-    source without keywords takes every keyword of ``[keywords]``.
+    `retest source add NAME` ingests the \\[sources.NAME] table of retest.toml
+    (kind, path and options); options given here override the table's. A
+    TinyImages source without keywords takes every keyword of \\[keywords].
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
     from retest.pipeline.ingest import add_source
