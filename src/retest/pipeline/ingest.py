@@ -492,13 +492,37 @@ def add_source(
         given += ["--keywords", ",".join(kw or {})]
     if batch_size is not None:
         given += ["--batch-size", str(batch_size)]
-    command = resume_command(
+    command = _configured_command(root, name, kind, path) or resume_command(
         {"kind": kind, "path": Path(path).resolve()}, name, root, options=given
     )
     return ingest_source(
         store, root, source, name=name, batch_size=batch_size, progress=progress,
         command=command,
     )  # fmt: skip
+
+
+def _configured_command(
+    root: str | os.PathLike[str], name: str | None, kind: str, path: Any
+) -> str | None:
+    """``retest source add NAME`` when ``name`` is the ``[sources.NAME]`` table of
+    the project's retest.toml with this kind and path (its options, e.g. keywords
+    mapped to classes, may not be expressible as command-line flags)."""
+    from retest.config import CONFIG_NAME, load_config
+
+    if name is None or not (Path(root) / CONFIG_NAME).is_file():
+        return None
+    try:
+        table = load_config(Path(root) / CONFIG_NAME).sources.get(name)
+    except Exception:  # an unreadable config: fall back to the explicit command
+        return None
+    if not table or table.get("kind") != kind or "path" not in table:
+        return None
+    configured = (Path(root) / Path(str(table["path"])).expanduser()).resolve()
+    if configured != Path(path).resolve():
+        return None
+    return shlex.join(
+        ["retest", "source", "add", name, "--project", str(Path(root).resolve())]
+    )
 
 
 def _keywords(

@@ -1,0 +1,200 @@
+"""What failed, killed and concurrent ingests leave behind, and how it is reclaimed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from retest.errors import StageError
+from retest.pipeline.ingest import (
+    CRASH_APPEND_ENV,
+    CRASH_ENV,
+    add_source,
+    interrupted_ingests,
+)
+from retest.pipeline.ingest_writer import BatchWriter
+from retest.pipeline.project import Project
+from retest.sources.candidates import make_source
+from retest.sources.download import HashCache
+from retest.store.artifacts import PixelArray
+
+ARRAY = "candidates_8x8x3"
+
+
+def _npz(path: Path, images: np.ndarray) -> Path:
+    np.savez(path, images=images, labels=np.zeros(len(images), np.int64))
+    return path
+
+
+def _images(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
+
+
+def _rows(proj: Path) -> int:
+    return len(PixelArray(proj / "arrays", ARRAY))
+
+
+def _add_in_subprocess(
+    proj: Path, src: Path, batch: int, env: dict[str, str], *extra: str
+) -> subprocess.Popen[str]:
+    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "source", "add", "arrays", str(src),
+         "--batch-size", str(batch), "--project", str(proj), "--json", *extra],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def test_failed_validation_writes_no_pixels_and_leaves_no_job(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "folder" / "zebra"  # not a class of the project
+    folder.mkdir(parents=True)
+    for i in range(20):
+        Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
+            folder / f"{i}.png"
+        )
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]) as p:
+        add_source(p.store, p.root, "arrays", _npz(tmp_path / "a.npz", _images(1, 30)))
+        with pytest.raises(StageError, match="zebra"):
+            add_source(p.store, p.root, "folder", tmp_path / "folder")
+        assert _rows(p.root) == 30 == p.store.candidates.count()
+        assert interrupted_ingests(p) == []
+        assert not list((p.root / "images").iterdir())
+
+
+def test_killed_ingest_is_listed_then_resume_reclaims_its_orphans(
+    tmp_path: Path,
+) -> None:
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]):
+        pass
+    proj = tmp_path / "p"
+    src = _npz(tmp_path / "a.npz", _images(2, 300))
+    proc = _add_in_subprocess(proj, src, 100, {CRASH_APPEND_ENV: "2"})
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert _rows(proj) >= 200  # batch 2's pixels are there, its rows are not
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 100
+        (cmd,) = interrupted_ingests(p)
+    assert cmd.startswith("retest source add arrays ")
+    assert f"--project {proj}" in cmd and "--batch-size 100" in cmd
+    # the listed command resumes the job
+    args = cmd.split()[1:]
+    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
+    r = subprocess.run([sys.executable, "-c", code, *args, "--json"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert (rep["new"], rep["duplicates"], rep["complete"]) == (300, 0, True)
+    assert _rows(proj) == 300  # the killed run's rows were given back and reused
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 300
+        assert interrupted_ingests(p) == []
+
+
+def test_redone_batch_does_not_append_its_pixels_twice(tmp_path: Path) -> None:
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]):
+        pass
+    proj = tmp_path / "p"
+    src = _npz(tmp_path / "a.npz", _images(3, 250))
+    # killed after batch 2's rows were inserted, before its checkpoint
+    proc = _add_in_subprocess(proj, src, 100, {CRASH_ENV: "2"})
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    with Project.open(proj) as p:
+        rep = add_source(p.store, p.root, "arrays", src, batch_size=100)
+        assert (rep.new, rep.duplicates) == (250, 0)
+        assert p.store.candidates.count() == 250
+    assert _rows(proj) == 250
+
+
+def test_rows_another_process_stored_first_count_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    """Two ingests of the same images race: the loser's insert adds nothing."""
+    imgs = _images(4, 50)
+    a = _npz(tmp_path / "a.npz", imgs)
+    b = _npz(tmp_path / "b.npz", imgs[::-1].copy())
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]) as p:
+        writer = BatchWriter(p.store, p.root, "late", add_classes=False)
+        batch = next(make_source("arrays", b).iter_batches(batch_size=50))
+        prep = writer.prepare(batch)  # nothing stored yet: all 50 kept
+        assert prep.kept == 50
+        first = add_source(p.store, p.root, "arrays", a, name="first")
+        assert first.new == 50
+        rows = prep.append()
+        assert prep.insert(rows) == 0  # the other ingest stored them meanwhile
+        assert sorted(prep.unreferenced(p.store, rows)) == list(rows)
+
+
+def test_concurrent_overlapping_ingests_count_each_image_once(tmp_path: Path) -> None:
+    imgs = _images(5, 2000)
+    a = _npz(tmp_path / "a.npz", imgs)
+    b = _npz(tmp_path / "b.npz", imgs[::-1].copy())  # same images, other order
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]):
+        pass
+    proj = tmp_path / "p"
+    procs = [
+        _add_in_subprocess(proj, a, 100, {}, "--name", "one"),
+        _add_in_subprocess(proj, b, 100, {}, "--name", "two"),
+    ]
+    reps = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        reps.append(json.loads(out))
+    assert sum(r["new"] for r in reps) == 2000
+    assert all(r["new"] + r["duplicates"] == 2000 for r in reps)
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 2000
+    px = PixelArray(proj / "arrays", ARRAY)
+    free = sum(b - a for a, b in px.free_ranges())
+    assert len(px) - free == 2000  # pixels of lost races were given back
+
+
+def test_verified_hashes_are_cached_under_retest_cache_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "dataset"
+    data.mkdir()
+    (data / "x.gz").write_bytes(b"abc")
+    os.chmod(data, 0o555)  # like a package's /usr/share/datasets folder
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RETEST_CACHE_DIR", str(cache))
+    try:
+        hc = HashCache(data)
+        digest = hc.sha256(data / "x.gz")
+        hc.save()
+        assert sorted(p.name for p in data.iterdir()) == ["x.gz"]
+        (saved,) = (cache / "sha256").iterdir()
+        assert json.loads(saved.read_text())["x.gz"][2] == digest
+        assert HashCache(data).sha256(data / "x.gz") == digest
+    finally:
+        os.chmod(data, 0o755)
+
+
+def test_resume_command_of_a_configured_source_is_its_name(tmp_path: Path) -> None:
+    with Project.init(tmp_path / "p", classes=["cat", "dog"]):
+        pass
+    proj = tmp_path / "p"
+    _npz(proj / "a.npz", _images(6, 200))
+    with open(proj / "retest.toml", "a") as fh:
+        fh.write('\n[sources.mine]\nkind = "arrays"\npath = "a.npz"\n')
+    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
+    r = subprocess.run(
+        [sys.executable, "-c", code, "source", "add", "mine", "--batch-size", "100",
+         "--project", str(proj)],
+        env={**os.environ, CRASH_ENV: "1"}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert r.returncode != 0
+    with Project.open(proj) as p:
+        assert interrupted_ingests(p) == [f"retest source add mine --project {proj}"]
