@@ -325,12 +325,13 @@ def _check_files(store: Store, root: Path, rep: CheckReport, repair: bool) -> No
                 f"(e.g. {bad[0]}); restore them or re-ingest.", len(bad))  # fmt: skip
     orphans = sorted(set(present) - used)
     if orphans:
-        p = rep.add("orphan_files", f"{len(orphans)} files in images/ are not used by "
-                    "any candidate (left by a killed or failed ingest).", len(orphans))  # fmt: skip
+        found = rep.add("orphan_files", f"{len(orphans)} files in images/ are not "
+                        "used by any candidate (left by a killed or failed ingest).",
+                        len(orphans))  # fmt: skip
         if repair:
             for rel in orphans:
                 present[rel].unlink(missing_ok=True)
-            p.repaired = True
+            found.repaired = True
 
 
 # ----------------------------------------------------------------- leftovers

@@ -487,7 +487,7 @@ def add_source(
     for flag, value in (("--keywords-file", keywords_file), ("--class", class_name),
                         ("--labels", labels_path), ("--images", images_dir)):  # fmt: skip
         if value is not None:
-            given += [flag, str(Path(value).resolve()) if flag != "--class" else value]
+            given += [flag, str(value if flag == "--class" else Path(value).resolve())]
     if keywords is not None:
         given += ["--keywords", ",".join(kw or {})]
     if batch_size is not None:
