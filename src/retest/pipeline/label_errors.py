@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._validation import check_output_dir
-from retest.errors import DataIntegrityError, InputValidationError, StageError
+from retest.errors import InputValidationError, StageError
 from retest.issues import (
     DetectionReport,
     LabelError,
@@ -48,6 +48,7 @@ from retest.issues import (
     rank_label_errors,
 )
 from retest.issues.ranking import RankBy
+from retest.sources.npy import load_npy
 from retest.sources.predictions import atomic_write_bytes, read_labels, read_testbed
 
 __all__ = [
@@ -108,26 +109,7 @@ class NpyFoldCache:
 
 
 def _load_npy(path: PathLike, what: str) -> NDArray[Any]:
-    p = Path(path)
-    if p.is_dir():
-        raise InputValidationError(
-            f"{p} is a directory; the {what} must be one .npy file."
-        )
-    if not p.is_file():
-        raise DataIntegrityError(f"{p}: {what} file not found. Check the path.")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
-        msg = " ".join(str(err).split())
-        raise DataIntegrityError(
-            f"{p}: cannot read {what} as .npy ({msg}). Re-create the file."
-        ) from None
-    if not isinstance(arr, np.ndarray):
-        arr.close()
-        raise InputValidationError(
-            f"{p}: holds an .npz archive; the {what} must be a single .npy array."
-        )
-    return arr
+    return load_npy(path, what=what)
 
 
 def load_label_error_inputs(

@@ -30,6 +30,7 @@ from retest.sources.cifar10 import (
     read_cifar_meta,
 )
 from retest.sources.idx import read_idx
+from retest.sources.npy import load_npy
 from retest.sources.tinyimages import KeywordIndex, TinyImages, decode_into
 
 __all__ = ["ArraySource", "CifarSource", "IdxSource", "TinyImagesSource"]
@@ -112,18 +113,7 @@ def _require_file(path: Path, what: str) -> None:
 
 def _read_npy(path: Path) -> NDArray[Any]:
     """Memory-map a ``.npy``; a truncated or corrupt file is one DataIntegrityError."""
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
-        raise DataIntegrityError(
-            f"{path}: not a readable .npy array ({_one_line(err)}); the file is "
-            "probably truncated or corrupt. Re-create it."
-        ) from None
-    if not isinstance(arr, np.ndarray):  # an .npz renamed .npy
-        raise DataIntegrityError(
-            f"{path}: holds an .npz archive, not a single .npy array. Name it .npz."
-        )
-    return arr
+    return load_npy(path, what="images array", mmap=True)
 
 
 def _read_npz(

@@ -7,9 +7,12 @@ Prediction formats (chosen by suffix):
     (``[3, 8, 8, …]``), or a list of top-k lists (``[[3, 5, 1], …]``, best first).
 ``.npy``
     Integer arrays: shape (N,) = top-1, shape (N, k) = top-k ids best first
-    (ImageNetV2 style, k = 5). Float arrays of shape (N, K) are class scores: rows
-    that sum to 1 (±1e-3) are probabilities (then negative entries are an error),
-    anything else is logits; the top-5 ids are derived from the scores.
+    (ImageNetV2 style, k = 5). Float arrays of shape (N, K) are class scores:
+    entries in [0, 1] with every row summing to 1 (±0.02, the error of float16
+    storage; such rows are renormalised) are probabilities, a matrix whose rows
+    mostly but not all sum to 1 is refused as damaged, anything else is logits;
+    the top-5 ids are derived from the scores. The file size must match its
+    header exactly (see :mod:`retest.sources.npy`).
 ``.csv``
     A header row, then one row per example, in one of three layouts: a column
     ``prediction`` (top-1); columns ``top1, top2, …`` (top-k, best first); or
@@ -40,6 +43,7 @@ from retest._atomic import atomic_write_bytes
 from retest._validation import check_labels
 from retest.errors import DataIntegrityError, InputValidationError
 from retest.records import Predictions
+from retest.sources.npy import load_npy
 
 __all__ = [
     "PREDICTION_SUFFIXES",
@@ -57,6 +61,7 @@ __all__ = [
 
 PREDICTION_SUFFIXES = (".json", ".npy", ".csv")
 _PROB_ATOL = 1e-3
+_STORED_PROB_ATOL = 0.02  # float16 probabilities as published
 PathLike = str | os.PathLike[str]
 
 
@@ -95,19 +100,7 @@ def _load_json(path: Path) -> Any:
 
 
 def _load_npy(path: Path) -> NDArray[Any]:
-    data = _raw(path)
-    try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, EOFError, OSError) as err:
-        raise DataIntegrityError(
-            f"{path}: not a readable .npy array ({err}); the file is probably "
-            "truncated or corrupt. Re-create or re-download it."
-        ) from None
-    if not isinstance(arr, np.ndarray):
-        raise DataIntegrityError(
-            f"{path}: expected a single .npy array, got an archive."
-        )
-    return arr
+    return load_npy(path, what="predictions/labels array")
 
 
 def _load_csv(path: Path) -> tuple[list[str], NDArray[np.float64]]:
@@ -136,14 +129,43 @@ def _load_csv(path: Path) -> tuple[list[str], NDArray[np.float64]]:
 def _scores(arr: ArrayLike, model: str, dataset: str, kind: str, k: int) -> Predictions:
     s = np.asarray(arr, dtype=np.float64)
     if kind == "auto":
-        finite = bool(np.isfinite(s).all())
-        sums_one = s.ndim == 2 and bool(
-            np.all(np.abs(s.sum(axis=1) - 1.0) <= _PROB_ATOL)
-        )
-        kind = "probs" if (sums_one or not finite) else "logits"
+        kind = _score_kind(s)
+    if kind == "probs" and s.ndim == 2 and np.isfinite(s).all():
+        sums = s.sum(axis=1, keepdims=True)
+        off = np.abs(sums - 1.0) > _PROB_ATOL
+        if (
+            off.any()
+            and (np.abs(sums - 1.0) <= _STORED_PROB_ATOL).all()
+            and (s >= 0).all()
+        ):
+            s = s / sums  # stored at low precision (float16): renormalise, ranks kept
     return Predictions.from_scores(
         model, dataset, s, k=k, probabilities=kind == "probs"
     )
+
+
+def _score_kind(s: NDArray[np.float64]) -> str:
+    """``probs`` or ``logits`` for an unlabeled score matrix (``.npy``, ``score_`` CSV).
+
+    Probabilities: every row sums to 1 within 0.02 (float16 storage is off by up
+    to ~1.5 %; negative entries are then an error of the record). A matrix that looks like
+    probabilities in most rows but not in all is refused: a damaged row must not
+    silently turn the whole file into logits.
+    """
+    if s.ndim != 2 or s.size == 0 or not np.isfinite(s).all():
+        return "probs"  # the record's own checks give the error
+    dev = np.abs(s.sum(axis=1) - 1.0)
+    near = dev <= _STORED_PROB_ATOL
+    if near.all():
+        return "probs"  # negative entries are then refused by the record
+    if near.mean() > 0.5 and s.shape[1] > 1:
+        row = int(np.flatnonzero(~near)[0])
+        raise InputValidationError(
+            f"scores look like probabilities ({int(near.sum())} of {s.shape[0]} rows "
+            f"sum to 1) but row {row} sums to {s[row].sum():.4f}; the file is "
+            "probably damaged. Re-create it."
+        )
+    return "logits"
 
 
 def _csv_predictions(
