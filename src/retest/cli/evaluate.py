@@ -93,7 +93,7 @@ def evaluate(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", min=1, help="Run models on a local Dask cluster of N workers."
+            "--workers", help="Run models on a local Dask cluster of N workers."
         ),
     ] = None,
     cluster: Annotated[
@@ -145,11 +145,18 @@ def evaluate(
     from retest.cli._console import progress_bar
     from retest.cli.compare import _show_retest_warnings
     from retest.evaluate.metrics import METRICS
-    from retest.pipeline.evaluate import ORIGINAL, evaluate_project, project_models
+    from retest.pipeline.evaluate import (
+        ORIGINAL,
+        evaluate_project,
+        project_models,
+        project_revisions,
+    )
     from retest.pipeline.project import Project
 
     if preset is not None and preset not in ("quick", "full"):
         raise ConfigError(f"--preset must be 'quick' or 'full'. Got {preset!r}.")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be at least 1. Got {workers}.")
     if workers and cluster:
         raise ConfigError("pass either --workers N or --cluster ADDRESS, not both.")
     if axes not in ("linear", "probit", "logit"):
@@ -163,14 +170,14 @@ def evaluate(
         _show_retest_warnings(),
         progress_bar(disable=as_json) as cb,
     ):
-        revs = revision or [r.name for r in project.store.revisions.list()]
+        revs = project_revisions(project, revision or None)
         models = project_models(
             project, preset=preset, names=model or (), files=model_file or (),
             predictions=folders, datasets=[ORIGINAL, *revs], seed=seed,
             onnx_options=onnx, progress=cb,
         )  # fmt: skip
         res = evaluate_project(
-            project, models, revisions=revision or None, test_split=test_split,
+            project, models, revisions=revs, test_split=test_split,
             train_split=train_split, out_dir=out, cluster=cluster, workers=workers,
             batch_size=batch_size, metric=metric, axes=axes, confidence=confidence,
             n_boot=bootstrap, seed=seed, figure_formats=formats,

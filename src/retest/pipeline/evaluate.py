@@ -50,6 +50,7 @@ __all__ = [
     "evaluate_sets",
     "evaluate_testbed",
     "project_models",
+    "project_revisions",
     "reference_set",
     "revision_set",
 ]
@@ -463,6 +464,36 @@ def reference_set(
     return LabeledSet(name or split, labels, project.class_names, x)
 
 
+def project_revisions(
+    project: Project, names: Sequence[str] | None = None
+) -> list[str]:
+    """``names`` checked against the project's revisions (default: all of them,
+    oldest first), duplicates dropped.
+
+    Raises
+    ------
+    NotFoundError
+        An unknown name (the message lists the existing ones), or no revision.
+    """
+    have = [r.name for r in project.store.revisions.list()]
+    if names is None:
+        if not have:
+            raise NotFoundError(
+                "the project has no revision to evaluate; create one with "
+                "`retest sample`."
+            )
+        names = have
+    for n in names:
+        if n not in have:
+            raise NotFoundError(
+                f"no revision {n!r} in the project (revisions: "
+                f"{', '.join(have) or 'none; create one with `retest sample`'})."
+            )
+        if n == ORIGINAL:
+            raise ConfigError(f"a revision may not be called {ORIGINAL!r}.")
+    return list(dict.fromkeys(names))
+
+
 def revision_set(
     project: Project, revision: str, *, images: bool = True, chunk: int = 4096
 ) -> LabeledSet:
@@ -473,12 +504,7 @@ def revision_set(
     NotFoundError
         No revision of that name (the message lists the existing ones).
     """
-    names = [r.name for r in project.store.revisions.list()]
-    if revision not in names:
-        raise NotFoundError(
-            f"no revision {revision!r} in the project (revisions: "
-            f"{', '.join(names) or 'none; create one with `retest sample`'})."
-        )
+    project_revisions(project, [revision])
     members = project.store.revisions.members(revision)
     labels = np.array([m.class_id for m in members], np.int64)
     x = None
@@ -631,16 +657,7 @@ def evaluate_project(
         Unknown revision, no revision at all, missing reference split.
     """
     store = project.store
-    if revisions is None:
-        revisions = [r.name for r in store.revisions.list()]
-        if not revisions:
-            raise NotFoundError(
-                "the project has no revision to evaluate; create one with "
-                "`retest sample`."
-            )
-    revisions = list(dict.fromkeys(revisions))
-    if ORIGINAL in revisions:
-        raise ConfigError(f"a revision may not be called {ORIGINAL!r}.")
+    revisions = project_revisions(project, revisions)
     need_images = any(not isinstance(m, PredictionFileRunner) for m in models)
     sets = [
         reference_set(project, test_split, name=ORIGINAL, images=need_images),

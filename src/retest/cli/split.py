@@ -1,0 +1,114 @@
+"""``retest split``: the overlap-minimising train/test split (CIFAR-10.2 style)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retest.cli._options import JsonOpt, ProjectOpt
+from retest.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def split(
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the per-class split (CIFAR-10.2: 200)."),
+    ] = 200,
+    per_class: Annotated[
+        int, typer.Option("--per-class", help="Images per class before the split.")
+    ] = 1000,
+    train_fraction: Annotated[
+        float,
+        typer.Option("--train-fraction", help="Share of each class for training."),
+    ] = 0.8,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="min_overlap (images not in the original training set first) or "
+            "first (pool order only).",
+        ),
+    ] = "min_overlap",
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision", "-r", help="Split this revision instead of the candidates."
+        ),
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export", help="Split an exported revision (folder with manifest.json)."
+        ),
+    ] = None,
+    include_unreviewed: Annotated[
+        bool,
+        typer.Option(
+            "--include-unreviewed",
+            help="Candidates: let through those awaiting a near-duplicate review.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="JSON file to write (default reports/split_<source>_seed<seed>.json).",
+        ),
+    ] = None,
+    project_dir: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a class-balanced training and test set that avoids the original training set.
+
+    Per class, images not in the original training set (not near-copies of a
+    training image) come first, overlapping ones only fill up; each class is then
+    split at random (seeded). The result is written atomically as JSON. Exits 1
+    (after writing) when a class is short.
+    """
+    from retest.cli._console import print_json, print_table
+    from retest.pipeline.project import Project
+    from retest.pipeline.split import split_pool
+
+    if per_class < 1:
+        raise ConfigError(f"--per-class must be at least 1. Got {per_class}.")
+    if not 0.0 <= train_fraction <= 1.0:
+        raise ConfigError(f"--train-fraction must lie in [0, 1]. Got {train_fraction}.")
+    if policy not in ("min_overlap", "first"):
+        raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
+    with Project.open(project_dir) as project:
+        res = split_pool(
+            project, seed=seed, per_class=per_class, train_fraction=train_fraction,
+            policy=policy, revision=revision, export=export,  # type: ignore[arg-type]
+            include_unreviewed=include_unreviewed, out=out,
+        )  # fmt: skip
+    data = res.to_json()
+    if as_json:
+        print_json(data)
+    else:
+        rows = [
+            [c, m["n_train"], m["n_test"], m["overlap"]]
+            for c, m in data["per_class"].items()
+        ]
+        print_table(
+            ["class", "train", "test", "overlap"], rows,
+            title=f"{res.source}: {res.n_pool} images, seed {seed}",
+        )  # fmt: skip
+        typer.echo(
+            f"wrote {len(res.train)} train and {len(res.test)} test ids to {res.path}"
+        )
+    if not res.result.is_valid:
+        from retest.cli._console import print_error
+
+        short = ", ".join(
+            f"{s.class_name} {s.got}/{s.needed}" for s in res.result.shortfall
+        )
+        print_error(f"too few eligible images for --per-class {per_class}: {short}.")
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("split")(split)
