@@ -291,3 +291,219 @@ def test_load_search_results_order_blacklist_duplicates(tmp_path: Path) -> None:
         "p9",
         "p3",
     ]
+
+
+# ------------------------------------------------------- CLI: plan search, download
+
+KEY = "SECRETKEY123"
+
+
+def _jpeg(w: int, h: int, seed: int) -> bytes:
+    arr = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _api_photo(server: Any, pid: int) -> dict[str, Any]:
+    """A photo as flickr.photos.search returns it with the retest extras."""
+    url = server.add(f"/img/{pid}_z.jpg", _jpeg(64, 48, pid), content_type="image/jpeg")
+    return {
+        "id": str(pid), "owner": "12345678@N00", "secret": "abcdef0123",
+        "server": "65535", "farm": 66, "title": f"photo {pid}", "ispublic": 1,
+        "isfriend": 0, "isfamily": 0, "dateupload": "1344000000",
+        "datetaken": "2012-08-01 10:00:00", "datetakengranularity": 0,
+        "datetakenunknown": "0", "url_s": url.replace("_z", "_s"), "height_s": 180,
+        "width_s": 240, "url_z": url, "height_z": 48, "width_z": 64,
+    }  # fmt: skip
+
+
+@pytest.fixture
+def plan_server(http_server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Flickr for three keywords; ``broken`` holds (text, page) answered with 500."""
+    photos = {
+        "jetliner": [_api_photo(http_server, 1000 + i) for i in range(5)],
+        "airbus": [_api_photo(http_server, 2000 + i) for i in range(3)],
+        "tabby": [_api_photo(http_server, 3000 + i) for i in range(2)],
+    }
+    broken: set[tuple[str, str]] = set()
+
+    def handle(q: dict[str, str]) -> tuple[int, bytes]:
+        if q.get("api_key") != KEY:
+            fail = {
+                "stat": "fail",
+                "code": 100,
+                "message": "Invalid API Key (Key not found)",
+            }
+            return 200, json.dumps(fail).encode()
+        if (q["text"], q["page"]) in broken:
+            return 500, b"Internal Server Error"
+        got, per, page = photos.get(q["text"], []), int(q["per_page"]), int(q["page"])
+        body = {
+            "photos": {
+                "page": page, "pages": max(1, math.ceil(len(got) / per)),
+                "perpage": per, "total": str(len(got)),
+                "photo": got[(page - 1) * per : page * per],
+            },
+            "stat": "ok",
+        }  # fmt: skip
+        return 200, json.dumps(body).encode()
+
+    http_server.add("/services/rest/", handler=handle, content_type="application/json")
+    plan = tmp_path / "plan_v4.json"
+    plan.write_text(json.dumps({
+        "rule": "v4", "size": 4,
+        "allocation": {"airplane": {"jetliner": 2, "airbus": 1}, "cat": {"tabby": 1}},
+    }))  # fmt: skip
+    return http_server, broken, plan
+
+
+def _cli(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from retest.cli.main import app
+
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def _search_args(server: Any, plan: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "flickr", "search", "--plan", str(plan), "--out", str(out), "--factor", "2",
+        "--per-page", "2", "--endpoint", server.url + "/services/rest/",
+        "--retries", "0", "--uploader", "tester", "--rate", "50", *extra,
+    ]  # fmt: skip
+
+
+def _rest(server: Any) -> list[tuple[str, str]]:
+    return [
+        (q["text"], q["page"]) for q in server.queries if q["path"] == "/services/rest/"
+    ]
+
+
+def test_cli_plan_search_resumes_at_the_failed_page(
+    plan_server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    server, broken, plan = plan_server
+    out = tmp_path / "results"
+    env = {"RETEST_FLICKR_KEY": KEY}
+    broken.add(("jetliner", "2"))
+    res = _cli(*_search_args(server, plan, out), env=env)
+    assert res.exit_code == 1, res.output
+    err = res.stderr.strip()
+    assert err.startswith("error:") and "\n" not in err and "500" in err
+    assert _rest(server) == [("jetliner", "1"), ("jetliner", "2")]
+    broken.clear()
+    server.queries.clear()
+    res = _cli(*_search_args(server, plan, out, "--json"), env=env)
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    # page 1 of jetliner is not fetched again; limits 4, 2 and 2 photos
+    assert _rest(server) == [("jetliner", "2"), ("airbus", "1"), ("tabby", "1")]
+    assert (summary["pages_reused"], summary["pages_fetched"]) == (1, 3)
+    files = sorted(out.glob("*.json"))
+    assert [f.name for f in files] == [
+        "0000_airplane_jetliner.json", "0001_airplane_airbus.json", "0002_cat_tabby.json",
+    ]  # fmt: skip
+    jet = json.loads(files[0].read_text())
+    assert [r["id_search_engine"] for r in jet] == ["1000", "1001", "1002", "1003"]
+    assert {(r["wnid"], r["search_key"], r["max_images"]) for r in jet} == {
+        ("airplane", "jetliner", 4)
+    }
+    assert jet[0]["url_type"] == "url_z" and jet[0]["width"] is None
+    assert jet[0]["uploader"] == "tester"
+    assert jet[0]["id_ours"] == hashlib.sha1(b"1000flickr").hexdigest()
+    assert not (out / ".pages" / "0000_airplane_jetliner").exists()
+    q = server.queries[-1]
+    assert (q["min_upload_date"], q["max_taken_date"], q["extras"]) == (
+        "2012-07-11", "2013-07-11", EXTRAS,
+    )  # fmt: skip
+    # the key is sent to the API but written nowhere
+    assert all(KEY not in f.read_text() for f in out.rglob("*") if f.is_file())
+    # a third run has nothing left to do
+    server.queries.clear()
+    res = _cli(*_search_args(server, plan, out, "--json"), env=env)
+    assert res.exit_code == 0 and _rest(server) == []
+    assert json.loads(res.stdout)["already_done"] == 3
+    pool = load_search_results(out)
+    assert len(pool.candidates) == 8
+
+
+def test_cli_download_resumes_rate_limits_and_feeds_the_flickr_source(
+    plan_server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from retest.sources.candidate_files import FlickrSource
+
+    server, _, plan = plan_server
+    out, imgs = tmp_path / "results", tmp_path / "images"
+    assert _cli(*_search_args(server, plan, out), "--api-key", KEY).exit_code == 0
+    server.routes["/img/1001_z.jpg"].status = 404
+    server.routes["/img/1001_z.jpg"].body = b"gone"
+    args = ["flickr", "download", "--results", str(out), "--out", str(imgs),
+            "--workers", "3", "--retries", "0", "--json"]  # fmt: skip
+    t0 = time.perf_counter()
+    res = _cli(*args, "--rate", "10")
+    elapsed = time.perf_counter() - t0
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert (got["downloaded"], got["failed"], got["already_done"]) == (7, 1, 0)
+    assert elapsed >= 0.7  # 8 requests at 10/s: starts 0.1 s apart
+    failures = json.loads((imgs / "download_report.json").read_text())["failures"]
+    assert next(iter(failures.values())).startswith("HTTP 404")
+    with Image.open(
+        imgs / "original" / f"{hashlib.sha1(b'2000flickr').hexdigest()}.jpg"
+    ) as im:
+        assert im.size == (64, 48)
+    before = sum(n for p, n in server.hits.items() if p.startswith("/img/"))
+    res = _cli(*args, "--rate", "50")
+    assert res.exit_code == 0
+    again = json.loads(res.stdout)
+    assert (again["downloaded"], again["already_done"], again["failed"]) == (0, 7, 1)
+    after = sum(n for p, n in server.hits.items() if p.startswith("/img/"))
+    assert after == before + 1  # only the failed image is asked for again
+    src = FlickrSource(out, images_dir=imgs)
+    assert len(src) == 8 and src.records[0]["wnid"] == "airplane"
+
+
+def test_rate_limiter_spaces_requests_across_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retest.sources.flickr import RateLimiter
+
+    now = [100.0]
+    slept: list[float] = []
+    lim = RateLimiter(4.0, clock=lambda: now[0], sleep=slept.append)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: lim.wait(), range(6)))
+    assert sorted(slept) == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.25])
+    with pytest.raises(ConfigError, match="positive"):
+        RateLimiter(0)
+
+
+def test_cli_flickr_bad_inputs(plan_server, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    server, _, plan = plan_server
+    monkeypatch.delenv("RETEST_FLICKR_KEY", raising=False)
+
+    def expect(args: list[str], code: int, *needles: str) -> None:
+        res = _cli(*args)
+        assert res.exit_code == code, res.output
+        err = res.stderr.strip()
+        assert err.startswith("error:") and "\n" not in err, err
+        assert all(n in err for n in needles), err
+
+    out = tmp_path / "o"
+    expect(_search_args(server, plan, out), 2, "RETEST_FLICKR_KEY", "--api-key")
+    expect(_search_args(server, plan, out, "--api-key", "WRONG"), 1, "Invalid API Key")
+    expect(
+        _search_args(server, plan, out, "--api-key", KEY, "--rate", "0"), 2, "--rate"
+    )
+    expect(_search_args(server, tmp_path / "nope.json", out, "--api-key", KEY), 1,
+           "nope.json")  # fmt: skip
+    (tmp_path / "bad.json").write_text('{"rule": "v4"}')
+    expect(_search_args(server, tmp_path / "bad.json", out, "--api-key", KEY), 1,
+           "bad.json", "allocation")  # fmt: skip
+    expect(["flickr", "download", "--results", str(tmp_path / "none"), "--out",
+            str(out)], 1, "none")  # fmt: skip
+    expect(["flickr", "download", "--results", str(plan), "--out", str(out),
+            "--workers", "0"], 2, "--workers")  # fmt: skip

@@ -33,7 +33,10 @@ import getpass
 import hashlib
 import http.client
 import json
+import math
 import os
+import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -63,12 +66,16 @@ __all__ = [
     "FlickrClient",
     "FlickrError",
     "FlickrSearchParams",
+    "PlanSearchReport",
+    "RateLimiter",
     "candidate_id",
     "download_candidates",
+    "load_plan",
     "load_search_results",
     "photo_to_record",
     "search_class",
     "search_classes",
+    "search_plan",
     "write_search_results",
 ]
 
@@ -134,6 +141,41 @@ class FlickrSearchParams:
         }
 
 
+class RateLimiter:
+    """At most ``rate`` request starts per second, across threads.
+
+    ``wait()`` blocks until the next slot: slots are ``1 / rate`` seconds apart,
+    so a burst is spread out instead of hitting the server at once (Flickr's
+    published limit is 3,600 calls per hour and key). ``rate=None`` never waits.
+    """
+
+    def __init__(
+        self,
+        rate: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if rate is not None and not rate > 0:
+            raise ConfigError(
+                f"rate must be a positive number of requests/s. Got {rate}."
+            )
+        self.interval = 0.0 if rate is None else 1.0 / rate
+        self.clock, self.sleep = clock, sleep
+        self._next = -math.inf
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = self.clock()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            self.sleep(start - now)
+
+
 class FlickrClient:
     """Minimal Flickr REST client (JSON, unsigned public calls).
 
@@ -148,6 +190,8 @@ class FlickrClient:
         Extra attempts after a transient failure; sleeps ``backoff * 2**i``.
     sleep : callable
         Injected so tests do not wait.
+    limiter : RateLimiter, optional
+        Spaces the requests (every attempt counts).
     """
 
     def __init__(
@@ -160,9 +204,11 @@ class FlickrClient:
         retries: int = 5,
         backoff: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        limiter: RateLimiter | None = None,
     ) -> None:
         if not api_key:
             raise ConfigError("Flickr API key is empty.")
+        self.limiter = limiter
         self.api_key = api_key
         self.api_secret = api_secret
         self.base_url = base_url
@@ -187,6 +233,8 @@ class FlickrClient:
         query = {"method": method, "api_key": self.api_key, **params}
         query |= {"format": "json", "nojsoncallback": "1"}
         url = f"{self.base_url}?{urllib.parse.urlencode(query)}"
+        if self.limiter is not None:
+            self.limiter.wait()
         with urllib.request.urlopen(url, timeout=self.timeout) as resp:
             body = resp.read()
         try:
@@ -218,19 +266,26 @@ class FlickrClient:
             wait *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def page(
+        self, text: str, params: FlickrSearchParams, page: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One result page of a search: ``(photos, number of pages)``."""
+        data = self.call(
+            "flickr.photos.search", text=text, page=str(page), **params.api_arguments()
+        )
+        block = data.get("photos") or {}
+        photos = block.get("photo") or []
+        if not isinstance(photos, list):
+            raise FlickrError(
+                f"Flickr answered page {page} of {text!r} without a photo list."
+            )
+        return photos, int(block.get("pages") or 0)
+
     def walk(self, text: str, params: FlickrSearchParams) -> Iterator[dict[str, Any]]:
         """Every photo of a search, page after page (lazy: stops when consumed)."""
         page, pages = 1, 1
         while page <= pages:
-            data = self.call(
-                "flickr.photos.search",
-                text=text,
-                page=str(page),
-                **params.api_arguments(),
-            )
-            block = data.get("photos") or {}
-            photos = block.get("photo") or []
-            pages = int(block.get("pages") or 0)
+            photos, pages = self.page(text, params, page)
             yield from photos
             if not photos:
                 return
@@ -335,6 +390,163 @@ def write_search_results(
 ) -> Path:
     """Write records as a ``search_results/*.json`` list, atomically."""
     return atomic_write_bytes(path, json.dumps(list(records), indent=2).encode())
+
+
+# ---------------------------------------------------------------------- plan search
+
+
+def load_plan(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
+    """``(class, keyword, images needed)`` rows of a keyword plan, in plan order.
+
+    Reads the plan artifact of ``retest plan`` (``reports/plan_<rule>.json``):
+    ``{"allocation": {class: {keyword: n}}, ...}``; keywords planned at zero are
+    left out.
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise DataIntegrityError(
+            f"plan file {p} does not exist; write one with `retest plan --rule v4|v6`."
+        ) from None
+    except (OSError, ValueError) as err:
+        raise DataIntegrityError(f"plan file {p} is unreadable ({err}).") from err
+    alloc = data.get("allocation") if isinstance(data, dict) else None
+    if not isinstance(alloc, dict):
+        raise DataIntegrityError(
+            f"{p} is not a keyword plan: no 'allocation' {{class: {{keyword: n}}}} "
+            "mapping. Use the file `retest plan` writes."
+        )
+    rows = []
+    for cls, kws in alloc.items():
+        if not isinstance(kws, dict):
+            raise DataIntegrityError(
+                f"{p}: allocation of class {cls!r} is not a mapping."
+            )
+        for kw, n in kws.items():
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise DataIntegrityError(
+                    f"{p}: class {cls!r} keyword {kw!r} needs {n!r} images; expected "
+                    "a non-negative integer."
+                )
+            if n:
+                rows.append((str(cls), str(kw), n))
+    if not rows:
+        raise DataIntegrityError(f"{p}: the plan asks for no image at all.")
+    return rows
+
+
+@dataclass(slots=True)
+class PlanSearchReport:
+    """Outcome of :func:`search_plan`: result files in plan order and what ran."""
+
+    files: list[Path] = field(default_factory=list)
+    searched: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    pages_fetched: int = 0
+    pages_reused: int = 0
+    records: int = 0
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60] or "x"
+
+
+def search_plan(
+    client: FlickrClient,
+    rows: Sequence[tuple[str, str, int]],
+    params: FlickrSearchParams,
+    out_dir: str | os.PathLike[str],
+    *,
+    factor: float = 4.0,
+    max_per_keyword: int | None = None,
+    uploader: str | None = None,
+    clock: Callable[[], datetime] = datetime.now,
+    progress: ProgressCallback | None = None,
+) -> PlanSearchReport:
+    """Search Flickr for every keyword of a plan; resumable page by page.
+
+    Keyword ``k`` of class ``c`` needing ``n`` images is searched with text ``k``
+    until ``ceil(factor * n)`` photos (capped at ``max_per_keyword``) have been
+    seen (photos without a usable URL count, as in :func:`search_class`) or the
+    results end. Records (the published ``search_results`` format, ``wnid`` = the
+    class name, ``search_key`` = the keyword) go to
+    ``out_dir/<NNNN>_<class>_<keyword>.json`` once the keyword is finished; until
+    then each fetched page is kept under ``out_dir/.pages/``, so a rerun after an
+    interruption skips finished keywords and resumes at the next page.
+    """
+    if not factor > 0:
+        raise ConfigError(f"factor must be positive. Got {factor}.")
+    if max_per_keyword is not None and max_per_keyword < 1:
+        raise ConfigError(f"max_per_keyword must be at least 1. Got {max_per_keyword}.")
+    out = Path(out_dir)
+    who = uploader or getpass.getuser()
+    rep = PlanSearchReport()
+    for i, (cls, kw, n) in enumerate(rows):
+        stem = f"{i:04d}_{_slug(cls)}_{_slug(kw)}"
+        final = out / f"{stem}.json"
+        rep.files.append(final)
+        if final.is_file():
+            rep.skipped.append((cls, kw))
+            report(progress, "flickr search", i + 1, len(rows))
+            continue
+        limit = math.ceil(factor * n)
+        if max_per_keyword is not None:
+            limit = min(limit, max_per_keyword)
+        kw_params = FlickrSearchParams(**{**_param_fields(params), "max_images": limit})
+        pages_dir = out / ".pages" / stem
+        records, seen, page, finished = _resume(pages_dir)
+        rep.pages_reused += page - 1
+        while not finished:
+            photos, pages = client.page(kw, kw_params, page)
+            take = photos[: max(0, limit - seen)]
+            recs = [
+                r
+                for ph in take
+                if (r := photo_to_record(ph, wnid=cls, search_key=kw,
+                                         params=kw_params, uploader=who,
+                                         now=clock())) is not None
+            ]  # fmt: skip
+            seen += len(take)
+            finished = not photos or seen >= limit or page >= pages
+            atomic_write_bytes(
+                pages_dir / f"page_{page:05d}.json",
+                json.dumps({"page": page, "pages": pages, "n_photos": len(take),
+                            "last": finished, "records": recs}).encode(),
+            )  # fmt: skip
+            records += recs
+            rep.pages_fetched += 1
+            page += 1
+        write_search_results(final, records)
+        for f in pages_dir.glob("page_*.json"):
+            f.unlink()
+        pages_dir.rmdir()
+        rep.searched.append((cls, kw))
+        report(progress, "flickr search", i + 1, len(rows))
+    rep.records = sum(len(json.loads(f.read_text())) for f in rep.files)
+    return rep
+
+
+def _param_fields(params: FlickrSearchParams) -> dict[str, Any]:
+    return {k: getattr(params, k) for k in FlickrSearchParams.__dataclass_fields__}
+
+
+def _resume(pages_dir: Path) -> tuple[list[dict[str, Any]], int, int, bool]:
+    """(records, photos seen, next page, finished) from the pages already fetched."""
+    records: list[dict[str, Any]] = []
+    seen, page, finished = 0, 1, False
+    for f in sorted(pages_dir.glob("page_*.json")):
+        try:
+            data = json.loads(f.read_text())
+            if int(data["page"]) != page:
+                break  # a gap: refetch from here
+            records += data["records"]
+            seen += int(data["n_photos"])
+            finished = bool(data["last"])
+        except (OSError, ValueError, KeyError, TypeError):
+            break  # unreadable page: refetch it
+        page += 1
+    return records, seen, page, finished
 
 
 # ---------------------------------------------------------------------- pool loading
@@ -480,6 +692,7 @@ def _download_one(
     wait = opts["backoff"]
     for attempt in range(opts["retries"] + 1):
         try:
+            opts["limiter"].wait()
             data = _fetch_bytes(
                 url, timeout=opts["timeout"], max_bytes=opts["max_bytes"]
             )
@@ -522,13 +735,15 @@ def download_candidates(
     | os.PathLike[str]
     | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    rate: float | None = None,
     progress: ProgressCallback | None = None,
 ) -> DownloadReport:
     """Download candidate images and write the three derived JPEGs.
 
     Writes ``out_dir/{original,scaled_256,scaled_500}/<id_ours>.jpg``. Candidates
     whose three files already exist and decode are skipped (resume); failures are
-    collected in the report, never raised.
+    collected in the report, never raised. ``rate`` caps the image requests per
+    second over all workers (retries included).
     """
     if workers < 1:
         raise ConfigError(f"workers must be ≥ 1. Got {workers}.")
@@ -537,6 +752,7 @@ def download_candidates(
     opts = {
         "retries": retries, "backoff": backoff, "timeout": timeout,
         "max_bytes": max_bytes, "max_pixels": max_pixels, "sleep": sleep,
+        "limiter": RateLimiter(rate),
     }  # fmt: skip
     rep = DownloadReport(records=[dict(r) for r in records])
     todo: list[dict[str, Any]] = []
