@@ -121,11 +121,8 @@ def test_resume_after_interrupt_skips_finished_chunks(
 
 
 def test_dask_stage_equals_local(project: Project) -> None:
-    run_dedup(project, metrics=["l2"], k=3, backend="numpy")
+    fp = run_dedup(project, metrics=["l2"], k=3, backend="numpy").fingerprint
     local = _lists(project)["l2"]
-    fp = json.loads((project.reports_dir / "dedup" / "config.json").read_text())[
-        "fingerprint"
-    ]
     project.store.stages.reset(f"dedup:{fp}")
     with cluster_client(workers=2, processes=False) as client:
         run_dedup(project, metrics=["l2"], k=3, backend="numpy", client=client)

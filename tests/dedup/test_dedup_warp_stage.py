@@ -8,6 +8,7 @@ top-left, as in ``test_dedup_planted``) of 12 originals plus 24 test images.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from typer.testing import CliRunner
 
-import retest.pipeline.dedup_shortlist as ds
+import retest.build.warp as warp_mod
 from retest.build.warp import WarpParams, warp_threshold
 from retest.cli.main import app
 from retest.pipeline.dedup import review_targets, run_dedup
@@ -37,12 +38,20 @@ def _rescaled(a: np.ndarray, size: int) -> np.ndarray:
 @pytest.fixture
 def project(tmp_path: Path, fashion_mnist_dir: Path):
     train = read_idx(fashion_mnist_dir / "train-images-idx3-ubyte.gz")[:N_REF]
+    labels = read_idx(fashion_mnist_dir / "train-labels-idx1-ubyte.gz")[:N_REF]
     test = read_idx(fashion_mnist_dir / "t10k-images-idx3-ubyte.gz")[:N_NEW]
     p = Project.init(tmp_path / "proj", name="t", classes_from="fashion-mnist")
     px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
     rows = px.append(train)
     p.store.references.add(
-        ReferenceRow("train", i, 0, content_id(train[i]), array_name="fm", array_row=r)
+        ReferenceRow(
+            "train",
+            i,
+            int(labels[i]),  # the default features embedder trains on the labels
+            content_id(train[i]),
+            array_name="fm",
+            array_row=r,
+        )
         for i, r in enumerate(rows)
     )
     planted = np.stack([_rescaled(train[i], 27 + 2 * (i % 2)) for i in range(N_PLANT)])
@@ -116,13 +125,13 @@ def test_cli_warp_flags_rescaled_copies_at_rank_1(project: Project) -> None:
 
 def test_resume_skips_finished_warp_chunks(project: Project, monkeypatch) -> None:
     calls: list[int] = []
-    real = ds.warped_sqdist_pairs
+    real = warp_mod.warped_sqdist_pairs
 
     def spy(q, *a, **kw):
         calls.append(len(q))
         return real(q, *a, **kw)
 
-    monkeypatch.setattr(ds, "warped_sqdist_pairs", spy)
+    monkeypatch.setattr(warp_mod, "warped_sqdist_pairs", spy)
 
     def boom(task, done, total):
         if done == 5:  # l2: 3 chunks, warp: 2 of 3
@@ -169,6 +178,8 @@ def test_bad_metric_combinations_one_line_nothing_written(
 
 
 def test_web_review_page_lists_warp(project: Project) -> None:
+    # with the automatic near-original rule off, the rescaled copies await review
+    project.config = replace(project.config, thresholds={"near_original": 0.0})
     run_dedup(project, metrics=["l2", "warp"], k=3, backend="numpy")
     client = TestClient(create_app(project, token="t", secret=b"s" * 32))
     html = client.get("/neardup?metric=warp").text

@@ -9,6 +9,13 @@ import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError
+from retest.models.embedders import EMBEDDERS, parse_embedder_spec
+from retest.pipeline.dedup_metrics import (
+    DEDUP_METRICS,
+    DEFAULT_EMBEDDER,
+    check_metric_names,
+    metric_names,
+)
 
 __all__ = ["register"]
 
@@ -20,24 +27,39 @@ def _split(value: str, what: str) -> list[str]:
     return items
 
 
+def _metrics_help() -> str:
+    parts = [f"{m} ({DEDUP_METRICS.get(m).summary})" for m in metric_names()]
+    return "Comma-separated metrics: " + "; ".join(parts) + "."
+
+
+def _embedder_help() -> str:
+    return (
+        f"Embedder of the features metric: {', '.join(EMBEDDERS.names())}, or a "
+        f"MODEL.pt/MODEL.onnx path. Default {DEFAULT_EMBEDDER}[:SEED]: a small MLP "
+        "trained on the project's original training images (needs `retest "
+        "reference add --split train`); random-projection[:DIM[:SEED]], "
+        "fourier[:K], torchscript:PATH, onnx:PATH."
+    )
+
+
+def _positive(value: float | None, option: str, what: str) -> None:
+    if value is not None and not value > 0:
+        raise ConfigError(f"{option} must be a positive {what}. Got {value}.")
+
+
 def dedup(
     project: ProjectOpt = None,
     against: Annotated[
         str, typer.Option(help="Reference sets: original-train,original-test,pool.")
     ] = "original-train,original-test,pool",
-    metrics: Annotated[
-        str,
-        typer.Option(
-            help="Metrics: l2,features (exact kNN), dssim,warp (on their shortlists)."
-        ),
-    ] = "l2,features,dssim,warp",
+    metrics: Annotated[str, typer.Option(help=_metrics_help())] = ",".join(
+        metric_names()
+    ),
     k: Annotated[int, typer.Option("--k", help="Neighbours per metric.")] = 30,
     resize: Annotated[
         int | None, typer.Option(help="Compare images at N×N (needed if sizes differ).")
     ] = None,
-    embedder: Annotated[
-        str, typer.Option(help="random-projection[:DIM[:SEED]], MODEL.pt, MODEL.onnx.")
-    ] = "random-projection:64:0",
+    embedder: Annotated[str, typer.Option(help=_embedder_help())] = DEFAULT_EMBEDDER,
     win_size: Annotated[int | None, typer.Option(help="SSIM window size.")] = None,
     gaussian: Annotated[bool, typer.Option(help="Gaussian SSIM window.")] = False,
     cluster: Annotated[
@@ -62,6 +84,18 @@ def dedup(
 
     if cluster and workers:
         raise ConfigError("pass either --cluster or --workers, not both.")
+    _positive(k, "--k", "number of neighbours")
+    _positive(resize, "--resize", "size in pixels")
+    _positive(chunk_size, "--chunk-size", "number of candidates")
+    _positive(memory_gib, "--memory-gib", "number of GiB")
+    _positive(workers, "--workers", "number of workers")
+    _positive(win_size, "--win-size", "odd window size")
+    if cluster is not None and not cluster.strip():
+        raise ConfigError("--cluster needs a scheduler address, e.g. tcp://host:8786.")
+    against_list = _split(against, "--against")
+    metric_list = _split(metrics, "--metrics")
+    check_metric_names(metric_list)
+    parse_embedder_spec(embedder)
     params = SSIMParams(win_size=win_size, gaussian_weights=gaussian)
     ctx: Any = (
         cluster_client(cluster, workers) if (cluster or workers) else nullcontext(None)
@@ -73,8 +107,8 @@ def dedup(
     ):
         res = run_dedup(
             proj,
-            against=_split(against, "--against"),
-            metrics=_split(metrics, "--metrics"),
+            against=against_list,
+            metrics=metric_list,
             k=k,
             resize=resize,
             embedder=embedder,
@@ -93,6 +127,8 @@ def dedup(
         "metrics": list(res.metrics),
         "chunks_computed": res.chunks_computed,
         "chunks_skipped": res.chunks_skipped,
+        "review_targets": res.targets,
+        "features": _features_summary(res.states.get("features")),
         "report": rep,
     }
     if json_out:
@@ -100,8 +136,25 @@ def dedup(
         return
     print_table(
         ["item", "value"],
-        [(k_, v) for k_, v in data.items() if k_ != "report"],
+        [
+            (k_, v)
+            for k_, v in data.items()
+            if k_ not in ("report", "review_targets", "features")
+        ],
         title="dedup",
+    )
+    feat = _features_summary(res.states.get("features"))
+    print_table(
+        ["metric", "review target", "how"],
+        [
+            (
+                m,
+                f"{t:.6g}",
+                _how(feat) if m == "features" and feat else "default for the size",
+            )
+            for m, t in res.targets.items()
+        ],
+        title="review targets (retest.toml [thresholds] overrides)",
     )
     for m, r in (rep or {}).items():
         print_table(
@@ -119,6 +172,28 @@ def dedup(
         )
 
 
+def _features_summary(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not state:
+        return None
+    return {
+        "embedder": state.get("embedder"),
+        "target": state.get("target"),
+        "target_source": state.get("target_source"),
+        "calibration": state.get("calibration"),
+    }
+
+
+def _how(feat: dict[str, Any]) -> str:
+    cal = feat.get("calibration")
+    if not cal:
+        return f"{feat['embedder']}: {feat.get('target_source')}"
+    return (
+        f"{feat['embedder']}: {cal['percentile']:g}th percentile of nearest-other-"
+        f"image distances of {cal['n_queries']} training originals (median "
+        f"{cal['median']:.4g})"
+    )
+
+
 def _thresholds(values: list[str], defaults: dict[str, float]) -> dict[str, float]:
     out = dict(defaults)
     for v in values:
@@ -130,7 +205,7 @@ def _thresholds(values: list[str], defaults: dict[str, float]) -> dict[str, floa
         if name.strip() not in defaults or not value >= 0:
             raise ConfigError(
                 f"--threshold must look like METRIC=DISTANCE with METRIC one of "
-                f"{', '.join(defaults)} (the metrics of the last run). Got {v!r}."
+                f"{', '.join(defaults)} (the metrics run on this project). Got {v!r}."
             )
         out[name.strip()] = value
     return out

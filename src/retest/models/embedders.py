@@ -1,7 +1,9 @@
 """Feature extractors for the ``features`` near-duplicate metric.
 
 An :class:`Embedder` maps uint8 images (N, H, W, C) to float32 features (N, d).
-Built-ins: a seeded random projection (deterministic; tests and quick runs), any
+Built-ins: ``reference-mlp`` (the dedup default, trained on the project's
+original training images: :mod:`retest.models.reference_features`), a seeded
+random projection (deterministic; tests and quick runs, never a default), any
 torch module or TorchScript file, an ONNX model (onnxruntime) and any callable.
 The published ImageNetV2 pipeline used VGG-16 fc7 on raw 0–255 pixels (SPEC §4.2);
 wrap such a network with :class:`TorchEmbedder` (``scale=1.0`` keeps that quirk).
@@ -30,6 +32,7 @@ __all__ = [
     "TorchEmbedder",
     "embed",
     "make_embedder",
+    "parse_embedder_spec",
 ]
 
 
@@ -240,13 +243,64 @@ class OnnxEmbedder:
         return out
 
 
+def _needs_training(**_: Any) -> Embedder:
+    raise ConfigError(
+        "embedder 'reference-mlp' is trained on the project's original training "
+        "images; it is built by `retest dedup` (pipeline.dedup.run_dedup), not alone."
+    )
+
+
 EMBEDDERS: Registry[Callable[..., Embedder]] = Registry(
     "embedder", entry_point_group="retest.embedders"
 )
+EMBEDDERS.add("reference-mlp", _needs_training)
 EMBEDDERS.add("random-projection", RandomProjectionEmbedder)
 EMBEDDERS.add("fourier", FourierEmbedder)
 EMBEDDERS.add("torchscript", TorchEmbedder)
 EMBEDDERS.add("onnx", OnnxEmbedder)
+
+_INT_ARGS = {
+    "reference-mlp": ("reference-mlp[:SEED]", 1),
+    "random-projection": ("random-projection[:DIM[:SEED]]", 2),
+    "fourier": ("fourier[:K]", 1),
+}
+
+
+def parse_embedder_spec(spec: str) -> tuple[str, list[Any]]:
+    """Check an embedder spec and split it into ``(head, args)`` without building it.
+
+    Integer arguments are converted; a model path is returned as one string
+    argument. Raises :class:`~retest.errors.ConfigError` (or ``UnknownNameError``
+    with close matches) naming the spec and its expected form.
+    """
+    spec = spec.strip()
+    head, _, rest = spec.partition(":")
+    if head.endswith(".onnx"):
+        return "onnx", [spec]
+    if head.endswith((".pt", ".ts")):
+        return "torchscript", [spec]
+    if not head:
+        raise ConfigError(
+            f"--embedder needs a name, e.g. reference-mlp or fourier:10. Got {spec!r}."
+        )
+    EMBEDDERS.get(head)  # unknown names: "did you mean"
+    if head in _INT_ARGS:
+        form, most = _INT_ARGS[head]
+        parts = rest.split(":") if rest else []
+        try:
+            args = [int(p) for p in parts]
+        except ValueError:
+            args = []
+            parts = ["x"] * (most + 1)
+        if len(parts) > most or any(a < 0 for a in args):
+            raise ConfigError(
+                f"embedder spec {spec!r} is not of the form {form} with "
+                "non-negative integers."
+            )
+        return head, args
+    if not rest:
+        raise ConfigError(f"embedder {head!r} needs a model path: {head}:PATH.")
+    return head, [rest]
 
 
 def make_embedder(spec: str) -> Embedder:
@@ -255,21 +309,14 @@ def make_embedder(spec: str) -> Embedder:
     ``random-projection[:DIM[:SEED]]``, ``fourier[:K]``, ``torchscript:PATH``,
     ``onnx:PATH``, or a
     path ending in ``.pt``/``.ts`` (TorchScript) or ``.onnx``.
+    ``reference-mlp`` (the dedup default) needs the project's training images
+    and is built by :func:`retest.pipeline.dedup.run_dedup`.
     """
-    head, _, rest = spec.partition(":")
-    if head.endswith(".onnx"):
-        return OnnxEmbedder(spec)
-    if head.endswith((".pt", ".ts")):
-        return TorchEmbedder(spec)
+    head, args = parse_embedder_spec(spec)
     factory = EMBEDDERS.get(head)
-    if head == "fourier":
-        return factory(*[int(p) for p in rest.split(":") if p][:1])
     if head == "random-projection":
-        parts = [int(p) for p in rest.split(":") if p] if rest else []
-        return factory(*parts[:1], **({"seed": parts[1]} if len(parts) > 1 else {}))
-    if not rest:
-        raise ConfigError(f"embedder {head!r} needs a model path: {head}:PATH.")
-    return factory(rest)
+        return factory(*args[:1], **({"seed": args[1]} if len(args) > 1 else {}))
+    return factory(*args)
 
 
 def embed(

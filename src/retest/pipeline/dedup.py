@@ -1,19 +1,24 @@
 """The ``dedup`` stage: neighbours per metric, review queue, verdicts, resolution.
 
 For every (non-blacklisted) candidate it stores the ``k`` nearest images under each
-metric (SPEC §4.2): ``l2`` (squared pixel L2 after resizing both sides to a common
-size), ``features`` (squared L2 between embeddings), and — on the union of those
-two neighbour lists (:mod:`retest.pipeline.dedup_shortlist`) — ``dssim`` and
-``warp`` (squared L2 up to a small shift/rescale/stretch,
+requested metric. Metrics come from a registry
+(:mod:`retest.pipeline.dedup_metrics`): built-in ``l2`` (squared pixel L2 after
+resizing both sides to a common size), ``features`` (squared L2 between
+embeddings; by default of a small MLP trained on the project's original training
+images, :mod:`retest.models.reference_features`), and — on the union of the
+exact metrics' neighbour lists (:mod:`retest.pipeline.dedup_shortlist`) —
+``dssim`` and ``warp`` (squared L2 up to a small shift/rescale/stretch,
 :mod:`retest.build.warp`). References are the original train and/or test images
 and the candidate pool itself (a candidate never lists itself).
 
-Review targets: SPEC §4.2 defaults for ``l2``/``features``/``dssim``
-(:func:`retest.build.neardup.default_thresholds`); for ``warp`` the CIFAR-10.1
-rule "nearest original at plain L2 ≤ 1000 on 32×32×3" squared and scaled by the
-number of pixel values (:func:`retest.build.warp.warp_threshold`: 1e6 at 32×32×3,
-≈ 2.55e5 at 28×28). All are overridable per call (``thresholds``/``targets``),
-in ``retest dedup-queue --threshold warp=…`` and on the review page.
+Run state lives in the store, one artifact record per metric
+(``dedup/metric/<name>``, params: fingerprint, image shape, embedder, review
+target and how it was obtained). The review queue covers every metric ever run on
+the project: a later run of other metrics adds to it and never hides pending
+pairs of earlier ones. Review targets: the target stored with the metric's run
+(``features``: calibrated on the originals), else the metric's default for the
+image size; ``[thresholds]`` in retest.toml (keys ``l2``, ``features``,
+``dssim``, ``warp``) overrides them, and so do per-call ``thresholds``.
 
 The stage is resumable: candidates are processed in chunks and each finished
 (metric, chunk) is a checkpoint under ``dedup:<fingerprint>``; a restart skips
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,25 +50,31 @@ from retest.build.neardup import (
     CandidateInfo,
     ReviewItem,
     cifar_auto_excluded,
-    default_thresholds,
     is_sufficiently_reviewed,
     resolve_near_duplicates,
     review_queue,
     review_thresholds,
 )
 from retest.build.ssim import SSIMParams
-from retest.build.warp import WarpParams, warp_threshold
-from retest.errors import ConfigError, InputValidationError
-from retest.models.embedders import embed, make_embedder
+from retest.build.warp import WarpParams
+from retest.errors import ConfigError, InputValidationError, NotFoundError
+from retest.models.embedders import parse_embedder_spec
+from retest.pipeline.dedup_metrics import (
+    DEDUP_METRICS,
+    DEFAULT_EMBEDDER,
+    DedupOptions,
+    MetricContext,
+    _cached_npy,
+    check_metric_names,
+    metric_names,
+)
 from retest.pipeline.dedup_shortlist import (
-    BASE_METRICS,
-    SHORTLIST_METRICS,
     DedupInputs,
     gather_inputs,
     shortlist_chunk,
 )
 from retest.pipeline.project import Project
-from retest.store.artifacts import read_npy, write_json, write_npy
+from retest.store.artifacts import record_artifact, sha256_file, write_json
 from retest.store.base import (
     DuplicateVerdict,
     NeighbourList,
@@ -74,12 +85,16 @@ from retest.store.base import (
 __all__ = [
     "AGAINST",
     "DEDUP_STAGE",
+    "DEFAULT_EMBEDDER",
     "METRICS",
     "DedupResult",
     "candidate_infos",
+    "dedup_image_shape",
     "dedup_report",
     "dedup_review_queue",
     "load_neighbours",
+    "metric_state",
+    "metrics_run",
     "near_duplicate_status",
     "record_review",
     "review_targets",
@@ -88,8 +103,10 @@ __all__ = [
 ]
 
 DEDUP_STAGE = "dedup"
-METRICS = (*BASE_METRICS, *SHORTLIST_METRICS)  # computation order
+METRICS = ("l2", "features", "dssim", "warp")
+"""The built-in metrics in computation order (``metric_names()`` adds plug-ins)."""
 AGAINST = ("original-train", "original-test", "pool")
+_STATE_PREFIX = "dedup/metric/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,31 +122,54 @@ class DedupResult:
     chunks_skipped: int
     config_path: str
     extra: dict[str, Any] = field(default_factory=dict)
+    targets: dict[str, float] = field(default_factory=dict)
+    """Review target per metric of this run (before retest.toml overrides)."""
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What each metric stored with the run (embedder, calibration, ...)."""
 
 
-def _check_options(against: Sequence[str], metrics: Sequence[str], k: int) -> None:
+def _check_metrics(project: Project, metrics: Sequence[str]) -> list[str]:
+    check_metric_names(metrics)
+    names = metric_names()
+    exact = metric_names("exact")
+    short = [m for m in metric_names("shortlist") if m in metrics]
+    have = set(exact) & (set(metrics) | set(metrics_run(project)))
+    if short and not have:
+        raise ConfigError(
+            f"{' and '.join(short)} {'is' if len(short) == 1 else 'are'} computed on "
+            f"the shortlist of another metric; add {' or '.join(exact)} to --metrics."
+        )
+    return [m for m in names if m in metrics]  # exact metrics first
+
+
+def _check_options(
+    against: Sequence[str],
+    k: int,
+    chunk_size: int,
+    memory_budget: int,
+    resize: int | None,
+    embedder: str,
+) -> None:
     for a in against:
         if a not in AGAINST:
             raise ConfigError(
                 f"--against takes {', '.join(AGAINST)}. Got {a!r} instead."
             )
-    for m in metrics:
-        if m not in METRICS:
-            raise ConfigError(
-                f"--metrics takes {', '.join(METRICS)}. Got {m!r} instead."
-            )
     if not against:
         raise ConfigError("--against needs at least one reference set.")
-    if not metrics:
-        raise ConfigError("--metrics needs at least one metric.")
-    short = [m for m in SHORTLIST_METRICS if m in metrics]
-    if short and not set(BASE_METRICS) & set(metrics):
-        raise ConfigError(
-            f"{' and '.join(short)} {'is' if len(short) == 1 else 'are'} computed on "
-            "the shortlist of another metric; add l2 or features to --metrics."
-        )
     if k < 1:
         raise ConfigError(f"k must be a positive integer. Got {k}.")
+    if chunk_size < 1:
+        raise ConfigError(
+            f"--chunk-size must be a positive number of candidates. Got {chunk_size}."
+        )
+    if memory_budget < 1 << 20:
+        raise ConfigError(
+            f"the kNN memory budget must be at least 1 MiB. Got {memory_budget} bytes."
+        )
+    if resize is not None and resize < 1:
+        raise ConfigError(f"--resize must be a positive size in pixels. Got {resize}.")
+    parse_embedder_spec(embedder)
 
 
 def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
@@ -138,14 +178,6 @@ def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
         h.update(str(len(ids)).encode())
         h.update("\n".join(ids).encode())
     return h.hexdigest()[:16]
-
-
-def _cached_npy(path: Path, compute: Any) -> NDArray[Any]:
-    if not path.is_file():
-        arr = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_npy(path, arr)
-    return read_npy(path, mmap=True)
 
 
 def _store_lists(
@@ -187,6 +219,10 @@ def _knn_chunk(
     return knn(q, refs, k, exclude=ex, memory_budget=budget, backend=backend)
 
 
+def _json_safe(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
 def run_dedup(
     project: Project,
     *,
@@ -194,7 +230,7 @@ def run_dedup(
     metrics: Sequence[str] = METRICS,
     k: int = 30,
     resize: int | None = None,
-    embedder: str = "random-projection:64:0",
+    embedder: str = DEFAULT_EMBEDDER,
     ssim: SSIMParams | None = None,
     warp: WarpParams | None = None,
     chunk_size: int = 1000,
@@ -202,6 +238,7 @@ def run_dedup(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: Backend = "auto",
     progress: ProgressCallback | None = None,
+    seed: int | None = None,
 ) -> DedupResult:
     """Compute and store each candidate's neighbours per metric (resumable).
 
@@ -209,14 +246,18 @@ def run_dedup(
     ----------
     project : Project
     against : subset of ``("original-train", "original-test", "pool")``
-    metrics : subset of ``("l2", "features", "dssim", "warp")``
-        dssim and warp are computed on the l2/features lists, so need one of them.
+    metrics : registered metric names (built-in: l2, features, dssim, warp)
+        Shortlist metrics (dssim, warp) need an exact one (l2, features) in this
+        run or stored by an earlier run.
     k : int
-        Neighbours kept per candidate and metric (SPEC: ≥ 30).
+        Neighbours kept per candidate and metric (at least 30 in the published
+        protocols).
     resize : int, optional
         Resize every image to ``resize × resize`` first (needed when sizes differ).
     embedder : str
-        Embedder spec for ``features`` (see :func:`retest.models.embedders.make_embedder`).
+        Embedder spec for ``features``: ``reference-mlp[:SEED]`` (default, trained
+        on the original training images) or any
+        :func:`retest.models.embedders.make_embedder` spec.
     ssim : SSIMParams, optional
         DSSIM window settings (default: skimage defaults, uniform 7×7).
     warp : WarpParams, optional
@@ -226,10 +267,23 @@ def run_dedup(
         Candidates per checkpointed chunk.
     client : dask.distributed.Client, optional
         Run the kNN shards on this cluster (see :mod:`retest.pipeline.cluster`).
+    seed : int, optional
+        Seed of the embedder training and calibration subsamples (default: the
+        project's ``[seeds] features``, else 0).
     """
-    _check_options(against, metrics, k)
-    ssim = ssim or SSIMParams()
-    warp = warp or WarpParams()
+    _check_options(against, k, chunk_size, memory_budget, resize, embedder)
+    order = _check_metrics(project, metrics)
+    if seed is None:
+        seeds = getattr(project.config, "seeds", {}) or {}
+        seed = int(seeds.get("features", 0))
+    opts = DedupOptions(
+        k=k,
+        resize=resize,
+        embedder=embedder,
+        ssim=ssim or SSIMParams(),
+        warp=warp or WarpParams(),
+        seed=seed,
+    )
     inp = gather_inputs(project, against, resize)
     n_avail = len(inp.ref_ids) - (1 if inp.exclude is not None else 0)
     if k > n_avail:
@@ -237,45 +291,61 @@ def run_dedup(
             f"k={k} exceeds the {n_avail} references available per candidate; use "
             f"--k {max(1, n_avail)} or add references."
         )
-    emb = make_embedder(embedder) if "features" in metrics else None
+    shape = tuple(int(x) for x in inp.cand_px.shape[1:])
+    per_metric = {m: DEDUP_METRICS.get(m).params(project, opts, shape) for m in order}
     params = {
         "against": list(against),
         "resize": resize,
         "k": k,
-        "embedder": getattr(emb, "name", None),
-        "ssim": asdict(ssim),
-        "warp": asdict(warp),
-        "shape": list(inp.cand_px.shape[1:]),
+        "shape": list(shape),
+        "embedder": per_metric.get("features", {}).get("embedder"),
+        "ssim": asdict(opts.ssim),
+        "warp": asdict(opts.warp),
+        **{m: per_metric[m] for m in order if m not in METRICS and per_metric[m]},
     }
     fp = _fingerprint(inp, params)
     base = project.arrays_dir / "dedup" / fp
     cand_px = _cached_npy(base / "candidates.npy", lambda: inp.cand_px)
     ref_px = _cached_npy(base / "references.npy", lambda: inp.ref_px)
-    feats: tuple[NDArray[Any], NDArray[Any]] | None = None
-    if emb is not None:
-        cf = _cached_npy(
-            base / "candidate_features.npy", lambda: embed(emb, inp.cand_px)
-        )
-        rf = _cached_npy(
-            base / "reference_features.npy", lambda: embed(emb, inp.ref_px)
-        )
-        feats = (cf, rf)
-    config = {
-        **params,
+    ctx = MetricContext(project, inp, cand_px, ref_px, base, opts)
+    stage = f"{DEDUP_STAGE}:{fp}"
+    done = project.store.stages.done_keys(stage)
+    chunks = list(range(0, len(inp.cand_ids), chunk_size))
+    total, computed, skipped = len(order) * len(chunks), 0, 0
+    exact = [
+        m for m in metric_names("exact") if m in order or m in metrics_run(project)
+    ]
+    common = {
         "fingerprint": fp,
-        "metrics": list(metrics),
+        "image_shape": list(shape),
+        "against": list(against),
+        "resize": resize,
+        "k": k,
         "n_candidates": len(inp.cand_ids),
         "n_references": len(inp.ref_ids),
     }
-    cfg_path = project.reports_dir / "dedup" / "config.json"
-    cfg_path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(cfg_path, config)
-    stage = f"{DEDUP_STAGE}:{fp}"
-    done = project.store.stages.done_keys(stage)
-    order = [m for m in METRICS if m in metrics]  # shortlist metrics last
-    chunks = list(range(0, len(inp.cand_ids), chunk_size))
-    total, computed, skipped = len(order) * len(chunks), 0, 0
+    targets: dict[str, float] = {}
+    states: dict[str, dict[str, Any]] = {}
+    sha: dict[Path, str] = {}
     for metric in order:
+        m = DEDUP_METRICS.get(metric)
+        space = m.space(ctx) if m.kind == "exact" else None
+        state = {**common, "metric": metric, **per_metric[metric]}
+        state.update(space.state if space is not None else {})
+        if "target" not in state:
+            state["target"] = m.default_target(shape)
+            state.setdefault("target_source", "default for the image size")
+        targets[metric] = float(state["target"])
+        data_file = base / (
+            "reference_features.npy" if metric == "features" else "references.npy"
+        )
+        if data_file not in sha:
+            sha[data_file] = sha256_file(data_file)
+        record = {"name": f"{_STATE_PREFIX}{metric}", "stage": DEDUP_STAGE,
+                  "sha256": sha[data_file]}  # fmt: skip
+        state = _json_safe(state)
+        record_artifact(project.store, project.root, data_file,
+                        params={**state, "complete": False}, **record)  # fmt: skip
         for n, c0 in enumerate(chunks):
             key = f"{metric}:{n:06d}"
             if key in done:
@@ -283,46 +353,129 @@ def run_dedup(
                 continue
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
             ex = None if inp.exclude is None else inp.exclude[c0:c1]
-            if metric in SHORTLIST_METRICS:
-                res = shortlist_chunk(metric, project, inp, c0, c1, k, cand_px=cand_px,
-                                      ref_px=ref_px, ssim=ssim, warp=warp)  # fmt: skip
+            if space is None:
+                res = shortlist_chunk(m, project, inp, c0, c1, cand_px=cand_px,
+                                      ref_px=ref_px, options=opts, base_metrics=exact)  # fmt: skip
             else:
-                q, r = (cand_px, ref_px) if metric == "l2" else feats  # type: ignore[misc]
+                q, r = space.queries, space.references
                 res = _knn_chunk(q[c0:c1], r, k, ex, client, memory_budget, backend)
             _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
             project.store.stages.mark(StageCheckpoint(stage, key))
             computed += 1
             report(progress, "dedup", computed + skipped, total)
-    write_json(cfg_path, {**config, "complete": True})
+        record_artifact(project.store, project.root, data_file,
+                        params={**state, "complete": True}, **record)  # fmt: skip
+        states[metric] = state
+    summary = project.reports_dir / "dedup" / "run.json"  # for humans, never read
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    write_json(summary, {**common, "metrics": list(order), "states": states})
     return DedupResult(
         fp,
         len(inp.cand_ids),
         len(inp.ref_ids),
-        tuple(inp.cand_px.shape[1:]),
+        shape,
         tuple(order),
         computed,
         skipped,
-        str(cfg_path),
+        str(summary),
+        targets=targets,
+        states=states,
     )
 
 
-# ------------------------------------------------------------------ review data
+# ------------------------------------------------------------------ run state
+
+
+def _states(project: Project) -> dict[str, Any]:
+    return {
+        r.name[len(_STATE_PREFIX) :]: r
+        for r in project.store.artifacts.list(stage=DEDUP_STAGE)
+        if r.name.startswith(_STATE_PREFIX)
+    }
+
+
+def metric_state(project: Project, metric: str) -> dict[str, Any] | None:
+    """What the last run of ``metric`` stored (fingerprint, image_shape, target,
+    embedder, calibration, complete, ...), or None if it never ran."""
+    try:
+        rec = project.store.artifacts.get(f"{_STATE_PREFIX}{metric}")
+    except NotFoundError:
+        return None
+    return {**dict(rec.params), "created": rec.created}
+
+
+def _has_lists(project: Project, metric: str) -> bool:
+    return (
+        next(iter(project.store.neardup.iter_neighbours(metric=metric)), None)
+        is not None
+    )
+
+
+def _metric_key(name: str) -> tuple[int, int, str]:
+    if name in DEDUP_METRICS:
+        m = DEDUP_METRICS.get(name)
+        return (m.kind != "exact", m.order, name)
+    return (2, 0, name)
+
+
+def metrics_run(project: Project) -> tuple[str, ...]:
+    """Every metric ever run on the project (stored state or neighbour lists)."""
+    names = set(_states(project))
+    names |= {m for m in metric_names() if m not in names and _has_lists(project, m)}
+    return tuple(sorted(names, key=_metric_key))
+
+
+def dedup_image_shape(project: Project) -> tuple[int, ...] | None:
+    """Image shape the most recent dedup run compared (None before any run)."""
+    recs = sorted(_states(project).values(), key=lambda r: r.created or "")
+    for rec in reversed(recs):
+        shape = rec.params.get("image_shape")
+        if shape:
+            return tuple(int(x) for x in shape)
+    return None
 
 
 def _config(project: Project) -> dict[str, Any]:
-    path = project.reports_dir / "dedup" / "config.json"
-    if not path.is_file():
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    """Deprecated: the old reader of reports/dedup/config.json, now from the store
+    (use :func:`dedup_image_shape` and :func:`metrics_run`)."""
+    shape = dedup_image_shape(project)
+    return (
+        {"shape": list(shape), "metrics": list(metrics_run(project))} if shape else {}
+    )
+
+
+def review_targets(project: Project) -> dict[str, float]:
+    """Review target (a distance) of every metric that has been run.
+
+    The target stored with the metric's run (``features``: calibrated on the
+    originals; the others: their default for the image size), overridden by
+    ``[thresholds]`` in retest.toml under the metric's name. Metrics with
+    neighbour lists but no stored state (older projects) get their default.
+    """
+    overrides: Mapping[str, Any] = getattr(project.config, "thresholds", {}) or {}
+    out: dict[str, float] = {}
+    shape: tuple[int, ...] | None = None
+    for m in metrics_run(project):
+        state = metric_state(project, m) or {}
+        target = state.get("target")
+        if target is None and m in DEDUP_METRICS:
+            # lists not written by run_dedup (older projects): ImageNet's size,
+            # the reference point of the published targets
+            shape = shape or dedup_image_shape(project) or (256, 256, 3)
+            target = DEDUP_METRICS.get(m).default_target(shape)
+        if m in overrides:
+            target = overrides[m]
+        if target is not None:
+            out[m] = float(target)
+    return out
 
 
 def load_neighbours(
-    project: Project, metrics: Sequence[str] = METRICS
+    project: Project, metrics: Sequence[str] | None = None
 ) -> dict[str, dict[str, list[tuple[str, float]]]]:
-    """``candidate → metric → [(ref, distance), …]`` from the store."""
+    """``candidate → metric → [(ref, distance), …]`` (default: every metric run)."""
     out: dict[str, dict[str, list[tuple[str, float]]]] = {}
-    for m in metrics:
+    for m in metrics_run(project) if metrics is None else metrics:
         for nl in project.store.neardup.iter_neighbours(metric=m):
             out.setdefault(nl.candidate_id, {})[m] = list(
                 zip(nl.ref_ids, nl.distances, strict=True)
@@ -357,23 +510,16 @@ def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
     return out
 
 
-def review_targets(project: Project) -> dict[str, float]:
-    """Review targets of the metrics the last run computed.
-
-    SPEC §4.2 defaults for l2/features/dssim; :func:`retest.build.warp.warp_threshold`
-    (the CIFAR L2 ≤ 1000 rule scaled to the image size) for warp.
-    """
-    cfg = _config(project)
-    shape = cfg.get("shape") or [256, 256, 3]
-    t = {**default_thresholds(shape), "warp": warp_threshold(shape)}
-    return {m: t[m] for m in cfg.get("metrics", METRICS)}
-
-
 def dedup_review_queue(
     project: Project, *, thresholds: dict[str, float] | None = None, top: int = 30
 ) -> list[ReviewItem]:
-    """Pairs under threshold not yet reviewed (see :func:`retest.build.neardup.review_queue`)."""
-    th = thresholds or review_targets(project)
+    """THE review queue: pairs under their metric's target not yet reviewed.
+
+    Covers every metric run on the project with :func:`review_targets`;
+    ``thresholds`` replaces them (only the metrics it names are queued). See
+    :func:`retest.build.neardup.review_queue` for the order.
+    """
+    th = review_targets(project) if thresholds is None else dict(thresholds)
     return review_queue(
         load_neighbours(project, list(th)),
         thresholds=th,
@@ -423,8 +569,7 @@ def near_duplicate_status(
     original at plain L2 ≤ 1000. ``unreviewed``: some neighbour closer than the
     target has no review yet (0.0 thresholds when dedup has not run).
     """
-    cfg = _config(project)
-    shape = tuple(cfg.get("shape") or (256, 256, 3))
+    shape = dedup_image_shape(project) or (256, 256, 3)
     targets = targets or review_targets(project)
     infos = candidate_infos(project)
     nbrs = load_neighbours(project, list(targets))
@@ -458,7 +603,7 @@ def near_duplicate_status(
 
 
 def dedup_report(
-    project: Project, *, top: int = 16, metrics: Sequence[str] = METRICS
+    project: Project, *, top: int = 16, metrics: Sequence[str] | None = None
 ) -> dict[str, Any]:
     """Closest (candidate, reference) pairs per metric, thumbnails and contact sheets.
 
@@ -473,6 +618,7 @@ def dedup_report(
     out_dir = project.reports_dir / "dedup"
     thumbs = out_dir / "thumbs"
     thumbs.mkdir(parents=True, exist_ok=True)
+    metrics = metrics_run(project) if metrics is None else metrics
     nbrs = load_neighbours(project, metrics)
     report_: dict[str, Any] = {}
     for m in metrics:

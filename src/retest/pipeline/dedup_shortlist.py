@@ -1,41 +1,44 @@
-"""Inputs of the ``dedup`` stage and the metrics computed on kNN shortlists.
+"""Inputs of the ``dedup`` stage and the shortlists of the costly metrics.
 
 :func:`gather_inputs` loads candidate and reference pixels (resized, channel
 counts matched) and validates them before anything is written.
-:func:`shortlist_chunk` computes a shortlist metric — ``dssim`` or ``warp`` — for
-a chunk of candidates on the union of their stored ``l2`` and ``features``
-neighbour lists (SPEC §4.2: DSSIM is never computed against the whole set).
+:func:`shortlist_chunk` computes a shortlist metric (``dssim``, ``warp`` or any
+registered one, :mod:`retest.pipeline.dedup_metrics`) for a chunk of candidates
+on the union of their stored exact-metric neighbour lists: those metrics cost too
+much to evaluate against a whole dataset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from retest.build.knn import KnnResult, topk_from_pairs
-from retest.build.ssim import SSIMParams, compute_ssim_stats, dssim_pairs
-from retest.build.warp import WarpParams, warped_sqdist_pairs
 from retest.errors import InputValidationError, StageError
 from retest.pipeline.project import Project
 from retest.store.base import CandidateRow, ReferenceRow
+
+if TYPE_CHECKING:
+    from retest.pipeline.dedup_metrics import DedupMetric, DedupOptions
 
 __all__ = [
     "BASE_METRICS",
     "SHORTLIST_METRICS",
     "DedupInputs",
     "gather_inputs",
+    "load_images",
     "shortlist_chunk",
     "shortlist_pairs",
 ]
 
 BASE_METRICS = ("l2", "features")
-"""Metrics computed against every reference (exact kNN)."""
+"""Built-in metrics computed against every reference (exact kNN)."""
 SHORTLIST_METRICS = ("dssim", "warp")
-"""Metrics computed on the union of the base metrics' neighbour lists."""
+"""Built-in metrics computed on the union of the exact metrics' neighbour lists."""
 _SPLITS = {"original-train": "train", "original-test": "test"}
 
 
@@ -92,6 +95,18 @@ def _stack(
     return np.stack(fixed) if fixed else np.zeros((0, 1, 1, channels), np.uint8)
 
 
+def load_images(
+    project: Project,
+    rows: Sequence[CandidateRow | ReferenceRow],
+    resize: int | None,
+    what: str,
+    channels: int,
+) -> NDArray[np.uint8]:
+    """Pixels of ``rows`` stacked as (n, H, W, channels), resized like the run's."""
+    ids = [r.id for r in rows]
+    return _stack(_load_pixels(project, rows, ids), resize, what, channels)
+
+
 @dataclass
 class DedupInputs:
     """Candidate and reference ids and pixels (references include the pool)."""
@@ -142,17 +157,22 @@ def gather_inputs(
 
 
 def shortlist_pairs(
-    project: Project, inp: DedupInputs, c0: int, c1: int
+    project: Project,
+    inp: DedupInputs,
+    c0: int,
+    c1: int,
+    base_metrics: Sequence[str] = BASE_METRICS,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(chunk-local candidate row, reference row) of every stored base-metric neighbour."""
+    """(chunk-local candidate row, reference row) of every stored exact-metric neighbour."""
     row_of = {r: i for i, r in enumerate(inp.ref_ids)}
+    base = set(base_metrics)
     qi: list[int] = []
     ri: list[int] = []
     for j, cid in enumerate(inp.cand_ids[c0:c1]):
         short = {
             row_of[r]
             for nl in project.store.neardup.neighbours(cid)
-            if nl.metric in BASE_METRICS
+            if nl.metric in base
             for r in nl.ref_ids
             if r in row_of
         }
@@ -162,29 +182,22 @@ def shortlist_pairs(
 
 
 def shortlist_chunk(
-    metric: str,
+    metric: DedupMetric,
     project: Project,
     inp: DedupInputs,
     c0: int,
     c1: int,
-    k: int,
     *,
     cand_px: NDArray[np.uint8],
     ref_px: NDArray[np.uint8],
-    ssim: SSIMParams,
-    warp: WarpParams,
+    options: DedupOptions,
+    base_metrics: Sequence[str] = BASE_METRICS,
 ) -> KnnResult:
-    """Top ``k`` of candidates ``c0:c1`` under ``dssim`` or ``warp`` on their shortlists."""
-    qa, ra = shortlist_pairs(project, inp, c0, c1)
+    """Top ``options.k`` of candidates ``c0:c1`` under a shortlist metric."""
+    qa, ra = shortlist_pairs(project, inp, c0, c1, base_metrics)
     uniq, local = np.unique(ra, return_inverse=True)
     q, r = np.asarray(cand_px[c0:c1]), np.asarray(ref_px[uniq])
     dist: NDArray[np.float64] = np.zeros(0)
-    if qa.size and metric == "dssim":
-        qs = compute_ssim_stats(q, ssim, name="candidate images")
-        rs = compute_ssim_stats(r, ssim, name="reference images")
-        dist = dssim_pairs(qs, rs, qa, local).astype(np.float64)
-    elif qa.size and metric == "warp":
-        dist = warped_sqdist_pairs(q, r, qa, local, **asdict(warp))
-    elif qa.size:
-        raise ValueError(f"{metric!r} is not a shortlist metric.")
-    return topk_from_pairs(qa, ra, dist, c1 - c0, k)
+    if qa.size:
+        dist = np.asarray(metric.pair_distances(q, r, qa, local, options), np.float64)
+    return topk_from_pairs(qa, ra, dist, c1 - c0, options.k)
