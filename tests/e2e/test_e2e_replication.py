@@ -261,6 +261,8 @@ def rep(
                     rep.revisions[strategy]["name"], "--out", str(out), "--force",
                     "--json")  # fmt: skip
         rep.exports[strategy] = out
+    # shown with `pytest -s`: where the time goes
+    print("\n".join(f"{k:>28}: {r.seconds:5.1f} s" for k, r in rep.runs.items()))
     return rep
 
 
