@@ -276,9 +276,9 @@ def parse_embedder_spec(spec: str) -> tuple[str, list[Any]]:
     spec = spec.strip()
     head, _, rest = spec.partition(":")
     if head.endswith(".onnx"):
-        return "onnx", [spec]
+        return "onnx", [_model_path(spec)]
     if head.endswith((".pt", ".ts")):
-        return "torchscript", [spec]
+        return "torchscript", [_model_path(spec)]
     if not head:
         raise ConfigError(
             f"--embedder needs a name, e.g. reference-mlp or fourier:10. Got {spec!r}."
@@ -297,10 +297,22 @@ def parse_embedder_spec(spec: str) -> tuple[str, list[Any]]:
                 f"embedder spec {spec!r} is not of the form {form} with "
                 "non-negative integers."
             )
+        low = {"random-projection": 1, "fourier": 2}.get(head, 0)
+        if args and args[0] < low:
+            what = "dim" if head == "random-projection" else "k"
+            raise ConfigError(
+                f"embedder spec {spec!r}: {what} must be at least {low}. Got {args[0]}."
+            )
         return head, args
     if not rest:
         raise ConfigError(f"embedder {head!r} needs a model path: {head}:PATH.")
-    return head, [rest]
+    return head, [_model_path(rest)]
+
+
+def _model_path(path: str) -> str:
+    if not Path(path).is_file():
+        raise ConfigError(f"embedder model file {path} does not exist.")
+    return path
 
 
 def make_embedder(spec: str) -> Embedder:
