@@ -13,9 +13,13 @@ per image (removes brightness and contrast) and moved so that the centroid of it
 above-average pixels sits at the centre (a sub-pixel Fourier shift; removes small
 translations). Training also sees a jittered copy of each image.
 
-Measured on Fashion-MNIST (8,000 training images, 2 cores): fit ≈ 5–15 s; with
-the 5th-percentile threshold, ~80–90 % of 1-px shifted and ~95 % of brightened
-copies lie within the threshold, while ~4–5 % of unrelated test images do.
+Measured on Fashion-MNIST with all 60,000 training images as originals (2 shared
+cores): fit on 8,000 of them ≈ 9–18 s, embedding all 60,000 ≈ 3.5 s,
+calibration ≈ 0.3 s. With the 5th-percentile threshold, 86 % of 1-px shifted
+(zero fill) and 98 % of brightened (±25) copies of 300 originals lie within the
+threshold of their original, while 4.5 % of 2,000 test images lie within it of
+some training image (the random projection it replaces, judged against the
+ImageNet fc7 threshold, queued every candidate).
 """
 
 from __future__ import annotations
@@ -112,11 +116,14 @@ def canonical_pixels(images: NDArray[np.uint8]) -> NDArray[np.float32]:
     cy = (weight.sum(axis=2) * np.arange(h)).sum(axis=1) / total
     cx = (weight.sum(axis=1) * np.arange(w)).sum(axis=1) / total
     dy, dx = (h - 1) / 2 - cy, (w - 1) / 2 - cx
-    fy = np.fft.fftfreq(h)[None, :, None]
-    fx = np.fft.fftfreq(w)[None, None, :]
-    phase = np.exp(-2j * np.pi * (fy * dy[:, None, None] + fx * dx[:, None, None]))
-    spec = np.fft.fft2(x, axes=(1, 2)) * phase[..., None]
-    out = np.real(np.fft.ifft2(spec, axes=(1, 2))).astype(np.float32)
+    # sub-pixel shift by (dy, dx): a separable phase ramp on the real spectrum
+    from scipy import fft
+
+    py = np.exp(-2j * np.pi * np.fft.fftfreq(h)[None, :] * dy[:, None])
+    px = np.exp(-2j * np.pi * np.fft.rfftfreq(w)[None, :] * dx[:, None])
+    ramp = (py[:, :, None] * px[:, None, :]).astype(np.complex64)[..., None]
+    spec = fft.rfft2(x, axes=(1, 2)) * ramp
+    out = np.asarray(fft.irfft2(spec, s=(h, w), axes=(1, 2)), np.float32)
     return out.reshape(n, -1)
 
 
