@@ -201,7 +201,7 @@ def test_cli_source_reference_plan(world) -> None:
         ],
     )
     assert (
-        r.exit_code == 1 and "class 'unicorn' is not a class of the project" in r.output
+        r.exit_code == 2 and "class 'unicorn' is not a class of the project" in r.output
     )
     r = runner.invoke(
         app, ["source", "add", "arrays", str(tmp / "nope.npy"), "-p", root]

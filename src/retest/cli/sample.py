@@ -41,6 +41,12 @@ def _class_thresholds(values: list[str], classes: Any) -> dict[str, float]:
     return out
 
 
+def _strategy_help() -> str:
+    from retest.build.sampling import describe_samplers
+
+    return describe_samplers() + "."
+
+
 def _keyword_counts(path: Path | None) -> dict[str, dict[str, int]] | None:
     if path is None:
         return None
@@ -63,13 +69,14 @@ def _keyword_counts(path: Path | None) -> dict[str, dict[str, int]] | None:
 def sample(
     strategy: Annotated[
         str,
-        typer.Option(
-            "--strategy",
-            help="threshold, matched-frequency, top-images, class-balanced, "
-            "keyword-count.",
-        ),
+        typer.Option("--strategy", help=_strategy_help()),
     ],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every random draw.")],
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="Seed of every random draw (default: [seeds] sample)."
+        ),
+    ] = None,
     per_class: Annotated[
         int, typer.Option("--per-class", min=1, help="Images per class.")
     ] = 10,
@@ -78,8 +85,13 @@ def sample(
         typer.Option("--from", help="Start from this revision (carry-over)."),
     ] = None,
     threshold: Annotated[
-        float, typer.Option("--threshold", help="Selection-frequency threshold τ.")
-    ] = 0.7,
+        float | None,
+        typer.Option(
+            "--threshold",
+            help="Selection-frequency threshold τ (default: [thresholds] "
+            "selection_frequency, else 0.7).",
+        ),
+    ] = None,
     class_threshold: Annotated[
         list[str] | None,
         typer.Option("--class-threshold", help="Per-class τ override CLASS=0.6."),
@@ -117,12 +129,13 @@ def sample(
 ) -> None:
     """Sample a new immutable revision of the test set.
 
-    Only candidates that :func:`retest.pipeline.eligibility.candidate_eligibility`
-    lets through are drawn: no copies of originals, one member per near-duplicate
+    Only candidates the project's eligibility decision lets through are drawn
+    (`retest status` shows it): no copies of originals, one member per near-duplicate
     group, nothing blacklisted, nothing with a pending near-duplicate review.
     Exits 1 (after writing it) when the revision is invalid or empty.
     """
     from retest.cli._console import console, print_json, print_table, print_warning
+    from retest.names import validate_name
     from retest.pipeline.eligibility import (
         candidate_eligibility,
         check_fresh,
@@ -131,8 +144,18 @@ def sample(
     from retest.pipeline.project import Project
     from retest.pipeline.revisions import create_revision
 
+    if name is not None:
+        validate_name(name, "revision")
     with Project.open(project) as proj:
         thresholds = _class_thresholds(class_threshold or [], proj.config.classes)
+        seed = proj.config.seed("sample") if seed is None else seed
+        if seed is None:
+            raise ConfigError(
+                "retest sample needs a seed: pass --seed N or set `sample = N` under "
+                "[seeds] in retest.toml."
+            )
+        if threshold is None:
+            threshold = proj.config.threshold("selection_frequency")
         check_fresh(proj, require_dedup=not no_dedup)
         elig = candidate_eligibility(proj, include_unreviewed=include_unreviewed)
         out = create_revision(

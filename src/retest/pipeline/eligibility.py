@@ -34,7 +34,6 @@ were ingested after the last dedup run or an ingest was interrupted.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -155,24 +154,9 @@ def _digest_of_row(project: Project, ids: Sequence[str]) -> dict[str, str]:
 
 
 def _reference_digests(project: Project) -> set[str]:
-    """Content hashes of every original image, cached per reference set."""
-    refs = [r.id for r in project.store.references.list()]
-    if not refs:
-        return set()
-    key = hashlib.sha256("\n".join(refs).encode()).hexdigest()[:16]
-    cache = project.arrays_dir / "eligibility" / f"reference-digests-{key}.npy"
-    if cache.is_file():
-        arr = np.load(cache, allow_pickle=False)
-        return {bytes(x).hex() for x in arr}
-    digests = _digest_of_row(project, refs)
-    arr = np.array([bytes.fromhex(d) for d in digests.values()], dtype="S32").reshape(
-        -1
-    )
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp.npy")
-    np.save(tmp, arr, allow_pickle=False)
-    tmp.replace(cache)
-    return set(digests.values())
+    """Content hashes of every original image (stored with each reference row
+    when it was registered: nothing to read or cache)."""
+    return {r.content_id for r in project.store.references.list()}
 
 
 def _exact_copies(project: Project, cand_ids: Sequence[str]) -> set[str]:
@@ -292,14 +276,12 @@ def _infos(project: Project) -> dict[str, NeardupInfo]:
 
 
 def _seed(project: Project) -> int:
-    seeds = getattr(project.config, "seeds", {}) or {}
-    return int(seeds.get("dedup", 0))
+    seed = project.config.seed("dedup")
+    return 0 if seed is None else seed
 
 
 def _threshold_override(project: Project) -> float | None:
-    th = getattr(project.config, "thresholds", {}) or {}
-    v = th.get("near_original")
-    return None if v is None else float(v)
+    return project.config.threshold("near_original")
 
 
 def candidate_eligibility(
@@ -434,13 +416,18 @@ def _interrupted_ingests(project: Project) -> list[str]:
 
 
 def ineligible_members(
-    project: Project, revision: str, *, include_unreviewed: bool = False
+    project: Project, revision: str, *, include_unreviewed: bool | None = None
 ) -> dict[str, tuple[str, ...]]:
     """Candidate members of ``revision`` that are no longer eligible → reasons.
 
-    Original (reference) images that a sampler included are not candidates and
-    are never reported.
+    ``include_unreviewed`` defaults to what the revision was sampled with (a
+    revision drawn with ``--include-unreviewed`` is not refused for pending
+    reviews). Original (reference) images that a sampler included are not
+    candidates and are never reported.
     """
+    if include_unreviewed is None:
+        params = project.store.revisions.get(revision).params or {}
+        include_unreviewed = bool(params.get("include_unreviewed", False))
     members = project.store.revisions.members(revision)
     elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
     out = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from retest.build.histogram import DEFAULT_BINS, bin_index
-from retest.build.sampling import SampleResult
+from retest.build.sampling import SampleResult, revision_strategies, strategy_tag
 from retest.errors import ConfigError, StoreError
 from retest.names import suggest_name, validate_name
 from retest.pipeline.sample import (
@@ -52,7 +52,7 @@ __all__ = [
     "set_class_review",
 ]
 
-STRATEGY_TAGS = {"threshold": "a", "matched-frequency": "b", "top-images": "c"}
+STRATEGY_TAGS = {s: strategy_tag(s) for s in revision_strategies()}
 
 
 class _HasStore(Protocol):
@@ -72,7 +72,7 @@ def next_revision_name(store: Store | _HasStore, project: str, strategy: str) ->
     revision under it can still lose a race, which :func:`create_revision` handles.
     """
     project = suggest_name(project)
-    prefix = f"{project}-{STRATEGY_TAGS.get(strategy, strategy)}-"
+    prefix = f"{project}-{strategy_tag(strategy)}-"
     taken = [
         int(r.name[len(prefix) :])
         for r in _store(store).revisions.list()
@@ -120,7 +120,9 @@ def create_revision(
     **sample_options
         Passed to :func:`retest.pipeline.sample.draw_sample` (``threshold``,
         ``class_thresholds``, ``allow_upward``, ``min_annotations``,
-        ``keyword_counts``, ``near_duplicates``, ``unreviewed``).
+        ``keyword_counts``, ``eligibility``). Given a project and no
+        ``eligibility``, the project's decision is computed here
+        (:func:`retest.pipeline.eligibility.candidate_eligibility`).
 
     Returns
     -------
@@ -131,6 +133,14 @@ def create_revision(
     st = _store(store)
     if name is not None:
         validate_name(name, "revision")
+    if sample_options.get("eligibility") is None and hasattr(store, "pixels"):
+        # a project: the one eligibility decision applies (a bare store has no
+        # pixels and no dedup state, so only its blacklist does)
+        from retest.pipeline.eligibility import candidate_eligibility, check_fresh
+
+        check_fresh(store, require_dedup=False)  # type: ignore[arg-type]
+        sample_options["eligibility"] = candidate_eligibility(store)  # type: ignore[arg-type]
+    elig = sample_options.get("eligibility")
     previous = None
     if parent is not None:
         st.revisions.get(parent)  # NotFoundError with the known names
@@ -157,7 +167,12 @@ def create_revision(
     rev = Revision(
         "",
         strategy,
-        params={**result.parameters, "metadata": result.metadata},
+        params={
+            **result.parameters,
+            "metadata": result.metadata,
+            "include_unreviewed": bool(elig is not None and elig.include_unreviewed),
+            "eligibility_checked": elig is not None,
+        },
         seed=seed,
         parent=parent,
         valid=result.is_valid,

@@ -9,11 +9,15 @@ this module translates. Item ids are the store's (candidate sha256 or
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from retest.build.eligibility import CandidateInfo
 from retest.build.histogram import DEFAULT_BINS
-from retest.build.sampling import SAMPLERS, SampleResult
+from retest.build.sampling import (
+    SampleResult,
+    revision_strategies,
+    run_sampler,
+    sampler_spec,
+)
 from retest.build.selection_frequency import (
     FrequencyStat,
     TargetHistogram,
@@ -21,11 +25,10 @@ from retest.build.selection_frequency import (
     class_target_histograms,
 )
 from retest.errors import ConfigError, StageError
-from retest.pipeline.eligibility import DUPLICATE_REASONS, Eligibility
+from retest.pipeline.eligibility import Eligibility
 from retest.store.base import Store
 
 __all__ = [
-    "REVISION_STRATEGIES",
     "candidate_pool",
     "class_names",
     "draw_sample",
@@ -33,14 +36,6 @@ __all__ = [
     "target_histograms",
     "verified_candidates",
 ]
-
-REVISION_STRATEGIES = (
-    "threshold",
-    "matched-frequency",
-    "top-images",
-    "class-balanced",
-    "keyword-count",
-)
 
 
 def class_names(store: Store) -> dict[int, str]:
@@ -121,9 +116,10 @@ def candidate_pool(
         Selection frequencies (computed when omitted).
     eligibility : Eligibility, optional
         The project's decision (:func:`retest.pipeline.eligibility.candidate_eligibility`):
-        copies of originals and pool duplicates become ``near_duplicate``, pending
-        reviews ``unreviewed`` (unless it allows them). Without it only the store's
-        blacklist applies — a draft for tests and library use on a bare store.
+        candidates it blocks are left out of the pool, so no sampler rule (some do
+        not ask for reviews) can let them back in, and carried-over members that
+        became ineligible drop out. Without it only the store's blacklist applies —
+        a draft for tests and library use on a bare store.
     verified_only : bool
         Keep only candidates verified in CIFAR stage 2 (keyword sampler).
     """
@@ -136,16 +132,15 @@ def candidate_pool(
         if row.class_id is None or (keep is not None and row.id not in keep):
             continue
         st = stats.get((row.id, row.class_id), FrequencyStat(0.0, 0))
-        why = () if eligibility is None else eligibility.blocking(row.id)
+        if eligibility is not None and eligibility.blocking(row.id):
+            continue  # the project's decision is final, whatever the sampler's rules
         pool.append(
             CandidateInfo(
                 row.id,
                 names.get(row.class_id, str(row.class_id)),
                 st.frequency,
                 st.n_assignments,
-                blacklisted=row.id in black or "blacklisted" in why,
-                near_duplicate=bool(DUPLICATE_REASONS & set(why)),
-                reviewed="unreviewed" not in why,
+                blacklisted=row.id in black,
                 keyword=row.keyword,
             )
         )
@@ -167,56 +162,52 @@ def draw_sample(
     eligibility: Eligibility | None = None,
     reference_split: str | None = None,
 ) -> SampleResult:
-    """Run the sampler ``strategy`` on the project's current pool.
+    """Run the registered sampler ``strategy`` on the project's current pool.
 
-    ``min_annotations`` defaults to 10, except 0 for ``class-balanced``;
-    ``keyword_counts`` (``{class name: {keyword: n}}``) is required for
-    ``keyword-count``. ``eligibility`` is the project's decision of who may enter
-    (see :func:`candidate_pool`).
+    The sampler's registration (:func:`retest.build.sampling.sampler_spec`) says
+    what it needs; this function offers every input and the sampler takes its
+    own (``min_annotations`` None means the sampler's default; ``keyword_counts``
+    ``{class name: {keyword: n}}`` is required by ``keyword-count``).
+    ``eligibility`` is the project's decision of who may enter (see
+    :func:`candidate_pool`).
     """
-    SAMPLERS.get(strategy)  # unknown names fail with suggestions
-    if strategy not in REVISION_STRATEGIES:
+    spec = sampler_spec(strategy)  # unknown names fail with suggestions
+    if not spec.revision:
         raise ConfigError(
             f"strategy {strategy!r} does not make a test-set revision; choose one of "
-            f"{', '.join(REVISION_STRATEGIES)}."
+            f"{', '.join(revision_strategies())}."
         )
     stats = selection_frequencies(store)
     pool = candidate_pool(
         store,
         stats=stats,
         eligibility=eligibility,
-        verified_only=strategy == "keyword-count",
+        verified_only=spec.verified_only,
     )
     classes = sorted(class_names(store).values())
     if not classes:
         raise StageError("the project has no classes; add them before sampling.")
-    prev = None if previous is None else list(previous)
-    if strategy == "keyword-count":
-        if not keyword_counts:
-            raise ConfigError(
-                "strategy 'keyword-count' needs keyword counts {class: {keyword: n}}; "
-                "run `retest plan` and pass its counts."
-            )
-        return SAMPLERS.get(strategy)(
-            pool, keyword_counts, random_state=seed, previous=prev
+    if "keyword_counts" in spec.required_inputs() and not keyword_counts:
+        raise ConfigError(
+            f"strategy {strategy!r} needs keyword counts {{class: {{keyword: n}}}}; "
+            "run `retest plan` and pass its counts."
         )
-    mina = (
-        (0 if strategy == "class-balanced" else 10)
-        if min_annotations is None
-        else min_annotations
+    targets = (
+        target_histograms(store, split=reference_split, stats=stats)
+        if "targets" in spec.inputs
+        else None
     )
-    common: dict[str, Any] = {
-        "random_state": seed,
-        "per_class": per_class,
-        "previous": prev,
-        "classes": classes,
-        "min_annotations": mina,
-    }
-    if strategy == "threshold":
-        common.update(threshold=threshold, class_thresholds=class_thresholds)
-    if strategy == "matched-frequency":
-        targets = target_histograms(store, split=reference_split, stats=stats)
-        return SAMPLERS.get(strategy)(
-            pool, targets, allow_upward=allow_upward, **common
-        )
-    return SAMPLERS.get(strategy)(pool, **common)
+    return run_sampler(
+        strategy,
+        pool,
+        random_state=seed,
+        per_class=per_class,
+        previous=None if previous is None else list(previous),
+        classes=classes,
+        min_annotations=min_annotations,
+        threshold=threshold,
+        class_thresholds=class_thresholds,
+        allow_upward=allow_upward,
+        targets=targets,
+        keyword_counts=keyword_counts,
+    )
