@@ -331,7 +331,7 @@ def run_dedup(
         m = DEDUP_METRICS.get(metric)
         space = m.space(ctx) if m.kind == "exact" else None
         state = {**common, "metric": metric, **per_metric[metric]}
-        state.update(space.state if space is not None else {})
+        state.update(space.state if space is not None else m.calibrate(ctx))
         if "target" not in state:
             state["target"] = m.default_target(shape)
             state.setdefault("target_source", "default for the image size")

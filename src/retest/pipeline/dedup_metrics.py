@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 from retest.errors import InputValidationError
 from retest.models.embedders import embed, make_embedder, parse_embedder_spec
 from retest.models.reference_features import (
+    CALIBRATION_PERCENTILE,
+    CALIBRATION_QUERIES,
     REFERENCE_EMBEDDER,
     MLPSettings,
     ReferenceMLPEmbedder,
@@ -57,6 +59,9 @@ __all__ = [
 ]
 
 DEFAULT_EMBEDDER = REFERENCE_EMBEDDER
+_DSSIM_CAL_DATABASE = 20_000
+"""Training images searched when calibrating DSSIM (a larger set only lowers the
+nearest distances a little; fewer keeps the cost bounded on big datasets)."""
 
 
 def _ssim_params() -> SSIMParams:
@@ -143,6 +148,11 @@ class DedupMetric:
     ) -> NDArray[np.float64]:
         """Shortlist metrics: distance of each pair ``(q[qa[i]], r[ra[i]])``."""
         raise NotImplementedError
+
+    def calibrate(self, ctx: MetricContext) -> dict[str, Any]:
+        """Shortlist metrics: a review target read off the originals, stored with
+        the run as ``target`` (empty: keep :meth:`default_target`)."""
+        return {}
 
 
 DEDUP_METRICS: Registry[DedupMetric] = Registry(
@@ -359,6 +369,44 @@ class DSSIM(DedupMetric):
         qs = compute_ssim_stats(q, options.ssim, name="candidate images")
         rs = compute_ssim_stats(r, options.ssim, name="reference images")
         return np.asarray(dssim_pairs(qs, rs, qa, ra), np.float64)
+
+    def calibrate(self, ctx: MetricContext) -> dict[str, Any]:
+        """The same rule as ``features``: the 5th percentile, over a seeded sample
+        of original training images, of the DSSIM to their closest other training
+        image (closest in pixel L2, the shortlist DSSIM is computed on).
+
+        The published 0.2205 was read off 256×256 photos; on small images with
+        flat backgrounds most unrelated pairs fall under it, which floods the
+        review queue.
+        """
+        from retest.build.knn import knn
+
+        train = np.flatnonzero(
+            [r.startswith("train:") for r in ctx.inputs.ref_ids]
+        ).astype(np.int64)
+        if train.size < 2:
+            return {}
+        rng = np.random.default_rng([ctx.options.seed, 3])
+        if train.size > _DSSIM_CAL_DATABASE:  # bounded cost at ImageNet scale
+            train = np.sort(rng.choice(train, _DSSIM_CAL_DATABASE, replace=False))
+        q = np.sort(
+            rng.choice(train, min(CALIBRATION_QUERIES, train.size), replace=False)
+        )
+        x = np.asarray(ctx.ref_px[train])
+        flat = x.reshape(len(train), -1)
+        pos = np.searchsorted(train, q)
+        nn = knn(flat[pos], flat, 1, exclude=pos, backend="numpy").indices[:, 0]
+        d = self.pair_distances(x, x, pos, nn, ctx.options)
+        return {
+            "target": float(np.percentile(d, CALIBRATION_PERCENTILE)),
+            "target_source": "calibrated",
+            "calibration": {
+                "percentile": CALIBRATION_PERCENTILE,
+                "n_queries": int(q.size),
+                "n_database": int(train.size),
+                "median": float(np.median(d)),
+            },
+        }
 
 
 class Warp(DedupMetric):
