@@ -29,6 +29,9 @@ __all__ = [
 ]
 
 RandomStateLike = int | np.random.Generator | np.random.SeedSequence | None
+#: Class ids at or above this are refused when the class count is unknown: no
+#: dataset has 16 million classes, but float bits read as integers look like this.
+MAX_CLASS_ID = 1 << 24
 
 
 def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
@@ -134,6 +137,11 @@ def check_labels(
     lo, hi = int(out.min()), int(out.max())
     if n_classes is not None and hi >= n_classes and looks_one_based(out, n_classes):
         raise InputValidationError(one_based_message(name, n_classes))
+    if n_classes is None and hi >= MAX_CLASS_ID:
+        raise InputValidationError(
+            f"{name} hold class id {hi}, far beyond any class count (limit "
+            f"{MAX_CLASS_ID:,}); the file is probably damaged or not a labels file."
+        )
     if lo < 0 or (n_classes is not None and hi >= n_classes):
         bad_ids = out[
             (out < 0) | (out >= n_classes if n_classes is not None else False)

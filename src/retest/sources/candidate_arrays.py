@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -127,6 +125,14 @@ def _read_npz(
     try:
         with np.load(path, allow_pickle=False) as z:
             files = list(z.files)
+            declared = _zip_entry_count(path)
+            if declared is not None and declared != len(files):
+                raise DataIntegrityError(
+                    f"{path}: the .npz archive declares {declared} arrays but its "
+                    f"directory lists {len(files)}; the file is corrupt. Re-create it."
+                )
+            for k in files:  # reading every member checks its CRC and its name in
+                z[k]  # both zip headers: a damaged name must not hide an array
             key = next((k for k in ("images", "data", "x") if k in files), None)
             if key is None:
                 raise InputValidationError(
@@ -146,21 +152,34 @@ def _read_npz(
                 if "class_names" in files
                 else None
             )
-    except InputValidationError:
+    except (InputValidationError, DataIntegrityError):
         raise
-    except (
-        OSError,
-        ValueError,
-        EOFError,
-        KeyError,
-        zipfile.BadZipFile,
-        zlib.error,
-    ) as err:
+    except Exception as err:  # zip and .npy parsing of damaged bytes fail in many
+        # ways (BadZipFile, NotImplementedError for a flag bit, RuntimeError for
+        # "encrypted", zlib.error, TokenError, ...); all mean "corrupt file":
         raise DataIntegrityError(
             f"{path}: not a readable .npz archive ({_one_line(err)}); the file is "
             "probably truncated or corrupt. Re-create it."
         ) from None
     return imgs, labels, kws, names
+
+
+def _zip_entry_count(path: Path) -> int | None:
+    """Entry count stated by the zip's end record (None: zip64 or not found).
+
+    ``zipfile`` lists what the central directory parses to; a damaged length
+    field there can swallow the next entry, so the count is checked separately.
+    """
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - (1 << 16) - 22))
+        tail = f.read()
+    i = tail.rfind(b"PK\x05\x06")
+    if i < 0 or len(tail) < i + 22:
+        return None
+    total = int.from_bytes(tail[i + 10 : i + 12], "little")
+    return None if total == 0xFFFF else total
 
 
 def _strings(values: NDArray[Any], path: Path, what: str) -> list[str]:

@@ -90,10 +90,13 @@ def _unpickle(path: Path) -> dict[bytes, Any]:
             "file or the folder holding data_batch_1..5 and test_batch."
         )
     try:
-        with open(path, "rb") as f:
-            obj = _ArrayUnpickler(f, encoding="bytes").load()
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise DataIntegrityError(f"CIFAR batch {path} does not exist.") from None
+    try:
+        # From memory, so a damaged length field cannot make the reader allocate
+        # gigabytes before noticing the data is short.
+        obj = _ArrayUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except (MemoryError, RecursionError) as err:
         raise DataIntegrityError(
             f"CIFAR batch {path} is not a readable CIFAR pickle "

@@ -90,7 +90,9 @@ def load_npy(
         return np.load(p, allow_pickle=False)  # type: ignore[no-any-return]
     except (InputValidationError, DataIntegrityError):
         raise
-    except (OSError, ValueError, EOFError, SyntaxError, TypeError) as err:
+    except Exception as err:  # numpy's header parser raises many kinds on bad bytes
+        # (ValueError, SyntaxError, tokenize.TokenError, TypeError, ...): all mean
+        # the same to the user.
         raise DataIntegrityError(
             f"{p}: not a readable .npy {what} ({_one_line(err)}); {hint}"
         ) from None

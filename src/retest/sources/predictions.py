@@ -105,7 +105,13 @@ def _load_npy(path: Path) -> NDArray[Any]:
 
 def _load_csv(path: Path) -> tuple[list[str], NDArray[np.float64]]:
     text = _raw(path).decode("utf-8", errors="replace")
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as err:
+        raise DataIntegrityError(
+            f"{path}: not a readable CSV file ({' '.join(str(err).split())}); the file "
+            "is probably corrupt. Re-create it."
+        ) from None
     header, body = [h.strip() for h in rows[0]], [r for r in rows[1:] if r]
     if not body:
         raise DataIntegrityError(f"{path}: CSV has a header but no rows.")
@@ -127,7 +133,15 @@ def _load_csv(path: Path) -> tuple[list[str], NDArray[np.float64]]:
 
 
 def _scores(arr: ArrayLike, model: str, dataset: str, kind: str, k: int) -> Predictions:
-    s = np.asarray(arr, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN: refused just below
+        s = np.asarray(arr, dtype=np.float64)
+    big = np.finfo(np.float32).max
+    if s.size and np.isfinite(s).all() and np.abs(s).max() > big:
+        row = int(np.flatnonzero((np.abs(s) > big).reshape(s.shape[0], -1).any(1))[0])
+        raise InputValidationError(
+            f"scores must be finite float32 values; row {row} holds "
+            f"{s.reshape(s.shape[0], -1)[row].max():.3g}. The file is probably damaged."
+        )
     if kind == "auto":
         kind = _score_kind(s)
     if kind == "probs" and s.ndim == 2 and np.isfinite(s).all():
@@ -297,7 +311,13 @@ def _with_classes(pred: Predictions, n_classes: int) -> Predictions:
 def read_model_names(path: PathLike) -> dict[str, str]:
     """Read a ``prediction_file_model,paper_name`` CSV; empty names keep the file name."""
     p = Path(path)
-    header, *rows = list(csv.reader(io.StringIO(_raw(p).decode("utf-8"))))
+    try:
+        text = _raw(p).decode("utf-8")
+        header, *rows = list(csv.reader(io.StringIO(text)))
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise DataIntegrityError(
+            f"{p}: not a readable UTF-8 CSV file ({' '.join(str(err).split())})."
+        ) from None
     want = ["prediction_file_model", "paper_name"]
     if [h.strip() for h in header[:2]] != want:
         raise InputValidationError(
@@ -330,13 +350,27 @@ def list_prediction_files(
     d = Path(directory)
     if not d.is_dir():
         raise DataIntegrityError(f"{d}: predictions folder not found. Check the path.")
-    files = sorted(
+    candidates = sorted(
         f
         for f in d.iterdir()
-        if f.is_file()
-        and f.suffix.lower() in PREDICTION_SUFFIXES
-        and not f.name.startswith(".")
+        if f.suffix.lower() in PREDICTION_SUFFIXES and not f.name.startswith(".")
     )
+    for f in candidates:
+        # Neither may silently drop a model from the comparison.
+        if not f.is_file():
+            raise InputValidationError(
+                f"{f} is {'a directory' if f.is_dir() else 'not a regular file'}, "
+                "not a prediction file; remove or rename it."
+            )
+        try:
+            f.name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(f.name).decode("utf-8", "backslashreplace")
+            raise InputValidationError(
+                f"{d}: file name {shown!r} is not valid UTF-8, so it cannot name a "
+                "model; rename the file."
+            ) from None
+    files = candidates
     if not files:
         raise DataIntegrityError(
             f"{d}: no prediction files (*.json, *.npy, *.csv) in this folder."
