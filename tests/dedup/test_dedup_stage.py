@@ -15,10 +15,10 @@ from retest.errors import InputValidationError
 from retest.pipeline.cluster import cluster_client
 from retest.pipeline.dedup import (
     dedup_review_queue,
-    near_duplicate_status,
     record_review,
     run_dedup,
 )
+from retest.pipeline.eligibility import DUPLICATE_REASONS, candidate_eligibility
 from retest.pipeline.project import Project
 from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
@@ -131,7 +131,7 @@ def test_dask_stage_equals_local(project: Project) -> None:
 
 def test_review_verdicts_and_status(project: Project) -> None:
     run_dedup(project, k=5, backend="numpy")
-    status = near_duplicate_status(project, targets={"l2": 2e6})
+    status = candidate_eligibility(project).reasons
     assert set(status) == {c.id for c in project.store.candidates.iter()}
     queue = dedup_review_queue(project, thresholds={"l2": 2e6})
     assert queue, "planted copies must be queued"
@@ -146,12 +146,15 @@ def test_review_verdicts_and_status(project: Project) -> None:
             duplicates=dup,
         )
     assert dedup_review_queue(project, thresholds={"l2": 2e6}) == []
-    status = near_duplicate_status(project, targets={"l2": 2e6})
+    status = candidate_eligibility(project).reasons
     planted = {
         c.id for c in project.store.candidates.iter() if int(c.source_ref) < N_PLANT
     }
-    assert all(status[c] == "near_duplicate" for c in planted)
-    assert all(v in (None, "near_duplicate") for v in status.values())
+    # +12 grey levels: within the automatic rule, and confirmed by the reviewer
+    assert all(status[c][:1] == ("near_original",) for c in planted)
+    confirmed = {c for c, _ in project.store.neardup.duplicate_pairs()}
+    copies = {c for c, r in status.items() if set(r) & DUPLICATE_REASONS}
+    assert copies == planted | confirmed  # the rule's copies and the reviewer's
 
 
 def test_bad_inputs_write_nothing(project: Project, tmp_path: Path) -> None:

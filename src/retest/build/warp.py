@@ -39,7 +39,6 @@ from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["WarpParams", "warp_grid", "warp_threshold", "warped_sqdist_pairs"]
 
-_CIFAR_RMS = 1000.0 / np.sqrt(32 * 32 * 3)
 """Per-pixel RMS of the CIFAR-10.1 exclusion rule (plain L2 ≤ 1000 on 32×32×3)."""
 _NORM_BLOCK = 256  # references per block when computing ‖w(y)‖²
 
@@ -61,15 +60,17 @@ def warp_threshold(image_shape: tuple[int, ...] | list[int]) -> float:
     pixels" squared and scaled by the number of pixel values, i.e. a per-pixel
     RMS difference of ``1000/√3072 ≈ 18``: ``1e6 · n / 3072``.
 
+    It is the near-original threshold of the eligibility rule
+    (:func:`retest.build.neardup.near_original_threshold`), one definition.
+
     >>> warp_threshold((32, 32, 3))
     1000000.0
     >>> round(warp_threshold((28, 28)))
     255208
     """
-    n = int(np.prod(image_shape))
-    if n <= 0:
-        raise ConfigError(f"image_shape must be positive. Got {tuple(image_shape)}.")
-    return float(_CIFAR_RMS**2 * n)
+    from retest.build.neardup import near_original_threshold
+
+    return near_original_threshold(image_shape)
 
 
 def warp_grid(

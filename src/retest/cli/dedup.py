@@ -222,14 +222,19 @@ def dedup_queue(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List the near-duplicate review queue (pairs under threshold, not reviewed)."""
+    """List the near-duplicate review queue (pairs under threshold, not reviewed).
+
+    Pairs the automatic near-original rule already excludes are not listed: the
+    same queue as the web app's review page.
+    """
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.dedup import dedup_review_queue, review_targets
+    from retest.pipeline.dedup import review_targets
+    from retest.pipeline.eligibility import pending_reviews
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
         th = _thresholds(threshold or [], review_targets(proj))
-        items = dedup_review_queue(proj, thresholds=th)
+        items = pending_reviews(proj, thresholds=th)
     rows = [
         {
             "candidate": i.candidate_id,

@@ -49,11 +49,7 @@ from retest.build.knn import (
 from retest.build.neardup import (
     CandidateInfo,
     ReviewItem,
-    cifar_auto_excluded,
-    is_sufficiently_reviewed,
-    resolve_near_duplicates,
     review_queue,
-    review_thresholds,
 )
 from retest.build.ssim import SSIMParams
 from retest.build.warp import WarpParams
@@ -95,7 +91,6 @@ __all__ = [
     "load_neighbours",
     "metric_state",
     "metrics_run",
-    "near_duplicate_status",
     "record_review",
     "review_targets",
     "reviewed_references",
@@ -435,15 +430,6 @@ def dedup_image_shape(project: Project) -> tuple[int, ...] | None:
     return None
 
 
-def _config(project: Project) -> dict[str, Any]:
-    """Deprecated: the old reader of reports/dedup/config.json, now from the store
-    (use :func:`dedup_image_shape` and :func:`metrics_run`)."""
-    shape = dedup_image_shape(project)
-    return (
-        {"shape": list(shape), "metrics": list(metrics_run(project))} if shape else {}
-    )
-
-
 def review_targets(project: Project) -> dict[str, float]:
     """Review target (a distance) of every metric that has been run.
 
@@ -553,53 +539,6 @@ def record_review(
     project.store.neardup.add_reviews(
         [NeighbourReview(candidate_id, metric, reviewer, tuple(sorted(set(shown))))]
     )
-
-
-def near_duplicate_status(
-    project: Project,
-    *,
-    targets: dict[str, float] | None = None,
-    cifar_rule: bool | None = None,
-    overrides: Sequence[str] = (),
-) -> dict[str, str | None]:
-    """``candidate → "near_duplicate" | "unreviewed" | None`` for sampling eligibility.
-
-    ``near_duplicate``: excluded by the resolution of the near-duplicate graph
-    (SPEC §4.2), or, with the CIFAR rule (default for 32×32 images), nearest
-    original at plain L2 ≤ 1000. ``unreviewed``: some neighbour closer than the
-    target has no review yet (0.0 thresholds when dedup has not run).
-    """
-    shape = dedup_image_shape(project) or (256, 256, 3)
-    targets = targets or review_targets(project)
-    infos = candidate_infos(project)
-    nbrs = load_neighbours(project, list(targets))
-    res = resolve_near_duplicates(
-        project.store.neardup.duplicate_pairs(), candidates=infos, overrides=overrides
-    )
-    th = review_thresholds(
-        nbrs,
-        candidate_ids=infos,
-        metrics=list(targets),
-        candidates=infos,
-        reviewed=reviewed_references(project),
-    )
-    if cifar_rule is None:
-        cifar_rule = shape[:2] == (32, 32)
-    auto: set[str] = set()
-    if cifar_rule:
-        for cid, per in nbrs.items():
-            d = next((d for r, d in per.get("l2", []) if r not in infos), None)
-            if d is not None and bool(cifar_auto_excluded([d])[0]):
-                auto.add(cid)
-    out: dict[str, str | None] = {}
-    for cid in sorted(infos):
-        if cid in res.near_duplicates or cid in auto:
-            out[cid] = "near_duplicate"
-        elif not is_sufficiently_reviewed(th[cid], targets):
-            out[cid] = "unreviewed"
-        else:
-            out[cid] = None
-    return out
 
 
 def dedup_report(

@@ -183,17 +183,12 @@ def _exact_copies(project: Project, cand_ids: Sequence[str]) -> set[str]:
 
 
 def _dedup_shape(project: Project) -> tuple[int, ...] | None:
-    """Image shape the dedup distances were computed on (None before dedup)."""
-    from retest.pipeline import dedup
+    """Image shape the dedup distances were computed on; before any dedup run,
+    the pool's own shape."""
+    from retest.pipeline.dedup import dedup_image_shape
 
-    getter = getattr(dedup, "dedup_image_shape", None)
-    if getter is not None:
-        shape = getter(project)
-        return _pool_shape(project) if shape is None else tuple(int(x) for x in shape)
-    shape = dedup._config(project).get("shape")
-    if shape:
-        return tuple(int(x) for x in shape)
-    return _pool_shape(project)
+    shape = dedup_image_shape(project)
+    return _pool_shape(project) if shape is None else tuple(int(x) for x in shape)
 
 
 def _pool_shape(project: Project) -> tuple[int, ...] | None:
