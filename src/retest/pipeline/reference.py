@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
+from retest._validation import check_labels
 from retest.build.keywords import choose_unique_keywords, keyword_histogram
 from retest.errors import ConfigError, StageError
 from retest.sources.candidates import CANDIDATE_SOURCES, make_source
@@ -132,6 +133,8 @@ def _check_classes(
         store.classes.put(ClassRow(i, n) for i, n in enumerate(names))
         return
     by_id = {c.id: c.name for c in rows}
+    if set(by_id) == set(range(len(by_id))):  # the 1-based diagnosis needs ids 0..K-1
+        check_labels(labels, n_classes=len(by_id), name="reference labels")
     bad = sorted({int(x) for x in np.unique(labels)} - set(by_id))
     if bad:
         raise StageError(

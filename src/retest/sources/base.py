@@ -39,9 +39,9 @@ from retest._progress import ProgressCallback
 from retest.errors import ConfigError, DataIntegrityError
 from retest.records import LabeledSet
 from retest.registry import Registry
+from retest.sources.download import HashCache as _HashCache
 from retest.sources.download import (
     atomic_write_bytes,
-    calculate_sha256,
     download_url,
     extract_archive,
 )
@@ -57,7 +57,6 @@ __all__ = [
     "load_dataset",
 ]
 
-_HASH_CACHE = ".retest-sha256.json"
 _EXTRACT_RECORD = ".retest-extracted.json"
 
 
@@ -87,38 +86,6 @@ class RemoteFile:
         if self.sha256 is None:
             return True
         return digest in (self.sha256, *self.alt_sha256)
-
-
-class _HashCache:
-    """sha256 per file keyed by (size, mtime_ns); persisted in the dataset root."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._path = root / _HASH_CACHE
-        try:
-            self._data: dict[str, list[Any]] = json.loads(self._path.read_text())
-        except (OSError, ValueError):
-            self._data = {}
-        self._dirty = False
-
-    def sha256(self, path: Path) -> str:
-        st = path.stat()
-        key = path.relative_to(self.root).as_posix()
-        hit = self._data.get(key)
-        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
-            return str(hit[2])
-        digest = calculate_sha256(path)
-        self._data[key] = [st.st_size, st.st_mtime_ns, digest]
-        self._dirty = True
-        return digest
-
-    def save(self) -> None:
-        if self._dirty and self.root.is_dir():
-            try:
-                atomic_write_bytes(self._path, json.dumps(self._data).encode())
-            except OSError:  # read-only root (e.g. /usr/share): keep it in memory
-                pass
-            self._dirty = False
 
 
 _MIRROR_SCHEMES = ("http", "https", "ftp", "file")
