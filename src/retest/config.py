@@ -109,7 +109,7 @@ THRESHOLD_DEFAULTS: dict[str, float] = {"selection_frequency": 0.7}
 SEED_KEYS: dict[str, str] = {
     "sample": "retest sample: every random draw of a new revision",
     "split": "train/test builder: the random split of each class",
-    "features": "dedup: seed of the random-projection feature embedder",
+    "features": "dedup: seed of the reference-mlp training and calibration subsamples",
     "tasks": "retest crowd tasks: grid composition and shuffles",
     "dedup": "which image of a near-duplicate group is kept",
 }

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
+from retest.errors import InputValidationError
 
 crowd_app = typer.Typer(
     help="Crowd labeling tasks (MTurk batch files).", no_args_is_help=True
@@ -25,7 +26,12 @@ def tasks_cmd(
     nearest: Annotated[
         Path | None, typer.Option(help="JSON {class: nearest class} map.")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for composition and shuffles.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed for composition and shuffles (default: [seeds] tasks, else 0)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Make grid tasks for candidates that still need annotations."""
@@ -35,8 +41,18 @@ def tasks_cmd(
 
     near = None
     if nearest is not None:
-        near = {int(k): int(v) for k, v in json.loads(nearest.read_text()).items()}
+        try:
+            raw = json.loads(nearest.read_text(encoding="utf-8"))
+            near = {int(k): int(v) for k, v in raw.items()}
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
+            raise InputValidationError(
+                f"--nearest {nearest}: cannot read a JSON object of class ids "
+                f'{{"0": 2, ...}} ({type(err).__name__}). Fix or omit the file.'
+            ) from None
     with Project.open(project) as proj:
+        if seed is None:
+            seed = proj.config.seed("tasks")
+            seed = 0 if seed is None else seed
         rows = create_tasks(
             proj.store,
             nearest_class=near,

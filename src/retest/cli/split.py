@@ -15,9 +15,13 @@ __all__ = ["register"]
 
 def split(
     seed: Annotated[
-        int,
-        typer.Option("--seed", help="Seed of the per-class split (CIFAR-10.2: 200)."),
-    ] = 200,
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Seed of the per-class split (default: [seeds] split, else "
+            "CIFAR-10.2's 200).",
+        ),
+    ] = None,
     per_class: Annotated[
         int, typer.Option("--per-class", help="Images per class before the split.")
     ] = 1000,
@@ -80,6 +84,9 @@ def split(
     if policy not in ("min_overlap", "first"):
         raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
     with Project.open(project_dir) as project:
+        if seed is None:
+            seed = project.config.seed("split")
+            seed = 200 if seed is None else seed
         res = split_pool(
             project, seed=seed, per_class=per_class, train_fraction=train_fraction,
             policy=policy, revision=revision, export=export,  # type: ignore[arg-type]

@@ -24,6 +24,14 @@ def status(
             "--candidate", help="Show one candidate: why it may or may not be sampled."
         ),
     ] = None,
+    include_unreviewed: Annotated[
+        bool,
+        typer.Option(
+            "--include-unreviewed",
+            help="Count candidates with pending reviews as eligible (as `retest "
+            "sample --include-unreviewed` does).",
+        ),
+    ] = False,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -57,7 +65,9 @@ def status(
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
     with Project.open(project_dir) as project:
-        result = project_status(project, revision=revision)
+        result = project_status(
+            project, revision=revision, include_unreviewed=include_unreviewed
+        )
         rev_stats = None
         if revision is not None:  # revision statistics (sampling, SPEC §5.7)
             from retest.cli.sample import revision_statistics_data

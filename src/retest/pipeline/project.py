@@ -166,7 +166,10 @@ class Project:
                     "class preset", classes_from, (), list(CLASS_PRESETS)
                 )
             classes = CLASS_PRESETS[classes_from]
-        config = ProjectConfig(name=name or root.name, classes=tuple(classes))
+        from retest.names import suggest_name, validate_name
+
+        name = validate_name(name, "project") if name else suggest_name(root.name)
+        config = ProjectConfig(name=name, classes=tuple(classes))
         root.mkdir(parents=True, exist_ok=True)
         for d in _DIRS:
             (root / d).mkdir(exist_ok=True)
