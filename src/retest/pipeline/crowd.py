@@ -549,10 +549,9 @@ def import_mturk(
         if not math.isnan(acc):
             result.assignment_control_accuracy[aid] = acc
     result.rejected_rows.sort()
-    if events:
-        store.annotations.add(events)
-    for change in result.status_changes:
-        store.annotations.set_assignment_status(change.assignment_id, status=change.new)
+    store.annotations.record_import(
+        events, {c.assignment_id: c.new for c in result.status_changes}
+    )
     result.events = len(events)
     return result
 

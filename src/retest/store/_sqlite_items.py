@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from retest.errors import NotFoundError
@@ -180,9 +180,12 @@ _ANN_COLS = (
 
 
 class _Annotations(_Repo, AnnotationRepo):
-    def add(self, events: Iterable[AnnotationEvent]) -> list[int]:
+    _INSERT = f"INSERT INTO annotations({_ANN_COLS}) VALUES ({','.join('?' * 13)})"
+
+    @staticmethod
+    def _data(events: Iterable[AnnotationEvent]) -> Iterator[tuple[Any, ...]]:
         now = utc_now()
-        data = (
+        return (
             (
                 None,
                 e.who,
@@ -200,8 +203,19 @@ class _Annotations(_Repo, AnnotationRepo):
             )
             for e in events
         )
-        sql = f"INSERT INTO annotations({_ANN_COLS}) VALUES ({','.join('?' * 13)})"
-        return self._db.append("annotations", sql, data)
+
+    def add(self, events: Iterable[AnnotationEvent]) -> list[int]:
+        return self._db.append("annotations", self._INSERT, self._data(events))
+
+    def record_import(
+        self, events: Iterable[AnnotationEvent], statuses: Mapping[str, str]
+    ) -> None:
+        with self._db.tx() as c:
+            c.executemany(self._INSERT, self._data(events))
+            c.executemany(
+                "UPDATE annotations SET assignment_status = ? WHERE assignment_id = ?",
+                [(st, aid) for aid, st in statuses.items()],
+            )
 
     def list(
         self,

@@ -342,6 +342,15 @@ class AnnotationRepo(ABC):
         """Record a crowd assignment's status on its events (the one mutable field,
         mirroring the crowd platform's own state); returns events updated."""
 
+    def record_import(
+        self, events: Iterable[AnnotationEvent], statuses: Mapping[str, str]
+    ) -> None:
+        """Add ``events`` and set ``statuses`` (assignment id → status) as one
+        unit: a crowd import is applied whole or not at all."""
+        self.add(events)
+        for aid, status in statuses.items():
+            self.set_assignment_status(aid, status=status)
+
     @abstractmethod
     def item_counts(
         self, *, kinds: Sequence[str] | None = None, valid_only: bool = True
