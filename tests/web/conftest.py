@@ -28,6 +28,7 @@ from retest.store.base import (
 from retest.web.app import create_app
 
 TOKEN = "test-token-123"
+REVIEWER = "test-reviewer-456"
 
 
 @dataclass
@@ -102,6 +103,7 @@ def app(web_project: WebProject):
     return create_app(
         web_project.project,
         token=TOKEN,
+        reviewer_token=REVIEWER,
         secret=project_secret(web_project.project.root),
     )
 

@@ -11,12 +11,14 @@ from retest.build.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.store.base import CandidateRow
 
-TOKEN = "test-token-123"  # the web conftest's token
+TOKEN = "test-token-123"  # the web conftest's tokens
+REVIEWER = "test-reviewer-456"
 AUTH = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "alice"}
+READ = {"X-Retest-Token": REVIEWER}
 
 
 def test_pages_render(app, web_project) -> None:
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     store = web_project.project.store
     task = store.tasks.list()[0]
     for url in [
@@ -38,6 +40,7 @@ def test_pages_render(app, web_project) -> None:
 def test_writes_need_the_token(app, web_project) -> None:
     c = TestClient(app)
     body = {
+        "submission": "page-load-1",
         "stage": "select",
         "class_id": 0,
         "keyword": "tabby",
@@ -52,7 +55,7 @@ def test_writes_need_the_token(app, web_project) -> None:
     assert c.post("/api/label", json=body, headers=AUTH).status_code == 200
     events = web_project.project.store.annotations.list(kind="select")
     assert [(e.who, e.item_id, e.value, e.ui_version) for e in events] == [
-        ("alice", web_project.candidates[0], 0, "web-1")
+        ("alice", web_project.candidates[0], 0, "web-2")
     ]
 
 
@@ -67,7 +70,7 @@ def test_image_paths_cannot_escape_the_project(app, web_project, tmp_path) -> No
             )
         ]
     )
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     assert c.get("/img/i/evil").status_code == 404
     for url in [
         "/img/i/..%2F..%2Fsecret.txt",
@@ -88,17 +91,25 @@ def test_task_answer_uses_tokens(app, web_project) -> None:
     secret = project_secret(web_project.project.root)
     tokens = [image_token(f"{task.id}|{i}", secret) for i in task.items]
     c = TestClient(app)
-    page = c.get(f"/task/{task.id}").text
+    page = c.get(f"/task/{task.id}", headers=AUTH).text
     assert all(i not in page for i in task.items)  # ids never reach the labeler
     r = c.post(
         "/api/task",
-        json={"task_id": task.id, "selected_tokens": tokens[:2]},
+        json={
+            "submission": "load-0001",
+            "task_id": task.id,
+            "selected_tokens": tokens[:2],
+        },
         headers=AUTH,
     )
     assert r.status_code == 200
     r = c.post(
         "/api/task",
-        json={"task_id": task.id, "selected_tokens": ["forged"]},
+        json={
+            "submission": "load-0002",
+            "task_id": task.id,
+            "selected_tokens": ["forged"],
+        },
         headers=AUTH,
     )
     assert r.status_code == 422
@@ -107,11 +118,12 @@ def test_task_answer_uses_tokens(app, web_project) -> None:
 
 
 def test_two_annotators_at_once_lose_no_events(live_server, web_project) -> None:
-    cands = web_project.candidates
+    cands = web_project.candidates[0::2]  # the 6 tabby candidates
 
     def label(args: tuple[str, int]) -> int:
         who, k = args
         body = {
+            "submission": f"{who}-load-{k}",
             "stage": "select",
             "class_id": 0,
             "keyword": "tabby",

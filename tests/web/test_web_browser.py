@@ -9,7 +9,8 @@ import pytest
 
 pytestmark = pytest.mark.web
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-TOKEN = "test-token-123"  # the web conftest's token
+TOKEN = "test-token-123"  # the web conftest's tokens
+REVIEWER = "test-reviewer-456"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -22,19 +23,36 @@ ARGS = [
 
 
 @pytest.fixture
-def page(live_server: str) -> Iterator[object]:
+def browser(live_server: str) -> Iterator[object]:
     playwright = pytest.importorskip("playwright.sync_api")
     if not shutil.which("chromium"):
         pytest.skip("Chromium is absent: apt-get install chromium chromium-driver")
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page()
-        pg.goto(f"{live_server}/?token={TOKEN}")
-        pg.fill("#annotator-name", "alice")
-        pg.click("#identity-form button")
-        pg.wait_for_selector("text=annotator: alice")
-        yield pg
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def sign_in(browser, live_server: str, token: str, name: str):  # type: ignore[no-untyped-def]
+    """A fresh browser context signed in through the invitation link."""
+    pg = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    pg.goto(f"{live_server}/?token={token}")
+    assert "token=" not in pg.url  # the link's token leaves the address bar
+    pg.fill("#annotator-name", name)
+    pg.click("#identity-form button")
+    pg.wait_for_selector(f"#who:has-text('{name} ·')")
+    return pg
+
+
+@pytest.fixture
+def page(browser, live_server: str):  # type: ignore[no-untyped-def]
+    """A labeler (the invitation token)."""
+    return sign_in(browser, live_server, TOKEN, "alice")
+
+
+@pytest.fixture
+def reviewer(browser, live_server: str):  # type: ignore[no-untyped-def]
+    return sign_in(browser, live_server, REVIEWER, "alice")
 
 
 def _submit_and_wait(pg) -> None:  # type: ignore[no-untyped-def]
@@ -79,8 +97,9 @@ def test_annotator_answers_a_task_grid(page, live_server, web_project) -> None:
 
 
 def test_reviewer_marks_duplicate_and_blacklists(
-    page, live_server, web_project
+    reviewer, live_server, web_project
 ) -> None:
+    page = reviewer
     store = web_project.project.store
     cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
     page.goto(f"{live_server}/neardup?metric=l2")
@@ -110,7 +129,10 @@ def test_reviewer_marks_duplicate_and_blacklists(
     assert store.annotations.count() == 0  # review writes no label events
 
 
-def test_reviewer_decides_label_error_suspects(page, live_server, web_project) -> None:
+def test_reviewer_decides_label_error_suspects(
+    reviewer, live_server, web_project
+) -> None:
+    page = reviewer
     from retest.pipeline.review_queue import (
         VERDICT_KIND,
         Suspect,

@@ -25,8 +25,9 @@ from retest.pipeline.review_queue import (
 from retest.store.artifacts import save_json
 from retest.store.base import AnnotationEvent, DuplicateVerdict, NeighbourList
 
-TOKEN = "test-token-123"
-AUTH = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "alice"}
+REVIEWER = "test-reviewer-456"  # the web conftest's reviewer token
+AUTH = {"X-Retest-Token": REVIEWER, "X-Retest-Annotator": "alice"}
+READ = {"X-Retest-Token": REVIEWER}
 
 
 def _write_list(path: Path, rows: list[dict[str, int]]) -> Path:
@@ -62,8 +63,8 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
     ]
 
     _task_events(store, {("test:1", 1): [1, 1, 0], ("test:1", 0): [1, 1, 1]})
-    c = TestClient(app)
-    page = c.get("/label-errors").text
+    c = TestClient(app, headers=READ)
+    page = c.get("/label-errors", headers=READ).text
     assert page.index("test:1") < page.index("test:4")  # by rank
     assert "selection frequency for dog: 0.50 (n=2)" in page  # given class only
     assert "0 of 2 queued items reviewed" in page
@@ -164,7 +165,9 @@ def test_stats_page_bins_from_events(app, web_project) -> None:
         (cats[2], 0): [0, 1],  # f=1.0, n=1 (< min_annotations=2)
     }
     _task_events(store, plan)
-    html = TestClient(app).get("/stats?min_annotations=2&per_class=10").text
+    html = (
+        TestClient(app, headers=READ).get("/stats?min_annotations=2&per_class=10").text
+    )
     expect_orig = [0] * 5
     for f in (1.0, 0.5, 0.0):
         expect_orig[bin_index(f)] += 1
@@ -173,7 +176,7 @@ def test_stats_page_bins_from_events(app, web_project) -> None:
     assert sum(t["target"]) == 10 and t["target"][1] == 0
     assert t["valid"] == [0, 1, 0, 0, 1]
     assert t["annotated"] == [0, 1, 0, 0, 2]
-    per_image = TestClient(app).get("/stats/0").text
+    per_image = TestClient(app, headers=READ).get("/stats/0").text
     assert per_image.index(cats[0][:10]) < per_image.index(cats[1][:10])
     assert "0.33</span> (n=3)" in per_image
 
@@ -182,7 +185,7 @@ def test_keyword_progress_against_the_plan(app, web_project) -> None:
     proj = web_project.project
     store = proj.store
     cats = web_project.candidates[0::2]  # keyword tabby, class 0
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     html = c.get("/keywords/0").text
     assert "No keyword plan yet" in html
     row = re.search(r'data-keyword="tabby">(.*?)</tr>', html, re.S)
@@ -209,7 +212,7 @@ def test_keyword_progress_against_the_plan(app, web_project) -> None:
 
 
 def test_neardup_progress_per_metric(app, web_project) -> None:
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     cats = web_project.candidates[0::2]
     html = c.get("/neardup?metric=l2").text
     assert "<td>l2</td><td>1.2e+08</td><td>1 of 2</td>" in html  # cats[2] lies beyond
@@ -236,7 +239,7 @@ def test_verify_stage_drops_near_copies_of_originals(app, web_project) -> None:
     store.neardup.put_neighbours(
         [NeighbourList(cats[3], "l2", (cats[1], "test:4"), (1.5e6, 6.0e4))]
     )
-    html = TestClient(app).get("/label/0/tabby?stage=verify").text
+    html = TestClient(app, headers=READ).get("/label/0/tabby?stage=verify").text
     shown = set(re.findall(r'name="item" value="(\w+)"', html))
     assert shown == set(cats[:3])
     assert "1 dropped automatically" in html
@@ -254,7 +257,7 @@ def test_class_review_filters_and_near_duplicates(app, web_project) -> None:
             ("test:0", 0): [0, 1, 1],
         },
     )
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     url = "/review/webtest-a-0/0?min_annotations=2"
     t = _review_table(c.get(url).text)
     assert t["valid"] == [0, 0, 1, 0, 2]
@@ -310,7 +313,7 @@ def test_index_shows_class_review_states(app, web_project) -> None:
     from retest.pipeline.revisions import set_class_review
 
     store = web_project.project.store
-    c = TestClient(app)
+    c = TestClient(app, headers=READ)
     assert "0 of 2 classes reviewed" in c.get("/").text
     set_class_review(store, "webtest-a-0", 1, reviewed=True, who="bob")
     html = c.get("/").text

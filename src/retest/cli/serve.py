@@ -18,24 +18,67 @@ def register(app: typer.Typer) -> None:
         ] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port.")] = 8000,
         token: Annotated[
-            str | None, typer.Option(help="Invitation token (random if unset).")
+            str | None,
+            typer.Option(help="Labelers' invitation token (random if unset)."),
         ] = None,
+        reviewer_token: Annotated[
+            str | None,
+            typer.Option(
+                help="Reviewers' token: results, controls, statistics and review "
+                "pages (random if unset)."
+            ),
+        ] = None,
+        openapi: Annotated[
+            bool, typer.Option(help="Serve /openapi.json (off by default).")
+        ] = False,
     ) -> None:
-        """Serve labeling, grid tasks, near-duplicate review and class review."""
+        """Serve labeling, grid tasks, near-duplicate review and class review.
+
+        Prints two links: the labelers' (labeling and grid tasks only) and the
+        reviewers' (everything). Requests must name this host and port (others
+        get 421), so a web page elsewhere cannot reach the app by DNS tricks.
+        """
         import uvicorn
 
         from retest.cli._console import console
+        from retest.errors import InputValidationError
         from retest.pipeline.crowd import project_secret
         from retest.pipeline.project import Project
         from retest.web.app import create_app, new_token
 
-        proj = Project.open(project)
         tok = token or new_token()
-        web = create_app(proj, token=tok, secret=project_secret(proj.root))
-        console.print(
-            f"retest serving {proj.root} on http://{host}:{port}/?token={tok}"
+        rtok = reviewer_token or new_token()
+        if tok == rtok:
+            raise InputValidationError(
+                "--reviewer-token must differ from --token: the reviewer token "
+                "grants more than the invitation."
+            )
+        proj = Project.open(project)
+        hosts = {f"{host}:{port}"}
+        if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+            hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        web = create_app(
+            proj,
+            token=tok,
+            reviewer_token=rtok,
+            secret=project_secret(proj.root),
+            openapi=openapi,
+            hosts=None if host == "0.0.0.0" else hosts,
         )
-        console.print("Share that link with your labelers; writes need the token.")
+        shown = "127.0.0.1" if host == "0.0.0.0" else host
+        console.print(
+            f"retest serving {proj.root} on http://{shown}:{port}/", soft_wrap=True
+        )
+        console.print(
+            f"  labelers:  http://{shown}:{port}/?token={tok}", soft_wrap=True
+        )
+        console.print(
+            f"  reviewers: http://{shown}:{port}/?token={rtok}", soft_wrap=True
+        )
+        console.print(
+            "Share the labelers' link with labelers only; the reviewers' link "
+            "shows results and controls."
+        )
         try:
             uvicorn.run(web, host=host, port=port, log_level="warning")
         finally:

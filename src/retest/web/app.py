@@ -3,30 +3,106 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import HTTPException
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retest.errors import InputValidationError, NotFoundError, RetestError
 from retest.pipeline.project import Project
-from retest.web.deps import AppState
+from retest.web.deps import (
+    COOKIE_NAME,
+    COOKIE_TOKEN,
+    AppState,
+    SignInRequired,
+    clean_name,
+    same_origin,
+)
 from retest.web.images import ItemImages
+from retest.web.live import Live
 from retest.web.routes import api, images, pages, review
 
-__all__ = ["create_app", "new_token"]
+__all__ = ["MAX_BODY", "create_app", "new_token"]
 
 _HERE = Path(__file__).parent
+MAX_BODY = 256 * 1024
+"""Largest request body read (bytes); larger ones get 413 before being read."""
 
 
 def new_token() -> str:
-    """A fresh invitation token for write access."""
+    """A fresh random token (invitation or reviewer)."""
     return secrets.token_urlsafe(18)
 
 
-def create_app(project: Project, *, token: str, secret: bytes) -> FastAPI:
+class _Limits:
+    """ASGI middleware: refuse bodies over ``max_body`` and unknown ``Host``\\ s."""
+
+    def __init__(
+        self, app: ASGIApp, max_body: int, hosts: Collection[str] | None
+    ) -> None:
+        self.app, self.max_body, self.hosts = app, max_body, hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if self.hosts is not None:
+            host = headers.get(b"host", b"").decode("latin-1")
+            if host not in self.hosts:
+                await JSONResponse({"detail": "Unknown host."}, 421)(
+                    scope, receive, send
+                )
+                return
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.max_body:
+                    raise _BodyTooLarge
+            return msg
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    await JSONResponse({"detail": f"Request body over {MAX_BODY // 1024} KiB."}, 413)(
+        scope, receive, send
+    )
+
+
+def create_app(
+    project: Project,
+    *,
+    token: str,
+    secret: bytes,
+    reviewer_token: str | None = None,
+    openapi: bool = False,
+    hosts: Collection[str] | None = None,
+    max_body: int = MAX_BODY,
+    refresh_seconds: float = 10.0,
+) -> FastAPI:
     """Build the app for an open project.
 
     Parameters
@@ -35,26 +111,96 @@ def create_app(project: Project, *, token: str, secret: bytes) -> FastAPI:
         The open project; images are read below its root, never outside. The app
         does not close it.
     token : str
-        Invitation token every write endpoint requires (401 without it).
+        The labelers' invitation token.
     secret : bytes
         Project secret for the opaque image tokens of grid tasks.
+    reviewer_token : str, optional
+        The reviewers' token (results, controls, statistics, review pages).
+        None makes one up (``app.state.retest.reviewer_token``).
+    openapi : bool
+        Serve ``/openapi.json`` (off: it lists every endpoint to anyone).
+    hosts : collection of str, optional
+        Accepted ``Host`` headers (``host:port``); others get 421, which stops
+        DNS-rebinding pages. None accepts any.
+    max_body : int
+        Largest request body in bytes.
+    refresh_seconds : float
+        See :class:`retest.web.live.Live`.
     """
+    if reviewer_token is not None and reviewer_token == token:
+        raise InputValidationError(
+            "the reviewer token must differ from the invitation token."
+        )
     name = project.config.name
-    app = FastAPI(title=f"retest · {name}", docs_url=None, redoc_url=None)
-    app.state.retest = AppState(
+    app = FastAPI(
+        title=f"retest · {name}",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if openapi else None,
+    )
+    state = AppState(
         project=project,
         store=project.store,
         token=token,
         secret=secret,
         images=ItemImages(project),
         name=name,
+        reviewer_token=reviewer_token or new_token(),
+        live=Live(project, refresh_seconds=refresh_seconds),
     )
-    app.state.templates = Jinja2Templates(directory=str(_HERE / "templates"))
+    app.state.retest = state
+    templates = Jinja2Templates(directory=str(_HERE / "templates"))
+    app.state.templates = templates
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
     app.include_router(pages.router)
     app.include_router(review.router)
     app.include_router(api.router)
     app.include_router(images.router)
+    app.add_middleware(_Limits, max_body=max_body, hosts=hosts)
+
+    @app.middleware("http")
+    async def _token_in_url(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """``?token=…`` signs in and is dropped from the address (303 to the same
+        page without it), so it stays out of history and Referer headers."""
+        tok = request.query_params.get("token")
+        if tok is None or request.method != "GET":
+            return await call_next(request)
+        rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
+        url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        if state.role_of(tok) is None:
+            return _signin_page(request, 401, "That token is not valid.", url)
+        resp = RedirectResponse(url, status_code=303)
+        _set_cookie(resp, COOKIE_TOKEN, tok)
+        return resp
+
+    @app.post("/signin", include_in_schema=False)
+    async def _signin(request: Request) -> Response:
+        """The sign-in form: token and name into HttpOnly cookies."""
+        if not same_origin(request):
+            raise HTTPException(403, "Cross-origin sign-in refused.")
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        nxt = form.get("next", "/")
+        nxt = nxt if nxt.startswith("/") and not nxt.startswith("//") else "/"
+        tok = form.get("token", "").strip() or request.cookies.get(COOKIE_TOKEN, "")
+        if state.role_of(tok) is None:
+            return _signin_page(request, 401, "That token is not valid.", nxt)
+        try:
+            who = clean_name(form.get("name", ""))
+        except HTTPException as err:
+            return _signin_page(request, 422, str(err.detail), nxt)
+        resp = RedirectResponse(nxt, status_code=303)
+        _set_cookie(resp, COOKIE_TOKEN, tok)
+        if who:
+            _set_cookie(resp, COOKIE_NAME, quote(who))
+        return resp
+
+    @app.exception_handler(SignInRequired)
+    def _sign_in(request: Request, err: SignInRequired) -> Response:
+        if request.url.path.startswith(("/api/", "/img/")):
+            return JSONResponse({"detail": err.detail}, status_code=401)
+        return _signin_page(request, 401, "", str(request.url.path))
 
     @app.exception_handler(RetestError)
     def _retest_error(request: Request, err: RetestError) -> JSONResponse:
@@ -65,4 +211,29 @@ def create_app(project: Project, *, token: str, secret: bytes) -> FastAPI:
         )
         return JSONResponse({"detail": str(err)}, status_code=status)
 
+    @app.exception_handler(LookupError)
+    def _lookup_error(request: Request, err: LookupError) -> JSONResponse:
+        return JSONResponse({"detail": "Not found."}, status_code=404)
+
+    @app.on_event("shutdown")
+    def _close() -> None:
+        if state.live is not None:
+            state.live.close()
+
     return app
+
+
+def _set_cookie(resp: Response, key: str, value: str) -> None:
+    resp.set_cookie(key, value, httponly=True, samesite="strict", path="/")
+
+
+def _signin_page(request: Request, status: int, message: str, nxt: str) -> HTMLResponse:
+    templates: Jinja2Templates = request.app.state.templates
+    ctx: dict[str, Any] = {
+        "project": request.app.state.retest.name,
+        "message": message,
+        "next": nxt,
+        "who": "",
+        "role": None,
+    }
+    return templates.TemplateResponse(request, "signin.html", ctx, status_code=status)

@@ -1,25 +1,96 @@
-"""Dependencies: the project's store, image renderer and the annotator's identity.
+"""Dependencies: who is asking (role and name), the store and the image renderer.
 
-Writes need the invitation token that ``retest serve`` prints (header
-``X-Retest-Token`` or the ``retest_token`` cookie) and a name (header
-``X-Retest-Annotator`` or the ``retest_annotator`` cookie).
+Two roles, each with its own token (``retest serve`` prints both):
+
+``labeler``
+    The invitation token: labeling pages, grid tasks, their images, and writing
+    labels and task answers.
+``reviewer``
+    Everything a labeler may do, plus results, controls, statistics, the review
+    pages and their writes.
+
+Every page and image needs a token: header ``X-Retest-Token`` (scripts) or the
+``retest_token`` cookie that signing in sets (HttpOnly, SameSite=Strict). Writes
+also need a name (header ``X-Retest-Annotator`` or the ``retest_annotator``
+cookie; percent-encoded UTF-8 is decoded, the result NFC-normalised). A write
+from a browser must come from the app's own origin: its ``Origin`` (or
+``Referer``) must name the ``Host`` it was sent to, so a page on another port
+cannot write with the cookie.
 """
 
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
-from typing import Annotated
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+from urllib.parse import unquote, urlsplit
 
 from fastapi import Depends, HTTPException, Request
 
 from retest.pipeline.project import Project
 from retest.store.base import Store
 from retest.web.images import ItemImages
+from retest.web.live import Live
 
-__all__ = ["Annotator", "AnnotatorDep", "AppState", "ImagesDep", "StateDep", "StoreDep"]
+__all__ = [
+    "Annotator",
+    "AnnotatorDep",
+    "AppState",
+    "ImagesDep",
+    "ReviewerDep",
+    "ReviewerWriteDep",
+    "RoleDep",
+    "StateDep",
+    "StoreDep",
+    "Submissions",
+    "clean_name",
+]
 
-UI_VERSION = "web-1"
+UI_VERSION = "web-2"
+LABELER, REVIEWER = "labeler", "reviewer"
+COOKIE_TOKEN, COOKIE_NAME = "retest_token", "retest_annotator"
+MAX_NAME = 80
+
+
+class Submissions:
+    """Replay protection for writes keyed by a per-page-load submission key.
+
+    The first request with a key runs; any later one with the same key (a double
+    click, Enter pressed twice, a resent request) waits for it and gets its
+    result instead of writing again. Results are remembered in memory (the
+    latest ``keep``); endpoints whose writes carry the key in the store also
+    look it up there, so a replay after a restart is a no-op too.
+    """
+
+    def __init__(self, keep: int = 100_000) -> None:
+        self.keep = keep
+        self._done: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._locks = [threading.Lock() for _ in range(64)]
+        self._lock = threading.Lock()
+
+    def run(
+        self,
+        key: str,
+        write: Callable[[], dict[str, Any]],
+        stored: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> dict[str, Any]:
+        with self._locks[hash(key) % len(self._locks)]:
+            with self._lock:
+                prev = self._done.get(key)
+            if prev is None and stored is not None:
+                prev = stored()
+            if prev is not None:
+                return {**prev, "replayed": True}
+            result = write()
+            with self._lock:
+                self._done[key] = result
+                while len(self._done) > self.keep:
+                    self._done.popitem(last=False)
+            return result
 
 
 @dataclass
@@ -30,6 +101,18 @@ class AppState:
     secret: bytes
     images: ItemImages
     name: str
+    reviewer_token: str = ""
+    live: Live | None = None
+    submissions: Submissions = field(default_factory=Submissions)
+
+    def role_of(self, token: str) -> str | None:
+        """The role a token grants, or None (constant-time comparisons)."""
+        t = token.encode()
+        if self.reviewer_token and hmac.compare_digest(t, self.reviewer_token.encode()):
+            return REVIEWER
+        if hmac.compare_digest(t, self.token.encode()):
+            return LABELER
+        return None
 
 
 def _state(request: Request) -> AppState:
@@ -40,38 +123,117 @@ def _state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(_state)]
 
 
-def _store(state: StateDep) -> Store:
-    return state.store
-
-
 def _images(state: StateDep) -> ItemImages:
     return state.images
 
 
-StoreDep = Annotated[Store, Depends(_store)]
 ImagesDep = Annotated[ItemImages, Depends(_images)]
+
+
+class SignInRequired(HTTPException):
+    """401 for pages: the app answers with the sign-in page instead of JSON."""
+
+
+def request_token(request: Request) -> tuple[str, bool]:
+    """(token, whether it came in a header) of a request; "" when absent."""
+    header = request.headers.get("x-retest-token")
+    if header:
+        return header, True
+    return request.cookies.get(COOKIE_TOKEN, ""), False
+
+
+def _role(request: Request, state: StateDep) -> str:
+    token, _ = request_token(request)
+    role = state.role_of(token) if token else None
+    if role is None:
+        raise SignInRequired(401, "Sign in with your invitation token.")
+    request.state.role = role
+    return role
+
+
+RoleDep = Annotated[str, Depends(_role)]
+
+
+def _reviewer(role: RoleDep) -> str:
+    if role != REVIEWER:
+        raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
+    return role
+
+
+ReviewerDep = Annotated[str, Depends(_reviewer)]
+
+
+def _store(state: StateDep, role: RoleDep) -> Store:
+    """This thread's read-only store (reads never wait behind writes)."""
+    return state.live.store() if state.live is not None else state.store
+
+
+StoreDep = Annotated[Store, Depends(_store)]
+
+
+def clean_name(raw: str) -> str:
+    """A typed name as stored: percent-decoded, NFC, trimmed, no control characters."""
+    try:
+        # a header is read as Latin-1: UTF-8 bytes sent raw are recovered here
+        raw = raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        pass
+    try:
+        name = unicodedata.normalize("NFC", unquote(raw, errors="strict")).strip()
+    except UnicodeDecodeError:
+        raise HTTPException(422, "A name must be UTF-8 text.") from None
+    if len(name) > MAX_NAME or any(unicodedata.category(ch)[0] == "C" for ch in name):
+        raise HTTPException(
+            422, f"A name is up to {MAX_NAME} printable characters. Got {name[:20]!r}…"
+        )
+    return name
+
+
+def same_origin(request: Request) -> bool:
+    """True when the request's Origin (or Referer) names the Host it was sent to."""
+    host = request.headers.get("host", "")
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        ref = request.headers.get("referer")
+        if ref is None:
+            return origin is None
+        parts = urlsplit(ref)
+        origin = f"{parts.scheme}://{parts.netloc}"
+    return origin in (f"http://{host}", f"https://{host}")
 
 
 @dataclass(frozen=True)
 class Annotator:
     name: str
+    role: str
 
 
-def _annotator(request: Request, state: StateDep) -> Annotator:
-    token = request.headers.get("x-retest-token") or request.cookies.get(
-        "retest_token", ""
+def _annotator(request: Request, role: RoleDep) -> Annotator:
+    _, from_header = request_token(request)
+    if not same_origin(request) or (
+        not from_header and "origin" not in request.headers
+    ):
+        # browsers send Origin on every POST; a cookie-only write without it
+        # (or from another origin, another port included) is refused
+        raise HTTPException(403, "Cross-origin write refused.")
+    raw = request.headers.get("x-retest-annotator") or request.cookies.get(
+        COOKIE_NAME, ""
     )
-    if not hmac.compare_digest(token.encode(), state.token.encode()):
-        raise HTTPException(401, "A valid invitation token is required to write.")
-    name = (
-        request.headers.get("x-retest-annotator")
-        or request.cookies.get("retest_annotator", "")
-    ).strip()
+    name = clean_name(raw)
     if not name:
         raise HTTPException(
             401, "Tell us who you are: set your name on the start page."
         )
-    return Annotator(name[:80])
+    return Annotator(name, role)
 
 
 AnnotatorDep = Annotated[Annotator, Depends(_annotator)]
+
+
+def _reviewer_writer(who: AnnotatorDep) -> Annotator:
+    if who.role != REVIEWER:
+        raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
+    return who
+
+
+ReviewerWriteDep = Annotated[Annotator, Depends(_reviewer_writer)]

@@ -9,11 +9,13 @@ keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json`
 from __future__ import annotations
 
 import json
+import secrets
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -29,12 +31,15 @@ from retest.store.base import Store, split_reference_id
 __all__ = [
     "BIN_LABELS",
     "KeywordProgress",
+    "Pool",
     "agreement",
+    "candidate_pool",
     "class_histograms",
     "keyword_progress",
     "latest_values",
     "near_duplicate_ids",
     "render",
+    "verified_counts",
 ]
 
 N_BINS = len(DEFAULT_BINS) + 1
@@ -48,9 +53,18 @@ Stats = Mapping[tuple[str, int], FrequencyStat]
 
 
 def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
+    """A page with the signed-in name and role, and a fresh submission key
+    (``submission``) that the page's forms send with their write."""
     templates = request.app.state.templates
     state = request.app.state.retest
-    return templates.TemplateResponse(request, name, {"project": state.name, **ctx})
+    who = unquote(request.cookies.get("retest_annotator", ""))
+    base = {
+        "project": state.name,
+        "who": who,
+        "role": getattr(request.state, "role", None),
+        "submission": secrets.token_urlsafe(12),
+    }
+    return templates.TemplateResponse(request, name, {**base, **ctx})
 
 
 def agreement(frequency: float) -> float:
@@ -147,27 +161,79 @@ def latest_values(store: Store, kind: str) -> dict[str, int]:
     return {e.item_id: e.value for e in store.annotations.list(kind=kind)}
 
 
+@dataclass(frozen=True)
+class Pool:
+    """Candidates by keyword (in store order) and each candidate's keyword;
+    blacklisted candidates are left out of ``by_keyword``."""
+
+    by_keyword: dict[str, list[tuple[str, int | None]]]
+    keyword_of: dict[str, str]
+    black: dict[str, str]
+
+    def ids(self, keyword: str, class_id: int) -> list[str]:
+        """Unblacklisted candidates of the keyword for the class (or classless)."""
+        return [i for i, c in self.by_keyword.get(keyword, []) if c in (None, class_id)]
+
+
+def candidate_pool(store: Store) -> Pool:
+    black = store.blacklist.current()
+    by_kw: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
+    keyword_of: dict[str, str] = {}
+    for c in store.candidates.iter():
+        if c.keyword is None:
+            continue
+        keyword_of[c.id] = c.keyword
+        if c.id not in black:
+            by_kw[c.keyword].append((c.id, c.class_id))
+    return Pool(dict(by_kw), keyword_of, black)
+
+
+def verified_counts(
+    latest_verify: Mapping[tuple[str, int], int],
+    keyword_of: Mapping[str, str],
+    names: Mapping[int, str],
+) -> dict[tuple[str, str], int]:
+    """``(class name, keyword) → candidates whose latest verify answer is yes``;
+    the same count as :func:`retest.pipeline.plan.verified_per_keyword`, from
+    the kept latest answers instead of a scan of the events."""
+    out: dict[tuple[str, str], int] = {}
+    for (item, cls), v in latest_verify.items():
+        kw = keyword_of.get(item)
+        if v > 0 and kw is not None:
+            key = (names.get(cls, str(cls)), kw)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
 def keyword_progress(
-    store: Store, root: Path, *, class_id: int | None = None
+    store: Store,
+    root: Path,
+    *,
+    class_id: int | None = None,
+    selected: Mapping[str, int] | None = None,
+    verdicts: Mapping[str, int] | None = None,
+    verified: Mapping[tuple[str, str], int] | None = None,
+    pool: Pool | None = None,
 ) -> tuple[list[KeywordProgress], str]:
     """Needed vs verified per keyword, and what is left to select / verify.
 
     ``needed`` comes from the newest ``retest plan`` artifact; without one it is
     the keyword's count in the original dataset. Returns (rows, plan path or "").
+    The optional arguments pass state the caller already keeps (the web app's
+    incremental aggregates); without them it is read from the store.
     """
     needs, plan_path = _plan_needs(store, root)
     names = class_names(store)
-    verified = verified_per_keyword(store)
-    selected, verdicts = latest_values(store, "select"), latest_values(store, "verify")
-    black = store.blacklist.current()
-    pool: dict[tuple[int | None, str], list[str]] = defaultdict(list)
-    for c in store.candidates.iter():
-        if c.keyword is not None and c.id not in black:
-            pool[(c.class_id, c.keyword)].append(c.id)
+    verified = verified_per_keyword(store) if verified is None else verified
+    if selected is None:
+        selected = latest_values(store, "select")
+    if verdicts is None:
+        verdicts = latest_values(store, "verify")
+    pool = candidate_pool(store) if pool is None else pool
     rows = []
     for kw in store.classes.keywords(class_id=class_id):
         name = names.get(kw.class_id, str(kw.class_id))
-        ids = pool.get((kw.class_id, kw.keyword), []) + pool.get((None, kw.keyword), [])
+        ids = pool.ids(kw.keyword, kw.class_id)
         rows.append(
             KeywordProgress(
                 kw.class_id,

@@ -1,8 +1,17 @@
-"""Write endpoints. Every action is an append-only event with who, when and UI version."""
+"""Write endpoints. Every action is an append-only event with who, when and UI version.
+
+Each write carries the submission key of the page load that produced it; a
+second request with the same key (double click, Enter twice, a resent request)
+returns the first one's result and writes nothing (:class:`retest.web.deps.Submissions`).
+Label and task answers store the key in their assignment id, so the check also
+holds across a server restart. Every id in a body is checked against the
+project before anything is written.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
@@ -14,8 +23,14 @@ from retest.store.base import (
     BlacklistEvent,
     DuplicateVerdict,
     ReviewState,
+    Store,
 )
-from retest.web.deps import UI_VERSION, AnnotatorDep, StateDep, StoreDep
+from retest.web.deps import (
+    UI_VERSION,
+    AnnotatorDep,
+    ReviewerWriteDep,
+    StateDep,
+)
 from retest.web.schemas import (
     ClassReviewBody,
     LabelBody,
@@ -27,131 +42,249 @@ from retest.web.schemas import (
 router = APIRouter(prefix="/api", tags=["api"])
 
 
+def _stored_events(
+    store: Store, assignment: str
+) -> Callable[[], dict[str, Any] | None]:
+    def lookup() -> dict[str, Any] | None:
+        n = len(store.annotations.list(assignment_id=assignment))
+        return {"events": n} if n else None
+
+    return lookup
+
+
+def _check_class(store: Store, class_id: int) -> None:
+    if class_id not in {c.id for c in store.classes.list()}:
+        raise HTTPException(422, f"class {class_id} is not in this project.")
+
+
+def _unique(ids: list[str], what: str) -> None:
+    if len(set(ids)) != len(ids):
+        raise HTTPException(422, f"{what} lists an id twice.")
+
+
 @router.post("/label")
-def post_label(body: LabelBody, who: AnnotatorDep, store: StoreDep) -> dict[str, int]:
-    """Stage 1 (select) or stage 2 (verify): one event per shown candidate."""
-    if not set(body.checked) <= set(body.shown):
-        raise HTTPException(422, "checked items must be among the shown items.")
-    checked = set(body.checked)
-    ids = store.annotations.add(
-        AnnotationEvent(
-            who=who.name,
-            kind=body.stage,
-            class_id=body.class_id,
-            item_id=i,
-            value=int(i in checked),
-            ui_version=UI_VERSION,
-            extra={"keyword": body.keyword},
+def post_label(body: LabelBody, who: AnnotatorDep, state: StateDep) -> dict[str, Any]:
+    """Stage 1 (select) or stage 2 (verify): one event per shown candidate.
+
+    The shown ids must be candidates of the keyword (of the class, or without a
+    class); a resubmission of the same item later simply becomes its latest answer.
+    """
+    store = state.store
+    _check_class(store, body.class_id)
+    if body.keyword not in {
+        k.keyword for k in store.classes.keywords(class_id=body.class_id)
+    }:
+        raise HTTPException(
+            422, f"{body.keyword[:40]!r} is not a keyword of class {body.class_id}."
         )
+    _unique(body.shown, "shown")
+    checked = set(body.checked)
+    if not checked <= set(body.shown):
+        raise HTTPException(422, "checked items must be among the shown items.")
+    known = set(store.candidates.existing(body.shown))
+    rows = {
+        c.id: c
+        for c in store.candidates.get_many([i for i in body.shown if i in known])
+    }
+    bad = [
+        i
         for i in body.shown
+        if i not in rows
+        or rows[i].keyword != body.keyword
+        or rows[i].class_id not in (None, body.class_id)
+    ]
+    if bad:
+        raise HTTPException(
+            422, f"{bad[0][:70]!r} is not a candidate of keyword {body.keyword[:40]!r}."
+        )
+    assignment = f"web:{who.name}:{body.stage}:{body.submission}"
+
+    def write() -> dict[str, Any]:
+        ids = store.annotations.add(
+            AnnotationEvent(
+                who=who.name,
+                kind=body.stage,
+                class_id=body.class_id,
+                item_id=i,
+                value=int(i in checked),
+                ui_version=UI_VERSION,
+                assignment_id=assignment,
+                extra={"keyword": body.keyword},
+            )
+            for i in body.shown
+        )
+        return {"events": len(ids)}
+
+    return state.submissions.run(
+        f"label|{assignment}", write, _stored_events(store, assignment)
     )
-    return {"events": len(ids)}
 
 
 @router.post("/task")
 def post_task(
     body: TaskAnswerBody, who: AnnotatorDep, state: StateDep
-) -> dict[str, int]:
-    """A local answer to a grid task, stored like a crowd assignment."""
-    try:
-        task = state.store.tasks.get(body.task_id)
-    except LookupError:
-        raise HTTPException(404, "No such task.") from None
+) -> dict[str, Any]:
+    """A local answer to a grid task, stored like a crowd assignment.
+
+    The worker is ``local:<name>``: a later answer of the same person to the same
+    task replaces the earlier one in every selection frequency (the latest valid
+    assignment of a worker counts).
+    """
+    store = state.store
+    task = store.tasks.get(body.task_id)
     tokens = {image_token(f"{task.id}|{i}", state.secret): i for i in task.items}
     bad = [t for t in body.selected_tokens if t not in tokens]
     if bad:
         raise HTTPException(422, f"unknown image token {bad[0]!r} for this task.")
     selected = {tokens[t] for t in body.selected_tokens}
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    assignment = f"web:{who.name}:{task.id}:{stamp}"
-    ids = state.store.annotations.add(
-        AnnotationEvent(
-            who=who.name,
-            kind="task",
-            class_id=task.class_id,
-            item_id=i,
-            value=int(i in selected),
-            ui_version=UI_VERSION,
-            task_id=task.id,
-            assignment_id=assignment,
-            assignment_status="Submitted",
-            worker=f"local:{who.name}",
+    assignment = f"web:{who.name}:{task.id}:{body.submission}"
+
+    def write() -> dict[str, Any]:
+        ids = store.annotations.add(
+            AnnotationEvent(
+                who=who.name,
+                kind="task",
+                class_id=task.class_id,
+                item_id=i,
+                value=int(i in selected),
+                ui_version=UI_VERSION,
+                task_id=task.id,
+                assignment_id=assignment,
+                assignment_status="Submitted",
+                worker=f"local:{who.name}",
+            )
+            for i in dict.fromkeys(task.items)
         )
-        for i in task.items
+        return {"events": len(ids)}
+
+    return state.submissions.run(
+        f"task|{assignment}", write, _stored_events(store, assignment)
     )
-    return {"events": len(ids)}
+
+
+def _once(
+    state: Any, key: str | None, name: str, write: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    return write() if key is None else state.submissions.run(f"{name}|{key}", write)
 
 
 @router.post("/neardup")
 def post_neardup(
-    body: NearDupBody, who: AnnotatorDep, state: StateDep
-) -> dict[str, int]:
+    body: NearDupBody, who: ReviewerWriteDep, state: StateDep
+) -> dict[str, Any]:
     """Verdicts for every shown neighbour, then a review mark for the row.
 
     With ``reviewed`` the dedup stage's :func:`~retest.pipeline.dedup.record_review`
     writes both (so ``retest dedup queue`` and this page agree); without it only
-    the verdicts are written.
+    the verdicts are written. The shown ids must be neighbours of the candidate
+    under the metric.
     """
+    store = state.store
+    store.candidates.get(body.candidate_id)  # 404 if unknown
+    known = {
+        r
+        for nl in store.neardup.neighbours(body.candidate_id, metric=body.metric)
+        for r in nl.ref_ids
+    }
+    _unique(body.shown, "shown")
+    if not set(body.shown) <= known:
+        raise HTTPException(
+            422,
+            f"shown ids must be {body.metric} neighbours of {body.candidate_id[:16]}.",
+        )
     dup = set(body.duplicates)
     if not dup <= set(body.shown):
         raise HTTPException(422, "duplicates must be among the shown neighbours.")
-    if body.reviewed:
-        record_review(
-            state.project,
-            body.candidate_id,
-            body.metric,
-            reviewer=who.name,
-            shown=body.shown,
-            duplicates=body.duplicates,
-        )
-    else:
-        state.store.neardup.add_verdicts(
-            DuplicateVerdict(body.candidate_id, r, body.metric, r in dup, who.name)
-            for r in body.shown
-        )
-    return {"verdicts": len(body.shown)}
+
+    def write() -> dict[str, Any]:
+        if body.reviewed:
+            record_review(
+                state.project,
+                body.candidate_id,
+                body.metric,
+                reviewer=who.name,
+                shown=body.shown,
+                duplicates=body.duplicates,
+            )
+        else:
+            store.neardup.add_verdicts(
+                DuplicateVerdict(body.candidate_id, r, body.metric, r in dup, who.name)
+                for r in body.shown
+            )
+        return {"verdicts": len(body.shown)}
+
+    return _once(state, body.submission, f"neardup|{who.name}", write)
 
 
 @router.post("/label-error")
 def post_label_error(
-    body: LabelErrorBody, who: AnnotatorDep, store: StoreDep
-) -> dict[str, int]:
+    body: LabelErrorBody, who: ReviewerWriteDep, state: StateDep
+) -> dict[str, Any]:
     """ "label is correct" / "label is wrong (→ class)" / "unclear" (append-only)."""
-    event = record_label_verdict(
-        store,
-        body.item_id,
-        body.verdict,
-        who=who.name,
-        new_class=body.new_class,
-        ui_version=UI_VERSION,
-    )
-    return {"event": event}
+
+    def write() -> dict[str, Any]:
+        event = record_label_verdict(
+            state.store,
+            body.item_id,
+            body.verdict,
+            who=who.name,
+            new_class=body.new_class,
+            ui_version=UI_VERSION,
+        )
+        return {"event": event}
+
+    return _once(state, body.submission, f"label-error|{who.name}", write)
 
 
 @router.post("/review")
 def post_review(
-    body: ClassReviewBody, who: AnnotatorDep, store: StoreDep
-) -> dict[str, int]:
-    """Blacklist edits, near-duplicate sets and the class's review flags."""
+    body: ClassReviewBody, who: ReviewerWriteDep, state: StateDep
+) -> dict[str, Any]:
+    """Blacklist edits, near-duplicate sets and the class's review flags.
+
+    Every id must be a member of the revision in this class.
+    """
+    store = state.store
     store.revisions.get(body.revision)  # 404 via the exception handler if unknown
-    events = [BlacklistEvent(i, body.reason, who.name) for i in body.blacklist]
-    events += [
-        BlacklistEvent(i, "taken off in the class review", who.name, undo=True)
-        for i in body.unblacklist
+    _check_class(store, body.class_id)
+    members = {
+        m.item_id
+        for m in store.revisions.members(body.revision)
+        if m.class_id == body.class_id
+    }
+    given = [
+        *body.blacklist,
+        *body.unblacklist,
+        *(i for g in body.near_duplicate_sets for i in g),
     ]
-    if events:
-        store.blacklist.add(events)
-    verdicts = [
-        DuplicateVerdict(member, group[0], "review", True, who.name)
-        for group in body.near_duplicate_sets
-        if len(group) >= 2
-        for member in group[1:]
-    ]
-    if verdicts:
-        store.neardup.add_verdicts(verdicts)
-    store.revisions.set_review(
-        ReviewState(
-            body.revision, body.class_id, body.reviewed, body.problematic, who.name
+    bad = [i for i in given if i not in members]
+    if bad:
+        raise HTTPException(
+            422,
+            f"{bad[0][:70]!r} is not in revision {body.revision[:40]} class {body.class_id}.",
         )
-    )
-    return {"blacklist_events": len(events), "verdicts": len(verdicts)}
+
+    def write() -> dict[str, Any]:
+        events = [BlacklistEvent(i, body.reason, who.name) for i in body.blacklist]
+        events += [
+            BlacklistEvent(i, "taken off in the class review", who.name, undo=True)
+            for i in body.unblacklist
+        ]
+        if events:
+            store.blacklist.add(events)
+        verdicts = [
+            DuplicateVerdict(member, group[0], "review", True, who.name)
+            for group in body.near_duplicate_sets
+            if len(group) >= 2
+            for member in group[1:]
+        ]
+        if verdicts:
+            store.neardup.add_verdicts(verdicts)
+        store.revisions.set_review(
+            ReviewState(
+                body.revision, body.class_id, body.reviewed, body.problematic, who.name
+            )
+        )
+        return {"blacklist_events": len(events), "verdicts": len(verdicts)}
+
+    return _once(state, body.submission, f"review|{who.name}", write)

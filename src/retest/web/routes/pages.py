@@ -1,30 +1,40 @@
 """Read-only HTML pages: start, CIFAR-style labeling, grid tasks and the final
 class review of a revision (near-duplicates, statistics and the label-error queue
-live in :mod:`retest.web.routes.review`)."""
+live in :mod:`retest.web.routes.review`).
+
+Labelers (the invitation token) see the start page, labeling pages, keyword
+progress and grid tasks; results, controls and review pages need the reviewer
+token. Aggregates come from :class:`retest.web.live.Live`.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from retest.build.histogram import bin_index
+from retest.build.selection_frequency import FrequencyStat
 from retest.build.tasks import image_token
 from retest.pipeline.revisions import review_states
-from retest.pipeline.sample import selection_frequencies
-from retest.store.base import Store, split_reference_id
-from retest.web.deps import StateDep, StoreDep
+from retest.store.base import DuplicateVerdict, Store
+from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep
+from retest.web.live import Live
 from retest.web.views import (
     BIN_LABELS,
+    Pool,
     agreement,
+    candidate_pool,
     class_histograms,
     keyword_progress,
-    latest_values,
     near_duplicate_ids,
     render,
+    verified_counts,
 )
 
 router = APIRouter(tags=["pages"])
@@ -32,8 +42,40 @@ router = APIRouter(tags=["pages"])
 PAGE = 40
 
 
+def live(state: Any) -> Live:
+    lv: Live = state.live
+    return lv
+
+
+def pool(state: Any) -> Pool:
+    return live(state).derived("pool", lambda p: candidate_pool(p.store))
+
+
+def copies_now(state: Any) -> frozenset[str]:
+    """The project's copies (its one eligibility decision), cached per revision."""
+    return live(state).derived("copies", near_duplicate_ids)
+
+
+def progress(state: Any, store: Store, class_id: int | None) -> Any:
+    lv = live(state)
+    with lv.lock:
+        agg = lv.sync()
+        sel = agg.latest_by_item["select"]
+        ver = agg.latest_by_item["verify"]
+        p = pool(state)
+        verified = verified_counts(
+            agg.latest["verify"],
+            p.keyword_of,
+            {c.id: c.name for c in store.classes.list()},
+        )
+        return keyword_progress(
+            store, state.project.root, class_id=class_id, selected=sel,
+            verdicts=ver, verified=verified, pool=p,
+        )  # fmt: skip
+
+
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request, store: StoreDep) -> HTMLResponse:
+def index(request: Request, store: StoreDep, role: RoleDep) -> HTMLResponse:
     classes = store.classes.list()
     by_class = store.candidates.count_by_class()
     revisions = store.revisions.list()
@@ -52,41 +94,48 @@ def index(request: Request, store: StoreDep) -> HTMLResponse:
     )
 
 
+def _label_items(
+    state: Any, store: Store, class_id: int, keyword: str, stage: str
+) -> tuple[list[str], int]:
+    """What the stage shows for the keyword, and how many were dropped as copies."""
+    lv = live(state)
+    ids = pool(state).ids(keyword, class_id)
+    with lv.lock:
+        agg = lv.sync()
+        selected = agg.latest_by_item["select"]
+        verified = agg.latest_by_item["verify"]
+        if stage == "verify":
+            picks = [i for i in ids if selected.get(i) == 1 and i not in verified]
+        else:
+            picks = [i for i in ids if i not in selected]
+    if stage != "verify":
+        return picks, 0
+    # copies of originals (and surplus members of a near-duplicate group) are
+    # dropped before the verifier sees them: the project's eligibility rule
+    auto = copies_now(state)
+    return [i for i in picks if i not in auto], sum(1 for i in picks if i in auto)
+
+
 @router.get("/label/{class_id}/{keyword}", response_class=HTMLResponse)
 def label(
     request: Request,
     class_id: int,
     keyword: str,
     state: StateDep,
+    store: StoreDep,
     stage: str = "select",
     page: int = 0,
 ) -> HTMLResponse:
     """Stage 1 shows unused candidates of the keyword; stage 2 the stage-1 picks, pre-checked."""
-    store = state.store
     cls = store.classes.get(class_id)
+    stage = stage if stage == "verify" else "select"
     originals = [
         r.id for r in store.references.list(class_id=class_id) if r.keyword == keyword
     ]
-    selected, verified = latest_values(store, "select"), latest_values(store, "verify")
-    black = store.blacklist.current()
-    pool = [
-        c.id
-        for c in store.candidates.iter(keyword=keyword)
-        if c.class_id in (None, class_id) and c.id not in black
-    ]
-    dropped: list[str] = []
-    if stage == "verify":
-        # copies of originals (and surplus members of a near-duplicate group) are
-        # dropped before the verifier sees them: the project's eligibility rule
-        auto = near_duplicate_ids(state.project)
-        picks = [i for i in pool if selected.get(i) == 1 and i not in verified]
-        items = [i for i in picks if i not in auto]
-        dropped = [i for i in picks if i in auto]
-    else:
-        stage = "select"
-        items = [i for i in pool if i not in selected]
-    progress, plan = keyword_progress(store, state.project.root, class_id=class_id)
-    kp = next((k for k in progress if k.keyword == keyword), None)
+    items, dropped = _label_items(state, store, class_id, keyword, stage)
+    rows, plan = progress(state, store, class_id)
+    kp = next((k for k in rows if k.keyword == keyword), None)
+    page = max(0, page)
     shown = items[page * PAGE * 2 : (page + 1) * PAGE * 2]
     return render(
         request,
@@ -97,50 +146,101 @@ def label(
         originals=originals[:PAGE],
         items=shown,
         remaining=len(items),
-        dropped=len(dropped),
+        dropped=dropped,
         n_originals=len(originals),
         verified=kp.verified if kp else 0,
         needed=kp.needed if kp else 0,
         plan=plan,
         page=page,
         pages=(len(items) + PAGE * 2 - 1) // (PAGE * 2),
+        next_url=f"/next/label/{class_id}/{quote(keyword, safe='')}?stage={stage}",
     )
 
 
+@router.get("/next/label/{class_id}/{keyword}")
+def next_label(
+    class_id: int, keyword: str, state: StateDep, store: StoreDep, stage: str = "select"
+) -> RedirectResponse:
+    """Where a labeler goes after submitting: the same keyword while it has work
+    left in this stage, else the class's next keyword that has, else the list."""
+    stage = stage if stage == "verify" else "select"
+    kws = [k.keyword for k in store.classes.keywords(class_id=class_id)]
+    order = (
+        kws[kws.index(keyword) :] + kws[: kws.index(keyword)] if keyword in kws else kws
+    )
+    for kw in order:
+        if _label_items(state, store, class_id, kw, stage)[0]:
+            return RedirectResponse(
+                f"/label/{class_id}/{quote(kw, safe='')}?stage={stage}", 303
+            )
+    return RedirectResponse(f"/keywords/{class_id}", 303)
+
+
 @router.get("/tasks", response_class=HTMLResponse)
-def tasks(request: Request, store: StoreDep) -> HTMLResponse:
-    answers: dict[str, set[str]] = defaultdict(set)
-    for e in store.annotations.list(kind="task"):
-        if e.task_id and e.assignment_id:
-            answers[e.task_id].add(e.assignment_id)
+def tasks(
+    request: Request, state: StateDep, store: StoreDep, role: RoleDep
+) -> HTMLResponse:
     names = {c.id: c.name for c in store.classes.list()}
-    rows = [
-        (t, names.get(t.class_id, t.class_id), len(answers[t.id]))
-        for t in store.tasks.list()
-    ]
+    all_tasks = store.tasks.list()
+    lv = live(state)
+    with lv.lock:
+        agg = lv.sync()
+        answers = {t.id: agg.answers(t.id) for t in all_tasks}
+    rows = [(t, names.get(t.class_id, t.class_id), answers[t.id]) for t in all_tasks]
     return render(request, "tasks.html", rows=rows)
 
 
 @router.get("/task/{task_id}", response_class=HTMLResponse)
-def task(request: Request, task_id: str, state: StateDep) -> HTMLResponse:
-    t = state.store.tasks.get(task_id)
-    cls = state.store.classes.get(t.class_id)
-    tokens = [image_token(f"{t.id}|{i}", state.secret) for i in t.items]
-    return render(request, "task.html", task=t, cls=cls, tokens=tokens)
+def task(
+    request: Request, task_id: str, state: StateDep, store: StoreDep
+) -> HTMLResponse:
+    t = store.tasks.get(task_id)
+    cls = store.classes.get(t.class_id)
+    tokens = [image_token(f"{t.id}|{i}", state.secret) for i in dict.fromkeys(t.items)]
+    return render(
+        request,
+        "task.html",
+        task=t,
+        cls=cls,
+        tokens=tokens,
+        next_url=f"/next/task?after={quote(t.id, safe='')}",
+    )
+
+
+@router.get("/next/task")
+def next_task(
+    request: Request, state: StateDep, store: StoreDep, role: RoleDep, after: str = ""
+) -> RedirectResponse:
+    """The next task (in list order, wrapping) this person has not answered yet."""
+    who = unquote(request.cookies.get("retest_annotator", ""))
+    worker = ("w", f"local:{who}")
+    ids = [t.id for t in store.tasks.list()]
+    start = ids.index(after) + 1 if after in ids else 0
+    lv = live(state)
+    with lv.lock:
+        agg = lv.sync()
+        for tid in ids[start:] + ids[:start]:
+            if worker not in agg.answered_by(tid):
+                return RedirectResponse(f"/task/{quote(tid, safe='')}", 303)
+    return RedirectResponse("/tasks?done=1", 303)
 
 
 @router.get("/task/{task_id}/results", response_class=HTMLResponse)
-def task_results(request: Request, task_id: str, store: StoreDep) -> HTMLResponse:
+def task_results(
+    request: Request, task_id: str, state: StateDep, store: StoreDep, role: ReviewerDep
+) -> HTMLResponse:
     """For reviewers: each image's selection frequency, valid answers, agreement."""
     t = store.tasks.get(task_id)
-    stats = selection_frequencies(store)
-    role = {i: r for r, ids in t.controls.items() for i in ids}
+    role_of = {i: r for r, ids in t.controls.items() for i in ids}
     rows = []
-    for i in t.items:
-        st = stats.get((i, t.class_id))
-        f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
-        rows.append({"id": i, "freq": f, "n": n, "agree": agreement(f) if n else None,
-                     "role": role.get(i, "candidate")})  # fmt: skip
+    lv = live(state)
+    with lv.lock:
+        stats = lv.sync().stats
+        for i in t.items:
+            st = stats.get((i, t.class_id))
+            f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
+            rows.append({"id": i, "freq": f, "n": n, "agree": agreement(f) if n else None,
+                         "role": role_of.get(i, "candidate")})  # fmt: skip
     return render(
         request,
         "task_results.html",
@@ -165,6 +265,8 @@ def review(
     revision: str,
     class_id: int,
     state: StateDep,
+    store: StoreDep,
+    role: ReviewerDep,
     sort: str = "date",
     order: str = "asc",
     show: str = "all",
@@ -172,29 +274,34 @@ def review(
     originals: int = 10,
     min_annotations: int = 10,
 ) -> HTMLResponse:
-    """Final class review (SPEC §6.2): bin table, filters, originals, flags."""
-    store = state.store
+    """Final class review: bin table, filters, originals, flags."""
     rev = store.revisions.get(revision)
     cls = store.classes.get(class_id)
     members = [m for m in store.revisions.members(revision) if m.class_id == class_id]
-    stats, black = selection_frequencies(store), store.blacklist.current()
-    ndup = near_duplicate_ids(state.project)
+    black = pool(state).black
+    ndup = copies_now(state)
     cands = {c.id: c for c in store.candidates.get_many([m.item_id for m in members])}
     info = {}
-    for m in members:
-        st = stats.get((m.item_id, class_id))
-        f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
-        cand = cands.get(m.item_id)
-        info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
-                           "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
-                           "bin": bin_index(f) if n else None}  # fmt: skip
+    lv = live(state)
+    with lv.lock:
+        stats = lv.sync().stats
+        for m in members:
+            st = stats.get((m.item_id, class_id))
+            f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
+            cand = cands.get(m.item_id)
+            info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
+                               "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
+                               "bin": bin_index(f) if n else None}  # fmt: skip
+        refs = [r.id for r in store.references.list(class_id=class_id)]
+        table = class_histograms(store, stats, black, min_annotations=min_annotations,
+                                 per_class={class_id: len(members)},
+                                 near_duplicates=ndup)[class_id]  # fmt: skip
+        sample = _originals(refs, class_id, stats, max(0, min(originals, 50)))
+        counts = _review_counts(refs, class_id, info, stats)
     keep = _SHOW.get(show, _SHOW["all"])
     ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
     field = "freq" if sort == "frequency" else "date"
     ids.sort(key=lambda i: (info[i][field], i), reverse=order == "desc")
-    table = class_histograms(store, stats, black, min_annotations=min_annotations,
-                             per_class={class_id: len(members)},
-                             near_duplicates=ndup)[class_id]  # fmt: skip
     return render(
         request,
         "review.html",
@@ -202,22 +309,36 @@ def review(
         cls=cls,
         ids=ids,
         info=info,
-        sample=_originals(store, class_id, stats, max(0, min(originals, 50))),
-        counts=_review_counts(store, class_id, info, stats),
+        sample=sample,
+        counts=counts,
         changed=_changed_classes(store, revision, rev.parent),
         state=store.revisions.reviews(revision).get(class_id),
         table=table,
         bins=BIN_LABELS,
         query={"sort": sort, "order": order, "show": show, "bin": bin},
         classes=store.classes.list(),
+        ndsets=_review_sets(store.neardup.verdicts(), set(info)),
     )
 
 
+def _review_sets(verdicts: list[DuplicateVerdict], members: set[str]) -> dict[str, str]:
+    """Member → the name of its near-duplicate set from earlier class reviews
+    (the set's first member's short id), so the fields keep what was saved."""
+    latest: dict[tuple[str, str], bool] = {}
+    for v in verdicts:
+        if v.metric == "review" and v.candidate_id in members:
+            latest[(v.candidate_id, v.ref_id)] = v.is_duplicate
+    out: dict[str, str] = {}
+    for (member, head), dup in latest.items():
+        if dup:
+            out[head] = out[member] = head[:8]
+    return out
+
+
 def _originals(
-    store: Store, class_id: int, stats: Any, size: int
+    refs: list[str], class_id: int, stats: Mapping[Any, FrequencyStat], size: int
 ) -> list[tuple[str, float, int]]:
     """A seeded sample of the class's originals with frequency and answers."""
-    refs = [r.id for r in store.references.list(class_id=class_id)]
     if not refs or size == 0:
         return []
     rng = np.random.default_rng(class_id)
@@ -230,13 +351,19 @@ def _originals(
 
 
 def _review_counts(
-    store: Store, class_id: int, info: dict[str, dict[str, Any]], stats: Any
+    refs: list[str],
+    class_id: int,
+    info: dict[str, dict[str, Any]],
+    stats: Mapping[Any, FrequencyStat],
 ) -> dict[str, Any]:
-    val = [
-        st.frequency
-        for (item, cid), st in stats.items()
-        if cid == class_id and st.n_assignments and split_reference_id(item) is not None
-    ]
+    """Counts above the grid. The originals' mean is over the class's own
+    originals only: originals of other classes shown as negative controls in
+    this class's tasks are not originals of this class."""
+    val = []
+    for r in refs:
+        st = stats.get((r, class_id))
+        if st is not None and st.n_assignments:
+            val.append(st.frequency)
     return {
         "total": len(info),
         "blacklisted": sum(i["black"] for i in info.values()),

@@ -9,12 +9,12 @@ shared with ``retest dedup queue``).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from retest.build.neardup import is_sufficiently_reviewed, review_thresholds
-from retest.build.selection_frequency import aggregate_item_events
 from retest.pipeline.dedup import (
     candidate_infos,
     load_neighbours,
@@ -22,19 +22,19 @@ from retest.pipeline.dedup import (
     reviewed_references,
 )
 from retest.pipeline.eligibility import pending_reviews
-from retest.pipeline.review_queue import label_error_queue
-from retest.pipeline.sample import class_names, selection_frequencies
-from retest.web.deps import StateDep, StoreDep
+from retest.pipeline.project import Project
+from retest.pipeline.sample import class_names
+from retest.web.deps import ReviewerDep, StateDep, StoreDep
+from retest.web.routes.pages import live, pool, progress
 from retest.web.views import (
     BIN_LABELS,
     agreement,
     class_histograms,
-    keyword_progress,
     render,
 )
 
 router = APIRouter(tags=["review"])
-PAGE = 20
+PAGE = 50
 
 
 def _review_progress(
@@ -51,42 +51,64 @@ def _review_progress(
     return {"per_metric": per_metric, "done": done, "total": len(th)}
 
 
+def _neardup_queue(
+    project: Project, targets: dict[str, float], metric: str
+) -> dict[str, Any]:
+    """The near-duplicate page's data for one metric and target set (cached)."""
+    infos = candidate_infos(project)
+    nbrs = load_neighbours(project, list(targets))
+    reviewed = reviewed_references(project)
+    queue = [
+        r for r in pending_reviews(project, thresholds=targets) if r.metric == metric
+    ]
+    # closest pairs first: the likeliest duplicates get decided first
+    queue.sort(key=lambda r: (min(r.distances, default=float("inf")), r.candidate_id))
+    th = review_thresholds(nbrs, candidate_ids=infos, metrics=list(targets),
+                           candidates=infos, reviewed=reviewed)  # fmt: skip
+    freq = {
+        r.candidate_id: infos[r.candidate_id].selection_frequency
+        for r in queue
+        if r.candidate_id in infos
+    }
+    return {
+        "queue": queue,
+        "progress": _review_progress(th, nbrs, targets),
+        "freq": freq,
+    }
+
+
 @router.get("/neardup", response_class=HTMLResponse)
 def neardup(
     request: Request,
     state: StateDep,
+    store: StoreDep,
+    role: ReviewerDep,
     metric: str | None = None,
     threshold: float | None = None,
     page: int = 0,
 ) -> HTMLResponse:
-    """Candidates with neighbours under the review target that nobody reviewed yet.
+    """Candidates with neighbours under the review target that nobody reviewed yet,
+    closest first, many per screen (decided with y/n without a reload).
 
     The project's one queue (:func:`retest.pipeline.eligibility.pending_reviews`:
     the dedup review queue minus pairs the automatic rule already excludes).
     """
-    targets = review_targets(state.project)
+    lv = live(state)
+    targets = lv.derived("review-targets", review_targets)
     metric = metric if metric in targets else next(iter(targets))
     if threshold is not None:
         targets = {**targets, metric: threshold}
-    infos = candidate_infos(state.project)
-    nbrs = load_neighbours(state.project, list(targets))
-    reviewed = reviewed_references(state.project)
-    queue = [
-        r
-        for r in pending_reviews(state.project, thresholds=targets)
-        if r.metric == metric
-    ]
-    th = review_thresholds(nbrs, candidate_ids=infos, metrics=list(targets),
-                           candidates=infos, reviewed=reviewed)  # fmt: skip
-    decided = state.store.neardup.duplicate_pairs()
+    key = f"neardup|{metric}|{sorted(targets.items())}"
+    data = lv.derived(key, lambda p: _neardup_queue(p, targets, metric))
+    queue = data["queue"]
+    decided = store.neardup.duplicate_pairs()
+    page = max(0, page)
     rows = [
         {
             "candidate": r.candidate_id,
             "refs": list(zip(r.references, r.distances, strict=True)),
             "dups": {x for x in r.references if (r.candidate_id, x) in decided},
-            "freq": infos[r.candidate_id].selection_frequency
-            if r.candidate_id in infos
-            else None,
+            "freq": data["freq"].get(r.candidate_id),
         }
         for r in queue[page * PAGE : (page + 1) * PAGE]
     ]
@@ -98,7 +120,7 @@ def neardup(
         threshold=targets[metric],
         rows=rows,
         pending=len(queue),
-        progress=_review_progress(th, nbrs, targets),
+        progress=data["progress"],
         targets=targets,
         page=page,
         pages=(len(queue) + PAGE - 1) // PAGE,
@@ -107,22 +129,37 @@ def neardup(
 
 @router.get("/stats", response_class=HTMLResponse)
 def stats(
-    request: Request, store: StoreDep, min_annotations: int = 10, per_class: int = 0
+    request: Request,
+    state: StateDep,
+    store: StoreDep,
+    role: ReviewerDep,
+    min_annotations: int = 10,
+    per_class: int | None = None,
 ) -> HTMLResponse:
-    """Per class: the five-bin table and mean selection frequency / agreement."""
-    freq = selection_frequencies(store)
+    """Per class: the five-bin table and mean selection frequency / agreement.
+
+    The target row is scaled to ``per_class`` images; by default to the class's
+    number of originals (the size of the original test set's class).
+    """
     names = class_names(store)
-    tables = class_histograms(
-        store,
-        freq,
-        store.blacklist.current(),
-        min_annotations=min_annotations,
-        per_class=dict.fromkeys(names, per_class),
-    )
-    agg: dict[int, list[float]] = defaultdict(list)
-    for (_, cid), st in freq.items():
-        if st.n_assignments:
-            agg[cid].append(st.frequency)
+    if per_class is None:
+        sizes = dict.fromkeys(names, 0)
+        for r in store.references.list():
+            if r.class_id in sizes:
+                sizes[r.class_id] += 1
+    else:
+        sizes = dict.fromkeys(names, max(0, per_class))
+    lv = live(state)
+    black = pool(state).black
+    with lv.lock:
+        freq = lv.sync().stats
+        tables = class_histograms(
+            store, freq, black, min_annotations=min_annotations, per_class=sizes
+        )
+        agg: dict[int, list[float]] = defaultdict(list)
+        for (_, cid), st in freq.items():
+            if st.n_assignments:
+                agg[cid].append(st.frequency)
     summary = {
         cid: (
             len(fs),
@@ -140,23 +177,33 @@ def stats(
         bins=BIN_LABELS,
         min_annotations=min_annotations,
         per_class=per_class,
+        sizes=sizes,
     )
 
 
 @router.get("/stats/{class_id}", response_class=HTMLResponse)
 def class_stats(
-    request: Request, class_id: int, store: StoreDep, page: int = 0
+    request: Request,
+    class_id: int,
+    state: StateDep,
+    store: StoreDep,
+    role: ReviewerDep,
+    page: int = 0,
 ) -> HTMLResponse:
     """Every image shown for the class, by selection frequency (highest first)."""
     cls = store.classes.get(class_id)
-    rows = sorted(
-        (
-            (st.frequency, st.n_assignments, item)
-            for (item, cid), st in selection_frequencies(store).items()
-            if cid == class_id
-        ),
-        key=lambda r: (-r[0], -r[1], r[2]),
-    )
+    lv = live(state)
+    with lv.lock:
+        freq = lv.sync().stats
+        rows = sorted(
+            (
+                (st.frequency, st.n_assignments, item)
+                for (item, cid), st in freq.items()
+                if cid == class_id
+            ),
+            key=lambda r: (-r[0], -r[1], r[2]),
+        )
+    page = max(0, page)
     shown = [
         {"id": i, "freq": f, "n": n, "agree": agreement(f) if n else None}
         for f, n, i in rows[page * 100 : (page + 1) * 100]
@@ -173,30 +220,38 @@ def class_stats(
 
 
 @router.get("/keywords/{class_id}", response_class=HTMLResponse)
-def keywords(request: Request, class_id: int, state: StateDep) -> HTMLResponse:
+def keywords(
+    request: Request, class_id: int, state: StateDep, store: StoreDep
+) -> HTMLResponse:
     """CIFAR labeling progress per keyword: needed (plan) vs verified."""
-    cls = state.store.classes.get(class_id)
-    rows, plan = keyword_progress(state.store, state.project.root, class_id=class_id)
+    cls = store.classes.get(class_id)
+    rows, plan = progress(state, store, class_id)
     return render(request, "keywords.html", cls=cls, rows=rows, plan=plan)
 
 
 @router.get("/label-errors", response_class=HTMLResponse)
 def label_errors(
-    request: Request, store: StoreDep, show: str = "pending", page: int = 0
+    request: Request,
+    state: StateDep,
+    store: StoreDep,
+    role: ReviewerDep,
+    show: str = "pending",
+    page: int = 0,
 ) -> HTMLResponse:
     """Queued "possible label error" items with given vs suggested class."""
-    items = label_error_queue(store)
-    reviewed = sum(1 for i in items if not i.pending)
-    shown = [i for i in items if show == "all" or i.pending]
-    shown = shown[page * PAGE : (page + 1) * PAGE]
-    # only the shown items: a full scan of the task events is the slow part
-    freq = aggregate_item_events(
-        e
-        for it in shown
-        for e in store.annotations.list(
-            kind="task", item_id=it.item_id, class_id=it.given
-        )
-    )
+    lv = live(state)
+    page = max(0, page)
+    with lv.lock:
+        agg = lv.sync()
+        items = agg.label_error_queue()
+        reviewed = sum(1 for i in items if not i.pending)
+        listed = [i for i in items if show == "all" or i.pending]
+        shown = listed[page * PAGE : (page + 1) * PAGE]
+        freq = {
+            (it.item_id, it.given): agg.stats[(it.item_id, it.given)]
+            for it in shown
+            if (it.item_id, it.given) in agg.stats
+        }
     return render(
         request,
         "label_errors.html",
@@ -207,5 +262,5 @@ def label_errors(
         freq=freq,
         show=show,
         page=page,
-        pages=(sum(1 for i in items if show == "all" or i.pending) + PAGE - 1) // PAGE,
+        pages=(len(listed) + PAGE - 1) // PAGE,
     )

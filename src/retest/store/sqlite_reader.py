@@ -1,0 +1,104 @@
+"""Read-only views of a project store on their own SQLite connections.
+
+A :class:`~retest.store.sqlite.SQLiteStore` serialises everything through one
+connection and its lock, so a long read waits behind every write and the other
+way round. In WAL mode SQLite lets any number of readers run next to one
+writer, each on its own snapshot, but only when each reader has its own
+connection. The web app gives each worker thread one :class:`SQLiteReadStore`
+and keeps writes on the project's store.
+
+:func:`table_fingerprint` and :func:`external_data_version` let a cache notice
+changes without reading the changed rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from retest.store._sqlite_candidates import _Candidates
+from retest.store._sqlite_decisions import (
+    _Artifacts,
+    _Blacklist,
+    _NearDup,
+    _Predictions,
+    _Revisions,
+    _Stages,
+)
+from retest.store._sqlite_items import _Annotations, _Classes, _References, _Tasks
+from retest.store.sqlite import _DB, SQLiteStore
+
+__all__ = ["SQLiteReadStore", "external_data_version", "table_fingerprint"]
+
+_REPOS: dict[str, Any] = {
+    "classes": _Classes,
+    "references": _References,
+    "candidates": _Candidates,
+    "tasks": _Tasks,
+    "annotations": _Annotations,
+    "blacklist": _Blacklist,
+    "neardup": _NearDup,
+    "revisions": _Revisions,
+    "artifacts": _Artifacts,
+    "stages": _Stages,
+    "predictions": _Predictions,
+}
+
+
+class SQLiteReadStore(SQLiteStore):
+    """The store's read methods on a private ``query_only`` connection.
+
+    Opens an existing, already migrated database (the project's store migrated
+    it); never writes, so opening it neither waits for nor disturbs a writer.
+    Write methods raise ``sqlite3.OperationalError`` (attempt to write a
+    readonly database).
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        self._db = _DB(self.path, timeout)
+        self._db.conn.execute("PRAGMA query_only = ON")
+        # commits of the writer invalidate this connection's page cache; a memory
+        # map makes re-reading the changed pages cheap
+        self._db.conn.execute("PRAGMA mmap_size = 1073741824")
+        for name, cls in _REPOS.items():
+            setattr(self, name, cls(self._db))
+
+
+def table_fingerprint(
+    store: SQLiteStore, *, skip: tuple[str, ...] = ()
+) -> tuple[Any, ...]:
+    """``(table, max rowid, row count)`` of every table not in ``skip``.
+
+    Appends raise the max rowid, deletes lower the count and
+    ``INSERT OR REPLACE`` gives the row a new rowid, so any of these changes the
+    fingerprint. Cheap: each part is an index lookup or a count over the
+    smallest index. (In-place ``UPDATE``\\ s are not seen: see
+    :func:`external_data_version`.)
+    """
+    db = store._db
+    with db.lock:
+        names = [
+            r[0]
+            for r in db.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+            if r[0] not in skip and not r[0].startswith("sqlite_")
+        ]
+        out = []
+        for n in names:
+            row = db.conn.execute(f'SELECT MAX(rowid), COUNT(*) FROM "{n}"').fetchone()
+            out.append((n, row[0], row[1]))
+    return tuple(out)
+
+
+def external_data_version(store: SQLiteStore) -> int:
+    """SQLite's ``data_version`` of the store's own connection.
+
+    It changes whenever *another* connection (another process: a CLI command)
+    commits, and never for the store's own writes; a cache kept current from the
+    writes it sees can use it to notice everything else, in-place updates
+    included.
+    """
+    with store._db.lock:
+        return int(store._db.conn.execute("PRAGMA data_version").fetchone()[0])

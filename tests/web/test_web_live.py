@@ -1,0 +1,127 @@
+"""The web app's incremental aggregates give what the one vote-counting rule gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retest.build.selection_frequency import aggregate_item_events
+from retest.pipeline.plan import verified_per_keyword
+from retest.pipeline.review_queue import label_error_queue
+from retest.store.base import AnnotationEvent
+from retest.store.sqlite import SQLiteStore
+from retest.web.live import EventAggregates, Live
+from retest.web.views import candidate_pool, keyword_progress, verified_counts
+
+
+def _random_events(seed: int, n: int) -> list[AnnotationEvent]:
+    """Grid answers with repeated workers, interleaved assignments, rejected ones,
+    worker-less records and equal submit times (the id then decides)."""
+    rng = np.random.default_rng(seed)
+    events: list[AnnotationEvent] = []
+    open_assignments: list[tuple[str, str | None, str, str, list[str]]] = []
+    for k in range(n):
+        if not open_assignments or rng.random() < 0.3:
+            task = f"t{rng.integers(4)}"
+            worker = None if rng.random() < 0.15 else f"w{rng.integers(5)}"
+            status = str(rng.choice(["Submitted", "Approved", "Rejected", "submitted"]))
+            when = f"2024-01-0{rng.integers(1, 4)}"
+            items = [f"i{int(j)}" for j in rng.choice(12, size=4, replace=False)]
+            open_assignments.append((task, worker, status, when, items))
+        a = int(rng.integers(len(open_assignments)))
+        task, worker, status, when, items = open_assignments[a]
+        item = items.pop()
+        events.append(
+            AnnotationEvent(
+                "x",
+                "task",
+                int(task[1]) % 2,
+                item,
+                int(rng.integers(2)),
+                when,
+                "",
+                task,
+                f"{task}-a{a}",
+                status,
+                worker,
+                {},
+                k + 1,
+            )
+        )
+        if not items:
+            open_assignments.pop(a)
+    return events
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_incremental_equals_the_one_rule(seed: int) -> None:
+    events = _random_events(seed, 400)
+    agg = EventAggregates()
+    rng = np.random.default_rng(seed)
+    pos = 0
+    while pos < len(events):  # fed in chunks of any size, as pages arrive
+        step = int(rng.integers(1, 40))
+        agg.feed(events[pos : pos + step])
+        pos += step
+        assert dict(agg.stats) == aggregate_item_events(events[:pos])
+    assert agg.feed(events) == 0  # already seen: nothing counted twice
+
+
+def test_live_follows_appends_and_other_processes(web_project) -> None:
+    proj = web_project.project
+    store = proj.store
+    live = Live(proj)
+    events = _random_events(1, 200)
+    store.annotations.add(events[:120])
+    with live.lock:
+        assert dict(live.sync().stats) == aggregate_item_events(
+            store.annotations.list(kind="task")
+        )
+    store.annotations.add(events[120:])
+    # another process rejects a counted assignment in place (no append)
+    other = SQLiteStore(proj.db_path)
+    stored = store.annotations.list(kind="task")
+    target = next(
+        e.assignment_id
+        for e in stored
+        if e.worker and e.assignment_status != "Rejected"
+    )
+    assert target is not None
+    other.annotations.set_assignment_status(target, status="Rejected")
+    other.close()
+    with live.lock:
+        got = dict(live.sync().stats)
+    assert got == aggregate_item_events(store.annotations.list(kind="task"))
+    live.close()
+
+
+def test_label_progress_and_queue_from_aggregates(web_project) -> None:
+    from retest.pipeline.review_queue import Suspect, queue_label_errors
+
+    proj = web_project.project
+    store = proj.store
+    cats = web_project.candidates[0::2]
+    store.annotations.add(
+        [AnnotationEvent("a", "select", 0, c, int(k < 4)) for k, c in enumerate(cats)]
+        + [
+            AnnotationEvent("b", "verify", 0, c, int(k != 1))
+            for k, c in enumerate(cats[:4])
+        ]
+        + [AnnotationEvent("b", "verify", 0, cats[1], 1)]  # changed her mind
+    )
+    queue_label_errors(store, [Suspect("test:1", 1, 0, rank=1)], method="both")
+    agg = EventAggregates()
+    agg.feed(store.annotations.list())
+    pool = candidate_pool(store)
+    names = {c.id: c.name for c in store.classes.list()}
+    assert verified_counts(agg.latest["verify"], pool.keyword_of, names) == (
+        verified_per_keyword(store)
+    )
+    fast = keyword_progress(
+        store, proj.root, selected=agg.latest_by_item["select"],
+        verdicts=agg.latest_by_item["verify"],
+        verified=verified_counts(agg.latest["verify"], pool.keyword_of, names),
+        pool=pool,
+    )  # fmt: skip
+    assert fast == keyword_progress(store, proj.root)
+    assert agg.label_error_queue() == label_error_queue(store)
