@@ -55,6 +55,7 @@ from retest.build.ssim import SSIMParams
 from retest.build.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.models.embedders import parse_embedder_spec
+from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
 from retest.pipeline.dedup_metrics import (
     DEDUP_METRICS,
     DEFAULT_EMBEDDER,
@@ -201,16 +202,12 @@ def _knn_chunk(
     refs: NDArray[Any],
     k: int,
     ex: NDArray[np.int64] | None,
-    client: Any,
+    shards: Any,
     budget: int,
     backend: Backend,
 ) -> KnnResult:
-    if client is not None:
-        from retest.pipeline.cluster import dask_knn
-
-        return dask_knn(
-            client, q, refs, k, exclude=ex, memory_budget=budget, backend=backend
-        )
+    if shards is not None:  # a ClusterReferences: the shards run on the cluster
+        return shards.knn(q, k, exclude=ex, memory_budget=budget, backend=backend)
     return knn(q, refs, k, exclude=ex, memory_budget=budget, backend=backend)
 
 
@@ -234,6 +231,7 @@ def run_dedup(
     backend: Backend = "auto",
     progress: ProgressCallback | None = None,
     seed: int | None = None,
+    shard_transfer: str = "auto",
 ) -> DedupResult:
     """Compute and store each candidate's neighbours per metric (resumable).
 
@@ -261,12 +259,21 @@ def run_dedup(
     chunk_size : int
         Candidates per checkpointed chunk.
     client : dask.distributed.Client, optional
-        Run the kNN shards on this cluster (see :mod:`retest.pipeline.cluster`).
+        Run the kNN shards on this cluster (see :mod:`retest.pipeline.cluster`);
+        progress then also shows ``knn shards`` done/total over the run.
+    shard_transfer : {'auto', 'path', 'send'}
+        How reference shards reach the cluster's workers: read from the shared
+        array file, sent by the client, or the first with a per-shard fallback to
+        the second (see :class:`retest.pipeline.cluster.ClusterReferences`).
     seed : int, optional
         Seed of the embedder training and calibration subsamples (default: the
         project's ``[seeds] features``, else 0).
     """
     _check_options(against, k, chunk_size, memory_budget, resize, embedder)
+    if shard_transfer not in SHARD_TRANSFERS:
+        raise ConfigError(
+            f"--shards takes {', '.join(SHARD_TRANSFERS)}. Got {shard_transfer!r}."
+        )
     order = _check_metrics(project, metrics)
     if seed is None:
         seeds = getattr(project.config, "seeds", {}) or {}
@@ -341,6 +348,7 @@ def run_dedup(
         state = _json_safe(state)
         record_artifact(project.store, project.root, data_file,
                         params={**state, "complete": False}, **record)  # fmt: skip
+        shards: Any = None
         for n, c0 in enumerate(chunks):
             key = f"{metric}:{n:06d}"
             if key in done:
@@ -353,11 +361,19 @@ def run_dedup(
                                       ref_px=ref_px, options=opts, base_metrics=exact)  # fmt: skip
             else:
                 q, r = space.queries, space.references
-                res = _knn_chunk(q[c0:c1], r, k, ex, client, memory_budget, backend)
+                if client is not None and shards is None:
+                    todo = sum(
+                        f"{metric}:{i:06d}" not in done for i in range(len(chunks))
+                    )
+                    shards = ClusterReferences(client, r, transfer=shard_transfer,
+                                               progress=progress, expected_calls=todo)  # fmt: skip
+                res = _knn_chunk(q[c0:c1], r, k, ex, shards, memory_budget, backend)
             _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
             project.store.stages.mark(StageCheckpoint(stage, key))
             computed += 1
             report(progress, "dedup", computed + skipped, total)
+        if shards is not None:
+            shards.release()
         record_artifact(project.store, project.root, data_file,
                         params={**state, "complete": True}, **record)  # fmt: skip
         states[metric] = state
@@ -470,16 +486,19 @@ def load_neighbours(
 
 
 def candidate_infos(project: Project) -> dict[str, CandidateInfo]:
-    """Class, selection frequency (``task`` events), blacklist state and source id."""
+    """Class, selection frequency for its own class (the one aggregation of
+    crowd votes the samplers use), blacklist state and source id."""
+    from retest.pipeline.sample import selection_frequencies
+
     store = project.store
     black = set(store.blacklist.current())
-    counts = store.annotations.item_counts(kinds=["task"])
+    stats = selection_frequencies(store)
     out = {}
     for c in store.candidates.iter():
-        n, pos = counts.get(c.id, (0, 0))
+        st = stats.get((c.id, c.class_id)) if c.class_id is not None else None
         out[c.id] = CandidateInfo(
             class_id=c.class_id,
-            selection_frequency=pos / n if n else None,
+            selection_frequency=st.frequency if st and st.n_assignments else None,
             blacklisted=c.id in black,
             source_id=f"{c.source}:{c.source_ref}",
         )
