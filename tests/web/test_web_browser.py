@@ -161,3 +161,153 @@ def test_reviewer_decides_label_error_suspects(
         for e in store.annotations.list(kind=VERDICT_KIND)
     ]
     assert got == [("alice", "test:1", 0, "wrong"), ("alice", "test:4", 0, "correct")]
+
+
+def _task_page(pg, live_server: str, task_id: str) -> None:  # type: ignore[no-untyped-def]
+    pg.goto(f"{live_server}/task/{task_id}")
+    pg.wait_for_selector(".cell:focus")  # the first image has the focus already
+
+
+def _wait_saved(pg, store, kind: str, n: int) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(100):
+        if store.annotations.count(kind=kind) >= n:
+            break
+        pg.wait_for_timeout(50)
+    pg.wait_for_timeout(300)  # a second write, if any, would land by now
+
+
+def test_enter_double_click_and_resubmit_store_one_vote(
+    page, live_server, web_project
+) -> None:
+    from retest.pipeline.sample import selection_frequencies
+
+    store = web_project.project.store
+    tasks = store.tasks.list()
+    t0, t1 = tasks[0], tasks[1]
+    # click an image (the old page's checkbox then had the focus), Enter twice
+    _task_page(page, live_server, t0.id)
+    page.locator(".cell").nth(1).click()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    _wait_saved(page, store, "task", len(t0.items))
+    assert store.annotations.count(kind="task") == len(t0.items)
+    # a double click on Submit
+    _task_page(page, live_server, t1.id)
+    page.locator(".cell").nth(0).click()
+    page.dblclick("#submit")
+    _wait_saved(page, store, "task", len(t0.items) + len(t1.items))
+    assert store.annotations.count(kind="task") == len(t0.items) + len(t1.items)
+    # reload and answer again: the new answer replaces the first
+    _task_page(page, live_server, t1.id)
+    page.reload()
+    page.wait_for_selector(".cell:focus")
+    page.keyboard.press("Enter")
+    _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items))
+    stats = selection_frequencies(store)
+    for t in (t0, t1):
+        for item in t.items:
+            assert stats[(item, t.class_id)].n_assignments == 1  # one vote each
+    assert stats[(t1.items[0], t1.class_id)].frequency == 0.0  # the later answer
+    # labeling: click an image, Enter twice: one event per shown image
+    page.goto(f"{live_server}/label/0/tabby?stage=select")
+    shown = page.locator("input[name=item]").count()
+    page.locator(".cell").nth(0).click()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    _wait_saved(page, store, "select", shown)
+    assert store.annotations.count(kind="select") == shown
+
+
+def test_keyboard_completes_a_keyword_and_a_task(
+    page, live_server, web_project
+) -> None:
+    store = web_project.project.store
+    cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
+    page.goto(f"{live_server}/label/0/tabby?stage=select")
+    page.wait_for_selector(".cell:focus")
+    order = page.locator("input[name=item]").evaluate_all(
+        "els => els.map(e => e.value)"
+    )
+    assert sorted(order) == sorted(cats)
+    bar = page.locator(".bar")
+    assert bar.is_visible() and bar.bounding_box()["y"] < 900  # sticky, on screen
+    page.keyboard.press("Space")  # first image
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Space")  # third image
+    assert "2 of 6 checked" in bar.inner_text()
+    page.keyboard.press("z")
+    zoomed = page.locator("#zoom img")
+    zoomed.wait_for(state="visible")
+    size = zoomed.bounding_box()
+    natural = zoomed.evaluate("i => i.naturalWidth")
+    assert size["width"] > natural and size["width"] % natural == 0  # whole factor
+    assert zoomed.evaluate("i => getComputedStyle(i).imageRendering") == "pixelated"
+    page.keyboard.press("z")
+    assert not page.locator("#zoom").is_visible()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    # every tabby candidate answered: the class's next keyword with work opens
+    assert "/label/1/" not in page.url
+    assert page.url.endswith("/keywords/0") or "/label/0/" in page.url
+    sel = {(e.item_id, e.value) for e in store.annotations.list(kind="select")}
+    assert sel == {(c, int(c in (order[0], order[2]))) for c in cats}
+    # a grid task, keyboard only; then the next task opens
+    tasks = store.tasks.list()
+    _task_page(page, live_server, tasks[0].id)
+    page.keyboard.press("ArrowDown")  # a row down (the grid wraps at 1400 px)
+    page.keyboard.press("Space")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.url.endswith(f"/task/{tasks[1].id}")
+    events = store.annotations.list(kind="task", task_id=tasks[0].id)
+    assert len(events) == len(tasks[0].items)
+    assert sum(e.value for e in events) == 1
+
+
+def test_labeler_cannot_read_results_or_controls(
+    page, live_server, web_project
+) -> None:
+    task = web_project.project.store.tasks.list()[0]
+    r = page.goto(f"{live_server}/task/{task.id}/results")
+    assert r is not None and r.status == 403
+    assert "role-pos" not in page.content() and "role-neg" not in page.content()
+    for url in ("/stats", "/review/webtest-a-0/0", "/neardup", "/label-errors"):
+        r = page.goto(live_server + url)
+        assert r is not None and r.status == 403, url
+    page.goto(f"{live_server}/tasks")
+    assert page.locator("a[href$='/results']").count() == 0
+    # the token cookie is out of reach of scripts
+    assert "retest_token" not in page.evaluate("document.cookie")
+
+
+def test_names_with_spaces_and_accents_are_stored_as_typed(
+    browser, live_server, web_project
+) -> None:
+    name = "José Dana Smith"
+    pg = sign_in(browser, live_server, TOKEN, name)
+    pg.goto(f"{live_server}/label/0/tabby?stage=select")
+    pg.wait_for_selector(".cell:focus")
+    with pg.expect_navigation():
+        pg.keyboard.press("Enter")
+    whos = {e.who for e in web_project.project.store.annotations.list(kind="select")}
+    assert whos == {name}
+    assert name in pg.locator("#who").inner_text()
+
+
+def test_near_duplicates_decided_with_y_and_n(
+    reviewer, live_server, web_project
+) -> None:
+    store = web_project.project.store
+    cats = [c for i, c in enumerate(web_project.candidates) if i % 2 == 0]
+    reviewer.goto(f"{live_server}/neardup?metric=l2")
+    reviewer.wait_for_selector(".pair:focus")
+    with reviewer.expect_response(lambda r: "/api/neardup" in r.url) as resp:
+        reviewer.keyboard.press("y")  # test:0, the closest
+        reviewer.keyboard.press("n")
+    assert resp.value.status == 200
+    reviewer.wait_for_selector("form.neardup-form.saved")  # no reload
+    verdicts = {
+        (v.candidate_id, v.ref_id, v.is_duplicate) for v in store.neardup.verdicts()
+    }
+    assert verdicts == {(cats[0], "test:0", True), (cats[0], cats[1], False)}
