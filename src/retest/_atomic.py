@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "pid_alive"]
 
 
 def _read_umask() -> int:
@@ -54,3 +54,18 @@ def atomic_write_bytes(
         finally:
             os.close(dfd)
     return p
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a leftover of a dead one may go)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OverflowError:
+        return False
+    return True

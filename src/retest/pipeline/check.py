@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from retest._atomic import pid_alive
 from retest.config import CONFIG_NAME
 from retest.errors import ConfigError, DataIntegrityError, RetestError
 from retest.store.artifacts import PixelArray, sha256_file, writers_lock
@@ -100,20 +101,6 @@ class CheckReport:
 
 
 # ----------------------------------------------------------------- helpers
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    except OverflowError:
-        return False
-    return True
 
 
 def _pixel_arrays(root: Path) -> list[PixelArray]:
@@ -355,14 +342,14 @@ def _check_leftovers(project: Any, rep: CheckReport, repair: bool) -> None:
     for p in list(_walk(root)):
         m = _STAGING.fullmatch(p.name)
         if m is not None and p.is_dir() and not p.is_symlink():
-            if not _alive(int(m["pid"])):
+            if not pid_alive(int(m["pid"])):
                 staging.append((p, m["name"], m["kind"]))
             continue
         if not p.is_file() or p.is_symlink():
             continue
         m = _TEMP_PID.fullmatch(p.name)
         if m is not None:
-            if not _alive(int(m["pid"])):
+            if not pid_alive(int(m["pid"])):
                 temps.append(p)
         elif _TEMP_ANY.fullmatch(p.name) and now - p.stat().st_mtime > STALE_SECONDS:
             temps.append(p)

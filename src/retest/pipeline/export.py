@@ -67,6 +67,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._atomic import pid_alive
 from retest._progress import ProgressCallback, report
 from retest.config import CONFIG_NAME
 from retest.errors import (
@@ -514,18 +515,6 @@ def _check_target(target: Path, *, overwrite: bool) -> None:
         )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    except OverflowError:
-        return False
-    return True
-
-
 def _clean_leftovers(project: Project, target: Path) -> list[str]:
     """Remove the staging folders that killed exports left next to ``target``.
 
@@ -545,7 +534,7 @@ def _clean_leftovers(project: Project, target: Path) -> list[str]:
         if not p.name.startswith(prefix) or m is None:
             continue
         kind, pid = m.group(1), int(m.group(2))
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and pid_alive(pid):
             continue  # an export running now
         if p.is_symlink() or not p.is_dir() or root.is_relative_to(p.resolve()):
             continue
