@@ -68,6 +68,16 @@ def dedup(
     workers: Annotated[
         int | None, typer.Option(help="Start a local Dask cluster with N workers.")
     ] = None,
+    shards: Annotated[
+        str,
+        typer.Option(
+            "--shards",
+            help="How reference shards reach the cluster's workers: path (read "
+            "the project's array file on a shared file system), send (the client "
+            "sends them), auto (path, falling back to send per shard when a worker "
+            "cannot read the file).",
+        ),
+    ] = "auto",
     chunk_size: Annotated[int, typer.Option(help="Candidates per checkpoint.")] = 1000,
     memory_gib: Annotated[float, typer.Option(help="kNN memory budget (GiB).")] = 4.0,
     report: Annotated[
@@ -117,6 +127,7 @@ def dedup(
             client=client,
             memory_budget=int(memory_gib * 2**30),
             progress=prog,
+            shard_transfer=shards,
         )
         rep = dedup_report(proj, metrics=res.metrics) if report else None
     data = {

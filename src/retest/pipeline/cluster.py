@@ -1,25 +1,48 @@
 """Dask scale-out: a client context manager and the sharded exact kNN.
 
 ``cluster_client(address, workers)`` connects to a running scheduler
-(``tcp://host:port``) or starts a ``LocalCluster`` on 127.0.0.1. :func:`dask_knn`
-splits the references into contiguous shards, runs the exact kernel
+(``tcp://host:port``, e.g. one started with ``dask scheduler`` and ``dask worker``)
+or starts a ``LocalCluster`` on 127.0.0.1. :class:`ClusterReferences` splits the
+references into contiguous shards, runs the exact kernel
 (:func:`retest.build.knn.knn`) on the workers and merges the partial top-k lists;
 because exact distances are computed per pair, the result is identical to the
-single-process run. A memory-mapped reference array is reopened by path on each
-worker (nothing large travels over the network); an in-memory one is scattered.
+single-process run.
+
+How shards reach the workers (``transfer``):
+
+- ``"path"``: a memory-mapped reference array is reopened by path on each worker,
+  so nothing large travels over the network. The workers must see the same file
+  at the same path (a shared file system). Each worker checks the file's size and
+  a sampled checksum before its first read, so a different or stale copy is never
+  used.
+- ``"send"``: the client reads each shard and scatters it to the workers once;
+  later calls on the same :class:`ClusterReferences` reuse it. Works without a
+  shared file system; shards then live in worker memory (Dask spills them to disk
+  above its memory limit).
+- ``"auto"`` (default): ``path`` for a memory-mapped array; a shard whose file a
+  worker cannot open or whose checksum differs there is sent instead, for the rest
+  of the run. In-memory references are always sent.
+
+A lost worker (killed, out of memory, machine gone) is survived: the scheduler
+reruns its tasks elsewhere, and a shard whose scattered copy died with it is sent
+again from the client (up to ``retries`` times per shard and call).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import mmap
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest.build.knn import (
     DEFAULT_MEMORY_BUDGET,
@@ -31,7 +54,23 @@ from retest.build.knn import (
 )
 from retest.errors import ConfigError, StageError
 
-__all__ = ["MemmapRef", "cluster_client", "dask_knn"]
+__all__ = [
+    "SHARD_TRANSFERS",
+    "ClusterReferences",
+    "MemmapRef",
+    "ShardTransfer",
+    "ShardUnreadableError",
+    "cluster_client",
+    "dask_knn",
+    "data_fingerprint",
+    "file_fingerprint",
+]
+
+ShardTransfer = Literal["auto", "path", "send"]
+SHARD_TRANSFERS: tuple[str, ...] = ("auto", "path", "send")
+MAX_SHARD_BYTES = 256 * 2**20
+"""Shards are cut so none exceeds this (a task's read, or one scattered object)."""
+_SAMPLE = 1 << 16
 
 
 @contextmanager
@@ -93,6 +132,45 @@ def cluster_client(
         cluster.close()
 
 
+class ShardUnreadableError(OSError):
+    """A worker cannot read the shared reference file (absent or a different copy)."""
+
+
+def _sample_offsets(nbytes: int) -> list[int]:
+    return sorted({0, max(0, nbytes // 2 - _SAMPLE // 2), max(0, nbytes - _SAMPLE)})
+
+
+def data_fingerprint(arr: NDArray[Any]) -> str:
+    """Byte size plus a SHA-256 of three 64 KiB samples (start, middle, end) of a
+    C-contiguous array's bytes: what the client has mapped."""
+    raw = arr.reshape(-1).view(np.uint8)
+    h = hashlib.sha256()
+    for off in _sample_offsets(raw.size):
+        h.update(raw[off : off + _SAMPLE].tobytes())
+    return f"{raw.size}:{h.hexdigest()[:32]}"
+
+
+def file_fingerprint(path: str | os.PathLike[str], offset: int, nbytes: int) -> str:
+    """:func:`data_fingerprint` of ``nbytes`` bytes at ``offset`` of a file.
+
+    Cheap enough for every worker; catches a missing, truncated, regenerated or
+    unrelated file at the same path (not a change confined to unsampled bytes).
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < offset + nbytes:
+            return f"{max(0, size - offset)}:truncated"
+        for off in _sample_offsets(nbytes):
+            f.seek(offset + off)
+            h.update(f.read(min(_SAMPLE, nbytes - off)))
+    return f"{nbytes}:{h.hexdigest()[:32]}"
+
+
+_VERIFIED: set[tuple[str, str]] = set()
+"""(path, fingerprint) pairs this process has checked (workers check once)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemmapRef:
     """Where a memory-mapped array lives, so a worker can reopen it."""
@@ -101,11 +179,38 @@ class MemmapRef:
     dtype: str
     shape: tuple[int, ...]
     offset: int
+    fingerprint: str = ""
 
     def open(self) -> NDArray[Any]:
-        return np.memmap(
-            self.path, np.dtype(self.dtype), "r", offset=self.offset, shape=self.shape
-        )
+        """The array, after checking the file is the client's (when fingerprinted).
+
+        Raises :class:`ShardUnreadableError` when the file is absent, unreadable
+        or differs from the one the client mapped.
+        """
+        if self.fingerprint and (self.path, self.fingerprint) not in _VERIFIED:
+            try:
+                nbytes = int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+                got = file_fingerprint(self.path, self.offset, nbytes)
+            except OSError as err:
+                raise ShardUnreadableError(
+                    f"{self.path}: cannot read the reference file here ({err})."
+                ) from err
+            if got != self.fingerprint:
+                raise ShardUnreadableError(
+                    f"{self.path}: the file here differs from the client's "
+                    f"(size:checksum {got} vs {self.fingerprint})."
+                )
+            _VERIFIED.add((self.path, self.fingerprint))
+        try:
+            return np.memmap(
+                self.path,
+                np.dtype(self.dtype),
+                "r",
+                offset=self.offset,
+                shape=self.shape,
+            )
+        except (OSError, ValueError) as err:
+            raise ShardUnreadableError(f"{self.path}: cannot map it ({err}).") from err
 
     @classmethod
     def of(cls, arr: Any) -> MemmapRef | None:
@@ -117,6 +222,17 @@ class MemmapRef:
         return cls(str(arr.filename), arr.dtype.str, tuple(arr.shape), int(arr.offset))
 
 
+def _task_threads(threads_by_host: dict[str, int]) -> int:
+    """Threads one task may use: this host's cores shared by its worker threads."""
+    try:
+        from dask.distributed import get_worker
+
+        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
+    except (ImportError, ValueError):  # pragma: no cover - outside a worker
+        return 1
+    return max(1, available_cpus() // max(1, threads_by_host.get(host, 1)))
+
+
 def _shard_task(
     queries: NDArray[Any],
     source: Any,
@@ -126,20 +242,216 @@ def _shard_task(
     exclude: NDArray[np.int64] | None,
     budget: int,
     backend: Backend,
+    threads: Any = None,
 ) -> KnnResult:
     """Exact top-k of the queries against reference rows [lo, hi) (runs on a worker).
 
     ``source`` is a :class:`MemmapRef` of the whole reference array or the shard
-    itself; ``exclude`` holds global reference indices.
+    itself; ``exclude`` holds global reference indices; ``threads`` is a thread
+    count or a host → worker-threads map (see :func:`_task_threads`).
     """
     part = source.open()[lo:hi] if isinstance(source, MemmapRef) else source
     ex = None
     if exclude is not None:
         ex = np.where((exclude >= lo) & (exclude < hi), exclude - lo, -1)
+    n_threads = _task_threads(threads) if isinstance(threads, dict) else threads
     res = knn(
-        queries, part, k, exclude=ex, pad=True, memory_budget=budget, backend=backend
+        queries,
+        part,
+        k,
+        exclude=ex,
+        pad=True,
+        memory_budget=budget,
+        backend=backend,
+        n_threads=n_threads,
     )
     return KnnResult(np.where(res.indices >= 0, res.indices + lo, -1), res.distances)
+
+
+def _host(address: str) -> str:
+    return address.split("://")[-1].rsplit(":", 1)[0]
+
+
+def _retriable() -> tuple[type[BaseException], ...]:
+    """Errors that mean "the worker (or data it held) went away", not a bad task."""
+    from concurrent.futures import CancelledError
+
+    from distributed.scheduler import KilledWorker
+
+    out: list[type[BaseException]] = [CancelledError, KilledWorker]
+    try:
+        from distributed.client import FutureCancelledError
+
+        out.append(FutureCancelledError)
+    except ImportError:  # pragma: no cover - older distributed
+        pass
+    return tuple(out)
+
+
+class ClusterReferences:
+    """A reference array split into shards for repeated exact kNN on a cluster.
+
+    Parameters
+    ----------
+    client : dask.distributed.Client
+    references : array (n_refs, d) or (n_refs, H, W[, C])
+        Memory-mapped arrays can be read by path on the workers.
+    n_shards : int, optional
+        Default: twice the workers' threads, more if a shard would exceed
+        :data:`MAX_SHARD_BYTES`.
+    transfer : {'auto', 'path', 'send'}
+        How shards reach the workers (module docstring).
+    progress : ProgressCallback, optional
+        Called as ``progress("knn shards", done, total)`` over all calls.
+    expected_calls : int
+        How many :meth:`knn` calls will follow, so the progress total (and the ETA
+        drawn from it) covers the whole run.
+    task_threads : int, optional
+        Threads per task (default: the host's cores over its worker threads).
+    retries : int
+        Resubmissions per shard and call after lost workers.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        references: ArrayLike,
+        *,
+        n_shards: int | None = None,
+        transfer: str = "auto",
+        progress: ProgressCallback | None = None,
+        expected_calls: int = 1,
+        task_threads: int | None = None,
+        retries: int = 5,
+    ) -> None:
+        if transfer not in SHARD_TRANSFERS:
+            raise ConfigError(
+                f"shard transfer must be one of {', '.join(SHARD_TRANSFERS)}. "
+                f"Got {transfer!r}."
+            )
+        self.client = client
+        self.references = references
+        self.refs = validate_knn_inputs(references, references, None)[1]
+        nr = self.refs.shape[0]
+        workers = client.scheduler_info().get("workers", {})
+        threads: dict[str, int] = {}
+        for addr, info in workers.items():
+            threads[_host(addr)] = threads.get(_host(addr), 0) + int(
+                info.get("nthreads", 1)
+            )
+        self.threads: Any = task_threads if task_threads else threads
+        n_threads = max(1, sum(threads.values()))
+        by_size = math.ceil(self.refs.nbytes / MAX_SHARD_BYTES)
+        shards = max(1, min(nr, n_shards or max(2 * n_threads, by_size)))
+        self.bounds = np.linspace(0, nr, shards + 1).astype(int)
+        loc = MemmapRef.of(references) if transfer != "send" else None
+        if transfer == "path" and loc is None:
+            raise ConfigError(
+                "shard transfer 'path' needs memory-mapped references (an np.memmap "
+                "or np.load(..., mmap_mode='r')); use 'send' or 'auto'."
+            )
+        if loc is not None:
+            loc = replace(loc, fingerprint=data_fingerprint(np.asarray(references)))
+        self.loc = loc
+        self.transfer = transfer
+        self.mode = ["path" if loc is not None else "send"] * shards
+        self._sent: dict[int, Any] = {}
+        self.progress = progress
+        self.done = 0
+        self.total = shards * max(1, int(expected_calls))
+        self.retries = int(retries)
+        self.resubmitted = 0
+
+    @property
+    def n_shards(self) -> int:
+        return len(self.bounds) - 1
+
+    @property
+    def shards_sent(self) -> int:
+        """Shards that travelled from the client (send mode or fallback)."""
+        return sum(m == "send" for m in self.mode)
+
+    def _source(self, i: int) -> Any:
+        if self.mode[i] == "path":
+            return self.loc
+        fut = self._sent.get(i)
+        if fut is None or fut.status != "finished":
+            lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+            fut = self.client.scatter(
+                np.ascontiguousarray(self.refs[lo:hi]), hash=False
+            )
+            self._sent[i] = fut
+        return fut
+
+    def knn(
+        self,
+        queries: ArrayLike,
+        k: int,
+        *,
+        exclude: ArrayLike | None = None,
+        exclude_self: bool = False,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        backend: Backend = "auto",
+    ) -> KnnResult:
+        """Exact kNN of ``queries`` against the shards; same result as ``knn``."""
+        from dask.distributed import as_completed
+
+        q, _, ex = validate_knn_inputs(
+            queries, self.refs, k, exclude=exclude, exclude_self=exclude_self
+        )
+        q = np.ascontiguousarray(q)
+        q_fut = [self.client.scatter(q, broadcast=True, hash=False)]
+
+        def submit(i: int) -> Any:
+            if q_fut[0].status != "finished":
+                q_fut[0] = self.client.scatter(q, broadcast=True, hash=False)
+            lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+            return self.client.submit(
+                _shard_task, q_fut[0], self._source(i), lo, hi, int(k), ex,
+                memory_budget, backend, self.threads, pure=False,
+            )  # fmt: skip
+
+        owner = {submit(i): i for i in range(self.n_shards)}
+        tries = [0] * self.n_shards
+        parts: list[KnnResult] = []
+        retriable = _retriable()
+        queue = as_completed(list(owner))
+        for fut in queue:
+            i = owner.pop(fut)
+            try:
+                parts.append(fut.result())
+            except ShardUnreadableError as err:
+                if self.transfer == "path":
+                    raise StageError(
+                        f"a worker cannot use the reference shards' file: {err} "
+                        "Put the project on a file system every worker mounts at "
+                        "the same path, or use --shards send (or auto)."
+                    ) from err
+                self.mode[i] = "send"  # this worker cannot read it: send it
+            except retriable as err:
+                tries[i] += 1
+                if tries[i] > self.retries:
+                    raise StageError(
+                        f"reference shard {i} failed {tries[i]} times on the cluster "
+                        f"({type(err).__name__}: {err}); check the workers' logs."
+                    ) from err
+                self._sent.pop(i, None)
+            else:
+                self.done += 1
+                self.total = max(self.total, self.done)
+                report(self.progress, "knn shards", self.done, self.total)
+                continue
+            self.resubmitted += 1
+            new = submit(i)
+            owner[new] = i
+            queue.add(new)
+        return merge_knn(parts, k)
+
+    def release(self) -> None:
+        """Drop the scattered shards from the workers' memory."""
+        for fut in self._sent.values():
+            fut.release()
+        self._sent.clear()
 
 
 def dask_knn(
@@ -154,43 +466,30 @@ def dask_knn(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: Backend = "auto",
     progress: ProgressCallback | None = None,
+    transfer: str = "auto",
 ) -> KnnResult:
     """Exact kNN with reference shards processed on Dask workers.
 
     Same contract and result as :func:`retest.build.knn.knn` (bit-identical
     distances and indices). ``memory_budget`` applies per task; ``n_shards``
-    defaults to twice the number of workers.
+    defaults to twice the workers' threads; ``transfer`` as in the module
+    docstring. For many query batches against the same references use
+    :class:`ClusterReferences` once (sent shards are then reused).
     """
-    from dask.distributed import as_completed
-
-    q, refs, ex = validate_knn_inputs(
+    validate_knn_inputs(
         queries, references, k, exclude=exclude, exclude_self=exclude_self
     )
-    nr = refs.shape[0]
-    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-    shards = max(1, min(nr, n_shards or 2 * n_workers))
-    bounds = np.linspace(0, nr, shards + 1).astype(int)
-    loc = MemmapRef.of(references)
-    q_fut = client.scatter(np.ascontiguousarray(q), broadcast=True)
-    futures = []
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        src: Any = loc if loc is not None else client.scatter(np.asarray(refs[lo:hi]))
-        futures.append(
-            client.submit(
-                _shard_task,
-                q_fut,
-                src,
-                lo,
-                hi,
-                k,
-                ex,
-                memory_budget,
-                backend,
-                pure=False,
-            )
+    shards = ClusterReferences(
+        client, references, n_shards=n_shards, transfer=transfer, progress=progress
+    )
+    try:
+        return shards.knn(
+            queries,
+            k,
+            exclude=exclude,
+            exclude_self=exclude_self,
+            memory_budget=memory_budget,
+            backend=backend,
         )
-    parts = []
-    for done, fut in enumerate(as_completed(futures), 1):
-        parts.append(fut.result())
-        report(progress, "knn", done, len(futures))
-    return merge_knn(parts, k)
+    finally:
+        shards.release()
