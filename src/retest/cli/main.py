@@ -2,19 +2,25 @@
 
 Commands live one per module in this package (any module not starting with ``_``
 that defines ``register(app)``), so adding a command never touches this file.
-One handler turns :class:`~retest.errors.RetestError` into ``error: …`` on stderr
-and exit code 1 (2 for configuration errors); ``--debug`` shows the traceback.
+One handler (:class:`_RetestGroup`) is the only map from errors to exit codes:
+a :class:`~retest.errors.RetestError` becomes ``error: …`` on stderr with exit
+code 1 (2 for configuration errors and unknown names), a usage error (unknown
+option, missing argument, a value click's own type checks refuse) the same one
+line with exit code 2, and an :class:`OSError` nobody turned into a retest error
+one line naming the path with exit code 1. ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 import warnings
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 import retest.cli
@@ -25,19 +31,46 @@ __all__ = ["app", "main"]
 
 
 class _RetestGroup(TyperGroup):
-    """Click group that renders retest errors as one line instead of a traceback."""
+    """Click group that renders errors as one line instead of a traceback."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except RetestError as err:
+        except (RetestError, UsageError, OSError) as err:
             if ctx.obj and ctx.obj.get("debug"):
+                raise
+            if type(err).__name__ == "NoArgsIsHelpError":  # a group's help page
                 raise
             from retest.cli._console import print_error
 
-            print_error(str(err))
-            code = 2 if isinstance(err, (ConfigError, UnknownNameError)) else 1
+            message, code = _one_line(err)
+            print_error(message)
             raise typer.Exit(code) from None
+
+
+def _one_line(err: Exception) -> tuple[str, int]:
+    """The ``error:`` text and exit code of an error: the one place that maps them."""
+    if isinstance(err, RetestError):
+        return str(err), 2 if isinstance(err, (ConfigError, UnknownNameError)) else 1
+    if isinstance(err, UsageError):
+        sub = err.ctx.command_path if err.ctx is not None else "retest"
+        text = " ".join(err.format_message().split())
+        text += "" if text.endswith((".", "?", "!")) else "."
+        return f"{text} See '{sub} --help'.", err.exit_code
+    assert isinstance(err, OSError)
+    what = err.strerror or type(err).__name__
+    if err.filename is None:
+        return (
+            f"{what} ({type(err).__name__}). Check free disk space and the "
+            "permissions of the files involved; --debug shows where it happened."
+        ), 1
+    where = os.fsdecode(err.filename)
+    if err.filename2 is not None:
+        where += f" -> {os.fsdecode(err.filename2)}"
+    return (
+        f"{where}: {what}. Check that this path exists, is a file or a folder as "
+        "the command expects, and is writable; --debug shows where it happened."
+    ), 1
 
 
 app = typer.Typer(
