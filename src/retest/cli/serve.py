@@ -65,6 +65,8 @@ def register(app: typer.Typer) -> None:
             openapi=openapi,
             hosts=None if host == "0.0.0.0" else hosts,
         )
+        # read the event log once now, so the first page does not wait for it
+        web.state.retest.live.sync()
         shown = "127.0.0.1" if host == "0.0.0.0" else host
         console.print(
             f"retest serving {proj.root} on http://{shown}:{port}/", soft_wrap=True

@@ -65,16 +65,30 @@ class SQLiteReadStore(SQLiteStore):
             setattr(self, name, cls(self._db))
 
 
+_COUNTED = frozenset(
+    {
+        "classes",
+        "keywords",
+        "stages",
+        "artifacts",
+        "predictions",
+        "revisions",
+        "review_states",
+    }
+)
+"""Small tables rows are replaced in or deleted from: their row count is read too."""
+
+
 def table_fingerprint(
     store: SQLiteStore, *, skip: tuple[str, ...] = ()
 ) -> tuple[Any, ...]:
-    """``(table, max rowid, row count)`` of every table not in ``skip``.
+    r"""``(table, max rowid[, row count])`` of every table not in ``skip``.
 
-    Appends raise the max rowid, deletes lower the count and
-    ``INSERT OR REPLACE`` gives the row a new rowid, so any of these changes the
-    fingerprint. Cheap: each part is an index lookup or a count over the
-    smallest index. (In-place ``UPDATE``\\ s are not seen: see
-    :func:`external_data_version`.)
+    Appends raise the max rowid and ``INSERT OR REPLACE`` gives the row a new
+    rowid; the small tables rows are deleted from also report their count. Each
+    part is one index lookup, so this is cheap at any size. Not seen: in-place
+    ``UPDATE``\ s and deletes in the big tables, which only other processes (CLI
+    commands) make: see :func:`external_data_version`.
     """
     db = store._db
     with db.lock:
@@ -85,10 +99,14 @@ def table_fingerprint(
             )
             if r[0] not in skip and not r[0].startswith("sqlite_")
         ]
-        out = []
+        out: list[tuple[Any, ...]] = []
         for n in names:
-            row = db.conn.execute(f'SELECT MAX(rowid), COUNT(*) FROM "{n}"').fetchone()
-            out.append((n, row[0], row[1]))
+            row = db.conn.execute(f'SELECT MAX(rowid) FROM "{n}"').fetchone()
+            if n in _COUNTED:
+                count = db.conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0]
+                out.append((n, row[0], count))
+            else:
+                out.append((n, row[0]))
     return tuple(out)
 
 

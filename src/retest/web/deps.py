@@ -115,7 +115,7 @@ class AppState:
         return None
 
 
-def _state(request: Request) -> AppState:
+async def _state(request: Request) -> AppState:
     state: AppState = request.app.state.retest
     return state
 
@@ -123,7 +123,7 @@ def _state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(_state)]
 
 
-def _images(state: StateDep) -> ItemImages:
+async def _images(state: StateDep) -> ItemImages:
     return state.images
 
 
@@ -142,7 +142,7 @@ def request_token(request: Request) -> tuple[str, bool]:
     return request.cookies.get(COOKIE_TOKEN, ""), False
 
 
-def _role(request: Request, state: StateDep) -> str:
+async def _role(request: Request, state: StateDep) -> str:
     token, _ = request_token(request)
     role = state.role_of(token) if token else None
     if role is None:
@@ -154,7 +154,7 @@ def _role(request: Request, state: StateDep) -> str:
 RoleDep = Annotated[str, Depends(_role)]
 
 
-def _reviewer(role: RoleDep) -> str:
+async def _reviewer(role: RoleDep) -> str:
     if role != REVIEWER:
         raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
     return role
@@ -164,7 +164,10 @@ ReviewerDep = Annotated[str, Depends(_reviewer)]
 
 
 def _store(state: StateDep, role: RoleDep) -> Store:
-    """This thread's read-only store (reads never wait behind writes)."""
+    """A worker thread's read-only store (reads never wait behind writes).
+
+    The checks above are ``async``: they do no I/O, and each synchronous
+    dependency would cost a trip through the thread pool."""
     return state.live.store() if state.live is not None else state.store
 
 
@@ -208,7 +211,7 @@ class Annotator:
     role: str
 
 
-def _annotator(request: Request, role: RoleDep) -> Annotator:
+async def _annotator(request: Request, role: RoleDep) -> Annotator:
     _, from_header = request_token(request)
     if not same_origin(request) or (
         not from_header and "origin" not in request.headers
@@ -230,7 +233,7 @@ def _annotator(request: Request, role: RoleDep) -> Annotator:
 AnnotatorDep = Annotated[Annotator, Depends(_annotator)]
 
 
-def _reviewer_writer(who: AnnotatorDep) -> Annotator:
+async def _reviewer_writer(who: AnnotatorDep) -> Annotator:
     if who.role != REVIEWER:
         raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
     return who

@@ -1,0 +1,480 @@
+"""The labeling web app at campaign scale: page and write latency, write throughput.
+
+Builds a project with ``--events`` stored annotation events (default 1,000,000:
+grid-task answers of 48 images, plus stage-1/2 labels), starts a real
+``retest serve`` on 127.0.0.1 and measures
+
+* every page's latency with nobody else on the server (``--reps`` each);
+* a write load: ``--clients`` concurrent clients answering grid tasks for
+  ``--seconds`` (each request with a fresh submission key; every 10th is sent
+  twice, as a double click would), while a labeler in Chromium (Debian's
+  ``/usr/bin/chromium`` through Playwright, or plain page fetches when absent)
+  answers tasks with the keyboard and another client reads pages;
+* afterwards, in the database: events lost (accepted answers without their 48
+  events) and duplicated (a replayed submission stored twice).
+
+``--baseline COMMIT`` runs the same against an older checkout of retest (a git
+worktree under ``/tmp``) on a copy of the same project, for comparison.
+
+Run ``python3 benchmarks/bench_web.py [--events N] [--baseline COMMIT]``; writes
+``benchmarks/results/web.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results" / "web.json"
+TOKEN, REVIEWER = "bench-labeler-token", "bench-reviewer-token"
+N_CLASSES, REFS_PER_CLASS, N_CANDIDATES, KW_PER_CLASS = 10, 1000, 20_000, 5
+
+
+# -- the project -------------------------------------------------------------
+def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
+    """A Fashion-MNIST-sized project with ``n_events`` annotation events."""
+    from retest.pipeline.crowd import create_tasks
+    from retest.pipeline.project import Project
+    from retest.pipeline.review_queue import Suspect, queue_label_errors
+    from retest.store.artifacts import PixelArray
+    from retest.store.base import (
+        AnnotationEvent,
+        CandidateRow,
+        KeywordRow,
+        NeighbourList,
+        ReferenceRow,
+        Revision,
+        RevisionMember,
+        content_id,
+    )
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    proj = Project.init(
+        root, name="bench", classes=[f"class{i}" for i in range(N_CLASSES)]
+    )
+    store = proj.store
+    kws = {c: [f"kw{c}_{k}" for k in range(KW_PER_CLASS)] for c in range(N_CLASSES)}
+    store.classes.put_keywords(
+        [KeywordRow(c, kw, 200) for c in range(N_CLASSES) for kw in kws[c]]
+    )
+    n_refs = N_CLASSES * REFS_PER_CLASS
+    refs = rng.integers(0, 255, (n_refs, 16, 16, 3), dtype=np.uint8)
+    PixelArray.create(proj.arrays_dir, "ref_test", shape=(16, 16, 3)).append(refs)
+    store.references.add(
+        ReferenceRow("test", i, i % N_CLASSES, content_id(refs[i]),
+                     kws[i % N_CLASSES][i % KW_PER_CLASS], "ref_test", i)
+        for i in range(n_refs)
+    )  # fmt: skip
+    cands = rng.integers(0, 255, (N_CANDIDATES, 16, 16, 3), dtype=np.uint8)
+    PixelArray.create(proj.arrays_dir, "pool", shape=(16, 16, 3)).append(cands)
+    ids = [content_id(c) for c in cands]
+    store.candidates.add(
+        CandidateRow(id=cid, source="arrays", source_ref=str(i),
+                     class_id=i % N_CLASSES, keyword=kws[i % N_CLASSES][(i // N_CLASSES) % KW_PER_CLASS],
+                     array_name="pool", array_row=i, date_taken=f"2013-01-{i % 28 + 1:02d}")
+        for i, cid in enumerate(ids)
+    )  # fmt: skip
+    tasks = create_tasks(store, images_per_task=48, pos_controls=3, neg_controls=3,
+                         min_assignments=10, seed=seed)  # fmt: skip
+    # stage-1/2 labels: 5 % of the events
+    label_events = []
+    n_labels = n_events // 20
+    for k in range(n_labels):
+        i = k % N_CANDIDATES
+        kind = "select" if k < N_CANDIDATES else "verify"
+        label_events.append(AnnotationEvent(f"lab{k % 7}", kind, i % N_CLASSES, ids[i],
+                                            int(rng.random() < 0.6)))  # fmt: skip
+    store.annotations.add(label_events)
+    # grid answers: whole assignments until n_events is reached
+    left = n_events - len(label_events)
+    batch: list[AnnotationEvent] = []
+    a = 0
+    while left > 0:
+        t = tasks[a % len(tasks)]
+        worker = f"w{a // len(tasks)}"
+        status = "Rejected" if rng.random() < 0.03 else "Approved"
+        items = list(t.items)[:left]
+        picks = rng.random(len(items)) < 0.5
+        when = f"2024-01-01T{a // 3600 % 24:02d}:{a // 60 % 60:02d}:{a % 60:02d}"
+        batch.extend(
+            AnnotationEvent(worker, "task", t.class_id, item, int(p), when, "mturk",
+                            t.id, f"A{a:08d}", status, worker)
+            for item, p in zip(items, picks, strict=True)
+        )  # fmt: skip
+        left -= len(items)
+        a += 1
+        if len(batch) >= 50_000:
+            store.annotations.add(batch)
+            batch = []
+    if batch:
+        store.annotations.add(batch)
+    # a revision to review, neighbour lists to review, a label-error queue
+    members = [RevisionMember(ids[i], i % N_CLASSES) for i in range(2000)]
+    store.revisions.create(Revision("bench-a-0", "threshold", {"per_class": 200}, seed=1),
+                           members)  # fmt: skip
+    store.neardup.put_neighbours(
+        NeighbourList(ids[i], "l2", (f"test:{i % n_refs}", ids[(i + 1) % N_CANDIDATES]),
+                      (float(rng.uniform(1e6, 1e8)), float(rng.uniform(1e6, 1e8))))
+        for i in range(0, 4000, 2)
+    )  # fmt: skip
+    queue_label_errors(
+        store, [Suspect(f"test:{i}", i % N_CLASSES, (i + 1) % N_CLASSES, rank=i)
+                for i in range(300)], method="both")  # fmt: skip
+    n = store.annotations.count()
+    proj.close()
+    return {"events": n, "tasks": len(tasks), "build_seconds": time.perf_counter() - t0,
+            "task_ids": [t.id for t in tasks], "candidates": ids[:50],
+            "task_items": {t.id: len(dict.fromkeys(t.items)) for t in tasks}}  # fmt: skip
+
+
+# -- the server ----------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(root: Path, src: Path | None) -> tuple[subprocess.Popen[str], str]:
+    port = _free_port()
+    code = "from retest.cli.main import main; main()"
+    args = [sys.executable, "-c", code, "serve", "-p", str(root), "--port", str(port),
+            "--token", TOKEN]  # fmt: skip
+    env = dict(os.environ)
+    if src is None:
+        args += ["--reviewer-token", REVIEWER]
+    else:
+        env["PYTHONPATH"] = str(src)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 900:
+        try:
+            httpx.get(base + "/static/app.css", timeout=2)
+            return proc, base
+        except httpx.TransportError:
+            if proc.poll() is not None:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise RuntimeError(f"server died: {out}") from None
+            time.sleep(0.2)
+    raise RuntimeError("server did not start")
+
+
+# -- measuring -----------------------------------------------------------------
+def pages(info: dict[str, Any]) -> dict[str, str]:
+    t = info["task_ids"][0]
+    return {
+        "index": "/",
+        "label select": "/label/0/kw0_0?stage=select",
+        "label verify": "/label/0/kw0_1?stage=verify",
+        "keywords": "/keywords/0",
+        "tasks": "/tasks",
+        "task": f"/task/{t}",
+        "task results": f"/task/{t}/results",
+        "stats": "/stats",
+        "class stats": "/stats/0",
+        "review": "/review/bench-a-0/0",
+        "neardup": "/neardup?metric=l2",
+        "label errors": "/label-errors",
+        "image": f"/img/i/{info['candidates'][0]}",
+    }
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def _summary(xs: list[float]) -> dict[str, float]:
+    ms = [x * 1000 for x in xs]
+    return {"n": len(ms), "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95),
+            "max_ms": max(ms) if ms else float("nan")}  # fmt: skip
+
+
+def measure_pages(
+    base: str, urls: dict[str, str], reps: int, timeout: float
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    h = {"X-Retest-Token": REVIEWER}
+    with httpx.Client(base_url=base, headers=h, timeout=timeout) as c:
+        for name, url in urls.items():  # warm-up (first load builds caches)
+            t0 = time.perf_counter()
+            r = c.get(url)
+            out[name] = {
+                "first_ms": (time.perf_counter() - t0) * 1000,
+                "status": r.status_code,
+            }
+        for name, url in urls.items():
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                c.get(url)
+                times.append(time.perf_counter() - t0)
+            out[name].update(_summary(times))
+    return out
+
+
+def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
+               timeout: float) -> dict[str, Any]:  # fmt: skip
+    """Concurrent grid answers; every 10th request is sent twice (same key)."""
+    from retest.build.tasks import image_token  # noqa: F401  (tokens are optional)
+
+    lat: list[float] = []
+    accepted: list[tuple[str, str]] = []  # (submission, task)
+    sent = [0]
+    replays = [0]
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def client(k: int) -> None:
+        hdr = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": f"bench{k}"}
+        n = 0
+        with httpx.Client(base_url=base, headers=hdr, timeout=timeout) as c:
+            while time.perf_counter() < stop:
+                task = info["task_ids"][(k * 7919 + n) % len(info["task_ids"])]
+                key = f"b{k}n{n}x{os.getpid()}"
+                body = {"submission": key, "task_id": task, "selected_tokens": []}
+                for _ in range(2 if n % 10 == 0 else 1):
+                    t0 = time.perf_counter()
+                    try:
+                        r = c.post("/api/task", json=body)
+                    except httpx.HTTPError as err:
+                        with lock:
+                            errors.append(repr(err))
+                        continue
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        lat.append(dt)
+                        sent[0] += 1
+                        if r.status_code == 200 and not r.json().get("replayed"):
+                            accepted.append((key, task))
+                        elif r.status_code == 200:
+                            replays[0] += 1
+                        else:
+                            errors.append(f"{r.status_code} {r.text[:80]}")
+                n += 1
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {"latency": _summary(lat), "requests": sent[0], "accepted": len(accepted),
+            "replays_answered": replays[0], "writes_per_s": sent[0] / wall,
+            "errors": errors[:5], "n_errors": len(errors), "wall_s": wall,
+            "accepted_list": accepted}  # fmt: skip
+
+
+def reader_load(base: str, urls: dict[str, str], stop: threading.Event,
+                timeout: float) -> dict[str, list[float]]:  # fmt: skip
+    """A second person reading pages while the writes run."""
+    out: dict[str, list[float]] = {k: [] for k in urls}
+    with httpx.Client(base_url=base, headers={"X-Retest-Token": REVIEWER},
+                      timeout=timeout) as c:  # fmt: skip
+        while not stop.is_set():
+            for name, url in urls.items():
+                if stop.is_set():
+                    break
+                t0 = time.perf_counter()
+                try:
+                    c.get(url)
+                except httpx.HTTPError:
+                    continue
+                out[name].append(time.perf_counter() - t0)
+    return out
+
+
+def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any]) -> None:
+    """A labeler in Chromium answering grid tasks with the keyboard."""
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        result["browser"] = "absent"
+        return
+    times: list[float] = []
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
+        )
+        pg = b.new_context(viewport={"width": 1400, "height": 900}).new_page()
+        pg.goto(f"{base}/?token={TOKEN}")
+        if pg.locator("#annotator-name").count():
+            pg.fill("#annotator-name", "browser")
+            pg.click("#identity-form button")
+        pg.goto(f"{base}/next/task")
+        while not stop.is_set():
+            try:
+                pg.wait_for_selector(".cell", timeout=30_000)
+                pg.keyboard.press("ArrowRight")
+                pg.keyboard.press("Space")
+                t0 = time.perf_counter()
+                with pg.expect_navigation(timeout=30_000):
+                    pg.keyboard.press("Enter")
+                pg.wait_for_load_state("load")
+                times.append(time.perf_counter() - t0)
+            except Exception as err:
+                result["browser_error"] = repr(err)[:200]
+                break
+        b.close()
+    result["browser"] = _summary(times)
+
+
+def check_db(root: Path, info: dict[str, Any], before: int, accepted: list[tuple[str, str]],
+             labeler_tasks: int) -> dict[str, Any]:  # fmt: skip
+    """Events lost or duplicated by the load, counted in the database."""
+    from retest.store.sqlite import SQLiteStore
+
+    s = SQLiteStore(root / "retest.db", verify=False)
+    new = s.annotations.list(kind="task", after_id=before)
+    s.close()
+    by_assignment: dict[str, int] = {}
+    for e in new:
+        by_assignment[e.assignment_id or ""] = (
+            by_assignment.get(e.assignment_id or "", 0) + 1
+        )
+    keys = {f"{k}": t for k, t in accepted}
+    stored_keys = {a.rsplit(":", 1)[-1] for a in by_assignment}
+    expected = sum(info["task_items"][t] for _, t in accepted)
+    bench_events = sum(n for a, n in by_assignment.items() if "bench" in a)
+    lost = sum(1 for k in keys if k not in stored_keys)
+    return {"new_task_events": len(new), "expected_bench_events": expected,
+            "bench_events": bench_events, "lost_submissions": lost,
+            "duplicated_events": max(0, bench_events - expected)}  # fmt: skip
+
+
+def run(
+    root: Path, info: dict[str, Any], src: Path | None, args: argparse.Namespace
+) -> dict[str, Any]:
+    from retest.store.sqlite import SQLiteStore
+
+    proc, base = start_server(root, src)
+    try:
+        urls = pages(info)
+        reps = args.reps if src is None else max(2, args.reps // 10)
+        idle = measure_pages(base, urls, reps, args.timeout)
+        s = SQLiteStore(root / "retest.db", verify=False)
+        before = int(s.annotations.list(kind="task")[-1].id or 0)
+        s.close()
+        stop = threading.Event()
+        under: dict[str, list[float]] = {}
+        bres: dict[str, Any] = {}
+        read_urls = {k: urls[k] for k in ("label select", "task", "tasks", "image")}
+        rt = threading.Thread(
+            target=lambda: under.update(
+                reader_load(base, read_urls, stop, args.timeout)
+            )
+        )
+        bt = threading.Thread(target=browser_labeler, args=(base, stop, bres))
+        rt.start()
+        bt.start()
+        load = write_load(base, info, args.clients, args.seconds, args.timeout)
+        stop.set()
+        rt.join()
+        bt.join()
+        accepted = load.pop("accepted_list")
+        db = check_db(root, info, before, accepted, 0)
+        return {"server": "baseline" if src else "current", "idle_pages": idle,
+                "write_load": load, "pages_under_load": {k: _summary(v) for k, v in under.items()},
+                "browser_labeler": bres, "database": db}  # fmt: skip
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def baseline_src(commit: str) -> Path:
+    repo = Path(__file__).resolve().parents[1]
+    dest = Path(tempfile.gettempdir()) / f"retest-baseline-{commit[:10]}"
+    if not dest.exists():
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(dest), commit],
+                       check=True, capture_output=True)  # fmt: skip
+    return dest / "src"
+
+
+def _table(res: dict[str, Any]) -> str:
+    lines = ["| page | p50 ms | p95 ms | first ms |", "|---|---:|---:|---:|"]
+    for name, r in res["idle_pages"].items():
+        lines.append(
+            f"| {name} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['first_ms']:.0f} |"
+        )
+    w = res["write_load"]
+    lines.append(
+        f"\nwrites: {w['requests']} in {w['wall_s']:.1f} s = {w['writes_per_s']:.0f}/s, "
+        f"p50 {w['latency']['p50_ms']:.0f} ms, p95 {w['latency']['p95_ms']:.0f} ms, "
+        f"errors {w['n_errors']}; database: {res['database']}"
+    )
+    for name, r in res["pages_under_load"].items():
+        lines.append(
+            f"under load: {name} p50 {r['p50_ms']:.0f} ms p95 {r['p95_ms']:.0f} ms (n={r['n']})"
+        )
+    lines.append(f"browser labeler: {res['browser_labeler']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--root", type=Path, default=None, help="keep the project here")
+    ap.add_argument("--baseline", default=None, help="git commit of the old web app")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-web-"))
+    root = args.root or work / "proj"
+    meta = root / "bench_info.json"
+    if meta.is_file():
+        info = json.loads(meta.read_text())
+    else:
+        info = build_project(root, args.events)
+        meta.write_text(json.dumps(info))
+    print(f"project: {info['events']} events, {info['tasks']} tasks "
+          f"(built in {info['build_seconds']:.0f} s)")  # fmt: skip
+    out: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count(),
+                           "events": info["events"], "clients": args.clients,
+                           "seconds": args.seconds}  # fmt: skip
+    copy = None
+    if args.baseline:
+        copy = work / "baseline"
+        shutil.copytree(root, copy)  # the same project, before the current run's writes
+    out["current"] = run(root, info, None, args)
+    print(_table(out["current"]))
+    if args.baseline and copy is not None:
+        out["baseline_commit"] = args.baseline
+        out["baseline"] = run(copy, info, baseline_src(args.baseline), args)
+        print("\nbaseline", args.baseline)
+        print(_table(out["baseline"]))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=1))
+    if args.root is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
