@@ -19,6 +19,7 @@ from retest.errors import ConfigError, InputValidationError
 __all__ = [
     "check_fraction",
     "check_image_batch",
+    "check_input_path",
     "check_labels",
     "check_output_dir",
     "check_pred_probs",
@@ -152,6 +153,32 @@ def check_labels(
             f"{np.unique(bad_ids)[:5].tolist()} (min {lo}, max {hi})."
         )
     return out
+
+
+def check_input_path(
+    path: str | os.PathLike[str], what: str, *, kind: str | None = None
+) -> Path:
+    """An input the user named exists (as a file or a folder when ``kind`` says).
+
+    Checked before a project is touched, so a typo is one line naming the path
+    instead of an error deep inside a reader that names some other file.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputValidationError(
+            f"{what} {p} does not exist. Check the path (relative paths start at "
+            "the current folder)."
+        )
+    if kind == "file" and not p.is_file():
+        found = "a directory" if p.is_dir() else "not a regular file"
+        raise InputValidationError(
+            f"{what} {p} is {found}; a file is expected. Pass the file itself."
+        )
+    if kind == "dir" and not p.is_dir():
+        raise InputValidationError(
+            f"{what} {p} is a file; a folder is expected. Pass the folder holding it."
+        )
+    return p
 
 
 def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:

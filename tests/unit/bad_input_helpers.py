@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,13 +100,19 @@ def snapshot(root: Path) -> dict[str, str]:
     }
 
 
+#: A progress bar's last frame (rich renders it on stderr when not a terminal).
+_PROGRESS = re.compile(r"\s\d+/\d+\s+\d+%\s")
+
+
 def assert_one_line(res: Result, code: int, *culprits: str) -> str:
     """Exit ``code``, stderr exactly one ``error: …`` line that names ``culprits``."""
     out = f"exit {res.exit_code}\nstdout: {res.stdout}\nstderr: {res.stderr}"
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         raise AssertionError(f"uncaught {res.exception!r}\n{out}") from res.exception
     assert res.exit_code == code, out
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    lines = [
+        ln for ln in res.stderr.splitlines() if ln.strip() and not _PROGRESS.search(ln)
+    ]
     errors = [ln for ln in lines if ln.startswith("error: ")]
     assert len(errors) == 1, out
     assert not [ln for ln in lines if not ln.startswith("warning: ")][1:], out

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import check_input_path
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
@@ -69,6 +70,9 @@ def add(
     from retest.pipeline.reference import register_reference
 
     _check_add(kind, split, labels)
+    check_input_path(path, f"{kind} reference PATH")
+    if labels is not None:
+        check_input_path(labels, "--labels", kind="file")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
         rep = register_reference(
             project.store, project.root, kind, path, split=split, labels_path=labels,
@@ -104,6 +108,7 @@ def keywords(
         kws = [k.strip() for k in only.split(",") if k.strip()]
         if not kws:
             raise ConfigError(f"--only needs at least one keyword, a,b. Got {only!r}.")
+    check_input_path(tinyimages, "TINYIMAGES folder", kind="dir")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
         rep = recover_keywords(
             project.store, project.root, tinyimages, keywords=kws, progress=bar

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from retest._validation import check_input_path
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, UnknownNameError
+from retest.names import validate_name
 from retest.registry import close_matches
 
 if TYPE_CHECKING:
@@ -93,6 +95,26 @@ def _class_name(config: ProjectConfig, value: str | None) -> str | None:
     return value
 
 
+#: Path entries of a source's settings: (key, what to call it, file or dir).
+_PATH_CHECKS = (
+    ("path", "PATH", None),
+    ("labels", "--labels", "file"),
+    ("keywords_file", "--keywords-file", "file"),
+    ("images", "--images", "dir"),
+)
+
+
+def _check_paths(conf: dict[str, Any], configured: str | None) -> None:
+    """Every path the source will read exists (and is a file / folder as needed)."""
+    for key, flag, kind in _PATH_CHECKS:
+        if conf.get(key) is None:
+            continue
+        what = f"[sources.{configured}] {key}" if configured else flag
+        if key == "path":
+            what = f"{conf['kind']} source {what}"
+        check_input_path(conf[key], what, kind=kind)
+
+
 @source_app.command("add")
 def add(
     kind: Annotated[
@@ -147,6 +169,8 @@ def add(
 
     if batch_size is not None and batch_size < 1:
         raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
+    if name is not None:
+        validate_name(name, "source")
     kws = _split(keywords, "--keywords")
     if path is not None:
         _check_kind(kind)
@@ -182,11 +206,13 @@ def add(
                 kw: cls for cls, kw_list in project.config.keywords.items()
                 for kw in kw_list
             } or None  # fmt: skip
+        cls = _class_name(project.config, conf.get("class"))
+        _check_paths(conf, configured=kind if path is None else None)
         with progress_bar(disable=as_json) as bar:
             rep = add_source(
                 project.store, project.root, src_kind, conf["path"],
                 keywords=kw_arg, keywords_file=conf.get("keywords_file"),
-                class_name=_class_name(project.config, conf.get("class")),
+                class_name=cls,
                 name=conf.get("name"), labels_path=conf.get("labels"),
                 images_dir=conf.get("images"), batch_size=conf.get("batch_size"),
                 progress=bar,
