@@ -101,7 +101,7 @@ def create_app(
     openapi: bool = False,
     hosts: Collection[str] | None = None,
     max_body: int = MAX_BODY,
-    refresh_seconds: float = 10.0,
+    refresh_seconds: float = 5.0,
 ) -> FastAPI:
     """Build the app for an open project.
 

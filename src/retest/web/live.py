@@ -168,6 +168,10 @@ class EventAggregates:
                 self._add(k, v, sign)
 
     # -- reading
+    def stats_copy(self) -> Mapping[_Key, FrequencyStat]:
+        """:attr:`stats` on copies of the counts (for use outside the lock)."""
+        return _Stats(dict(self._n), dict(self._k))
+
     @property
     def stats(self) -> Mapping[_Key, FrequencyStat]:
         """Selection frequency per (item, class id), as ``aggregate_item_events``."""
@@ -197,10 +201,11 @@ class EventAggregates:
 
 
 class _Cached:
-    __slots__ = ("at", "fingerprint", "last_id", "refreshing", "value")
+    __slots__ = ("at", "cost", "fingerprint", "last_id", "refreshing", "value")
 
-    def __init__(self, value: Any, fingerprint: Any, last_id: int) -> None:
+    def __init__(self, value: Any, fingerprint: Any, last_id: int, cost: float) -> None:
         self.value, self.fingerprint, self.last_id = value, fingerprint, last_id
+        self.cost = cost
         self.at = time.monotonic()
         self.refreshing = False
 
@@ -213,15 +218,23 @@ class Live:
     project : Project
         The open project; its store stays the one writer.
     refresh_seconds : float
-        How old derived state (eligibility, near-duplicate queue) may get while
-        only votes arrive before it is recomputed in the background. Changes to
-        the blacklist, verdicts, reviews, neighbours, candidates or revisions
-        always recompute it before the page is shown.
+        How old expensive derived state (eligibility, near-duplicate queue,
+        statistics tables) may get while only votes arrive.
+    sync_seconds : float
+        Derived state whose computation takes at most this long is recomputed
+        before the page is shown; see :meth:`derived`.
     """
 
-    def __init__(self, project: Project, *, refresh_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        project: Project,
+        *,
+        refresh_seconds: float = 5.0,
+        sync_seconds: float = 0.2,
+    ) -> None:
         self.project = project
         self.refresh_seconds = refresh_seconds
+        self.sync_seconds = sync_seconds
         self.lock = threading.RLock()
         self.aggregates = EventAggregates()
         self._local = threading.local()
@@ -296,22 +309,37 @@ class Live:
             return agg
 
     # -- derived state
-    def derived(self, name: str, compute: Callable[[Project], T]) -> T:
-        """``compute(read_project)`` cached per fingerprint (see the class doc)."""
+    def derived(
+        self, name: str, compute: Callable[[Project], T], *, votes: bool = True
+    ) -> T:
+        """``compute(read_project)``, cached per fingerprint (and event id when
+        ``votes``: it reads the votes).
+
+        Out of date and cheap (the last computation took at most
+        ``sync_seconds``): recomputed now, so small projects always show the
+        latest state. Out of date and expensive: the cached value is shown and a
+        background thread recomputes it (at once after a change of the other
+        tables, at most every ``refresh_seconds`` while only votes arrive).
+        """
         fp = self.fingerprint()
         last_id = self.sync().last_id
         with self._cache_lock:
             c = self._cache.get(name)
-            if c is not None and c.fingerprint == fp:
-                stale = c.last_id != last_id and (
-                    time.monotonic() - c.at > self.refresh_seconds
-                )
-                if stale and not c.refreshing:
-                    c.refreshing = True
-                    threading.Thread(
-                        target=self._refresh, args=(name, compute, True), daemon=True
-                    ).start()
-                return cast(T, c.value)
+            if c is not None:
+                if c.fingerprint == fp and (not votes or c.last_id == last_id):
+                    return cast(T, c.value)
+                if c.cost > self.sync_seconds:
+                    due = c.fingerprint != fp or (
+                        time.monotonic() - c.at > self.refresh_seconds
+                    )
+                    if due and not c.refreshing:
+                        c.refreshing = True
+                        threading.Thread(
+                            target=self._refresh,
+                            args=(name, compute, True),
+                            daemon=True,
+                        ).start()
+                    return cast(T, c.value)
         return self._refresh(name, compute)
 
     def _refresh(
@@ -320,7 +348,9 @@ class Live:
         try:
             fp = self.fingerprint()
             last_id = self.sync().last_id
+            t0 = time.perf_counter()
             value = compute(self.read_project())
+            cost = time.perf_counter() - t0
         except BaseException:
             with self._cache_lock:
                 if name in self._cache:
@@ -330,5 +360,5 @@ class Live:
             if background:
                 self._drop_local()
         with self._cache_lock:
-            self._cache[name] = _Cached(value, fp, last_id)
+            self._cache[name] = _Cached(value, fp, last_id, cost)
         return value

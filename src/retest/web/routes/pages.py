@@ -48,7 +48,7 @@ def live(state: Any) -> Live:
 
 
 def pool(state: Any) -> Pool:
-    return live(state).derived("pool", lambda p: candidate_pool(p.store))
+    return live(state).derived("pool", lambda p: candidate_pool(p.store), votes=False)
 
 
 def copies_now(state: Any) -> frozenset[str]:
@@ -284,20 +284,21 @@ def review(
     info = {}
     lv = live(state)
     with lv.lock:
-        stats = lv.sync().stats
-        for m in members:
-            st = stats.get((m.item_id, class_id))
-            f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
-            cand = cands.get(m.item_id)
-            info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
-                               "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
-                               "bin": bin_index(f) if n else None}  # fmt: skip
-        refs = [r.id for r in store.references.list(class_id=class_id)]
-        table = class_histograms(store, stats, black, min_annotations=min_annotations,
-                                 per_class={class_id: len(members)},
-                                 near_duplicates=ndup)[class_id]  # fmt: skip
-        sample = _originals(refs, class_id, stats, max(0, min(originals, 50)))
-        counts = _review_counts(refs, class_id, info, stats)
+        stats = lv.sync().stats_copy()
+    # the copy is read without holding the lock
+    for m in members:
+        st = stats.get((m.item_id, class_id))
+        f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
+        cand = cands.get(m.item_id)
+        info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
+                           "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
+                           "bin": bin_index(f) if n else None}  # fmt: skip
+    refs = [r.id for r in store.references.list(class_id=class_id)]
+    table = class_histograms(store, stats, black, min_annotations=min_annotations,
+                             per_class={class_id: len(members)},
+                             near_duplicates=ndup)[class_id]  # fmt: skip
+    sample = _originals(refs, class_id, stats, max(0, min(originals, 50)))
+    counts = _review_counts(refs, class_id, info, stats)
     keep = _SHOW.get(show, _SHOW["all"])
     ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
     field = "freq" if sort == "frequency" else "date"

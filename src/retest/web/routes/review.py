@@ -94,7 +94,7 @@ def neardup(
     the dedup review queue minus pairs the automatic rule already excludes).
     """
     lv = live(state)
-    targets = lv.derived("review-targets", review_targets)
+    targets = lv.derived("review-targets", review_targets, votes=False)
     metric = metric if metric in targets else next(iter(targets))
     if threshold is not None:
         targets = {**targets, metric: threshold}
@@ -151,23 +151,29 @@ def stats(
         sizes = dict.fromkeys(names, max(0, per_class))
     lv = live(state)
     black = pool(state).black
-    with lv.lock:
-        freq = lv.sync().stats
+
+    def compute(project: Project) -> tuple[Any, Any]:
+        with lv.lock:
+            freq = lv.sync().stats_copy()
         tables = class_histograms(
-            store, freq, black, min_annotations=min_annotations, per_class=sizes
+            project.store, freq, black, min_annotations=min_annotations, per_class=sizes
         )
         agg: dict[int, list[float]] = defaultdict(list)
         for (_, cid), st in freq.items():
             if st.n_assignments:
                 agg[cid].append(st.frequency)
-    summary = {
-        cid: (
-            len(fs),
-            sum(fs) / len(fs) if fs else None,
-            sum(agreement(f) for f in fs) / len(fs) if fs else None,
-        )
-        for cid, fs in ((c, agg.get(c, [])) for c in names)
-    }
+        summary = {
+            cid: (
+                len(fs),
+                sum(fs) / len(fs) if fs else None,
+                sum(agreement(f) for f in fs) / len(fs) if fs else None,
+            )
+            for cid, fs in ((c, agg.get(c, [])) for c in names)
+        }
+        return tables, summary
+
+    key = f"stats|{min_annotations}|{sorted(sizes.items())}"
+    tables, summary = lv.derived(key, compute)
     return render(
         request,
         "stats.html",
