@@ -128,10 +128,13 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="Fit axes: linear, probit or logit.")
         ] = "linear",
         confidence: Annotated[float, typer.Option(help="Interval level.")] = 0.95,
-        bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 100_000,
+        bootstrap: Annotated[
+            int, typer.Option(min=1, help="Bootstrap resamples.")
+        ] = 100_000,
         seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
         num_classes: Annotated[
-            int | None, typer.Option(help="Number of classes (default: inferred).")
+            int | None,
+            typer.Option(min=1, help="Number of classes (default: inferred)."),
         ] = None,
         name_orig: Annotated[
             str | None, typer.Option(help="Name of the original test set.")

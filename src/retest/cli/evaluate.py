@@ -142,8 +142,10 @@ def evaluate(
     split), trained model files (--model-file) and saved predictions (--predictions).
     Every prediction is cached (arrays/predictions/): a rerun computes nothing.
     """
+    from retest._validation import check_output_dir
     from retest.cli._console import progress_bar
     from retest.cli.compare import _show_retest_warnings
+    from retest.cli.reference import REFERENCE_SPLITS
     from retest.evaluate.metrics import METRICS
     from retest.pipeline.evaluate import (
         ORIGINAL,
@@ -162,6 +164,14 @@ def evaluate(
     if axes not in ("linear", "probit", "logit"):
         raise ConfigError(f"--axes must be linear, probit or logit. Got {axes!r}.")
     METRICS.get(metric)
+    for flag, split in (("--test-split", test_split), ("--train-split", train_split)):
+        if split not in REFERENCE_SPLITS:
+            raise ConfigError(
+                f"{flag} must be one of {', '.join(REFERENCE_SPLITS)} (the splits "
+                f"`retest reference add` registers). Got {split!r}."
+            )
+    if out is not None:
+        check_output_dir(out)
     formats = _formats(figure)
     folders = _folders(predictions or [])
     onnx = {"layout": onnx_layout} if onnx_layout else {}

@@ -64,7 +64,7 @@ def predict_cmd(
     out: Annotated[
         Path, typer.Option(help="Predictions file to write (.npy, .json or .csv).")
     ],
-    num_classes: Annotated[int, typer.Option(help="Number of classes.")],
+    num_classes: Annotated[int, typer.Option(min=1, help="Number of classes.")],
     name: Annotated[
         str | None, typer.Option(help="Model name (default: file stem).")
     ] = None,
@@ -78,11 +78,25 @@ def predict_cmd(
     """Run a model file on an image array and write its predictions."""
     import numpy as np
 
+    from retest._validation import check_input_path
     from retest.cli._console import print_json, progress_bar
-    from retest.errors import DataIntegrityError
-    from retest.models.base import load_model
-    from retest.sources.predictions import write_predictions
+    from retest.errors import ConfigError, DataIntegrityError
+    from retest.models.base import RUNNER_KINDS, _ensure_builtins, load_model
+    from retest.sources.predictions import PREDICTION_SUFFIXES, write_predictions
 
+    _ensure_builtins()
+    RUNNER_KINDS.get(kind)  # an unknown kind first, with suggestions (exit 2)
+    if out.suffix.lower() not in PREDICTION_SUFFIXES:
+        raise ConfigError(
+            f"--out {out}: unknown predictions format {out.suffix!r}; name the file "
+            f"with one of {', '.join(PREDICTION_SUFFIXES)}."
+        )
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out} is a folder; pass the predictions file to write."
+        )
+    check_input_path(model_file, "MODEL_FILE", kind="file")
+    check_input_path(images, "--images", kind="file")
     opts = {"layout": layout} if layout is not None else {}
     runner = load_model(
         kind,
