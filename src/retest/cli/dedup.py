@@ -100,6 +100,8 @@ def dedup(
     _positive(memory_gib, "--memory-gib", "number of GiB")
     _positive(workers, "--workers", "number of workers")
     _positive(win_size, "--win-size", "odd window size")
+    if win_size is not None and (win_size < 3 or win_size % 2 == 0):
+        raise ConfigError(f"--win-size must be an odd integer >= 3. Got {win_size}.")
     if cluster is not None and not cluster.strip():
         raise ConfigError("--cluster needs a scheduler address, e.g. tcp://host:8786.")
     against_list = _split(against, "--against")
@@ -285,15 +287,49 @@ def dedup_verdict(
     from retest.pipeline.dedup import record_review
     from retest.pipeline.project import Project
 
-    with Project.open(project) as proj:
-        record_review(
-            proj,
-            candidate,
-            metric,
-            reviewer=who,
-            shown=_split(shown, "--shown"),
-            duplicates=[d for d in duplicates.split(",") if d],
+    shown_ids = _split(shown, "--shown")
+    dups = [d.strip() for d in duplicates.split(",") if d.strip()]
+    stray = [d for d in dups if d not in shown_ids]
+    if stray:
+        raise ConfigError(
+            f"--duplicates {', '.join(stray[:3])}: not among --shown; a duplicate "
+            "must be one of the references shown."
         )
+    if not who.strip():
+        raise ConfigError("--who needs the reviewer's name.")
+    check_metric_names([metric])
+    with Project.open(project) as proj:
+        _known_items(proj, candidate, shown_ids)
+        record_review(
+            proj, candidate, metric, reviewer=who, shown=shown_ids, duplicates=dups
+        )
+
+
+def _known_items(proj: Any, candidate: str, shown: list[str]) -> None:
+    """The candidate and every shown reference exist: no verdict about nothing."""
+    from retest.errors import NotFoundError
+    from retest.store.base import split_reference_id
+
+    try:
+        proj.store.candidates.get(candidate)
+    except NotFoundError:
+        raise NotFoundError(
+            f"candidate {candidate!r} is not in the project; `retest dedup-queue` "
+            "lists the candidates awaiting review."
+        ) from None
+    for ref in shown:
+        table = (
+            proj.store.references
+            if split_reference_id(ref) is not None
+            else proj.store.candidates
+        )
+        try:
+            table.get(ref)
+        except NotFoundError:
+            raise NotFoundError(
+                f"--shown {ref}: no such image in the project (an original "
+                "SPLIT:INDEX or a candidate id); pass the ids the queue showed."
+            ) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
+from retest.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -56,6 +57,8 @@ def export(
     from retest.pipeline.export import export_revision
     from retest.pipeline.project import Project
 
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as cb:
         res = export_revision(
             project,

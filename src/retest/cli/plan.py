@@ -8,7 +8,10 @@ import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
 
-__all__ = ["register"]
+__all__ = ["PLAN_RULES", "register"]
+
+#: Keyword-allocation rules `retest plan` knows.
+PLAN_RULES = ("v4", "v6")
 
 
 def plan(
@@ -41,6 +44,10 @@ def plan(
     from retest.pipeline.plan import make_plan
     from retest.pipeline.project import Project
 
+    if rule not in PLAN_RULES:
+        from retest.errors import ConfigError
+
+        raise ConfigError(f"--rule must be {' or '.join(PLAN_RULES)}. Got {rule!r}.")
     excl = (
         [e.strip() for e in exclude.split(",") if e.strip()]
         if exclude is not None

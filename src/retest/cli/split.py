@@ -83,6 +83,8 @@ def split(
         raise ConfigError(f"--train-fraction must lie in [0, 1]. Got {train_fraction}.")
     if policy not in ("min_overlap", "first"):
         raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
+    if out is not None:
+        _check_out_file(out)
     with Project.open(project_dir) as project:
         if seed is None:
             seed = project.config.seed("split")
@@ -115,6 +117,18 @@ def split(
         )
         print_error(f"too few eligible images for --per-class {per_class}: {short}.")
         raise typer.Exit(1)
+
+
+def _check_out_file(out: Path) -> None:
+    """``--out`` names a file that can be written (not a folder, not under a file)."""
+    from retest._validation import check_output_dir
+
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out} is a folder; pass the JSON file to write, e.g. "
+            f"{out / 'split.json'}."
+        )
+    check_output_dir(out.parent, "--out")
 
 
 def register(app: typer.Typer) -> None:
