@@ -43,7 +43,7 @@ FMNIST = Path("/usr/share/datasets/fashion-mnist")
 CLASSES = ["t-shirt", "trouser", "pullover", "dress"]
 KEYWORDS = {0: ["tee", "top"], 1: ["jeans", "slacks"], 2: ["sweater", "jumper"],
             3: ["gown", "frock"]}  # fmt: skip
-TOKEN = "demo-token"
+TOKEN, REVIEWER = "demo-token", "demo-reviewer-token"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 N_REF, N_CAND = 30, 30  # per class
@@ -211,18 +211,19 @@ def shoot(out: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         proj = build(Path(tmp) / "fashion-demo")
         task = proj.store.tasks.list()[0]
-        app = create_app(proj, token=TOKEN, secret=project_secret(proj.root))
+        app = create_app(proj, token=TOKEN, reviewer_token=REVIEWER,
+                         secret=project_secret(proj.root))  # fmt: skip
         server, url = _serve(app)
         pages = {
             "index": "/",
-            "label_select": "/label/0/tee?stage=select",
+            "label_select": "/label/0/top?stage=select",
             "label_verify": "/label/0/tee?stage=verify",
             "keywords": "/keywords/0",
             "tasks": "/tasks",
             "task": f"/task/{task.id}",
             "task_results": f"/task/{task.id}/results",
             "neardup": "/neardup?metric=l2",
-            "stats": "/stats?per_class=10",
+            "stats": "/stats",
             "class_stats": "/stats/2",
             "review": "/review/fashion-demo-a-0/0",
             "label_errors": "/label-errors",
@@ -233,17 +234,37 @@ def shoot(out: Path) -> list[Path]:
                 browser = p.chromium.launch(
                     executable_path="/usr/bin/chromium", args=ARGS
                 )
-                pg = browser.new_page(viewport={"width": 1200, "height": 800})
-                pg.goto(f"{url}/?token={TOKEN}")
+                pg = browser.new_page(viewport={"width": 1400, "height": 900})
+                pg.goto(f"{url}/?token={REVIEWER}")  # the reviewer sees every page
                 pg.fill("#annotator-name", "alice")
                 pg.click("#identity-form button")
-                pg.wait_for_selector("text=annotator: alice")
+                pg.wait_for_selector("#who:has-text('alice ·')")
                 for name, path in pages.items():
                     pg.goto(url + path)
                     pg.wait_for_load_state("networkidle")
+                    if name in ("label_select", "task"):
+                        # the keyboard at work: two images checked, focus on a third
+                        for key in (
+                            "Space",
+                            "ArrowRight",
+                            "ArrowRight",
+                            "Space",
+                            "ArrowRight",
+                        ):
+                            pg.keyboard.press(key)
                     dest = out / f"web_{name}.png"
                     pg.screenshot(path=str(dest))
                     written.append(dest)
+                # the zoom (z) on a focused image
+                pg.goto(url + pages["task"])
+                pg.wait_for_load_state("networkidle")
+                pg.keyboard.press("ArrowRight")
+                pg.keyboard.press("z")
+                pg.wait_for_selector("#zoom.on img")
+                pg.wait_for_timeout(200)
+                dest = out / "web_task_zoom.png"
+                pg.screenshot(path=str(dest))
+                written.append(dest)
                 browser.close()
         finally:
             server.should_exit = True
