@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
-from retest.errors import InputValidationError
+from retest.errors import ConfigError, InputValidationError
 
 crowd_app = typer.Typer(
     help="Crowd labeling tasks (MTurk batch files).", no_args_is_help=True
@@ -24,7 +24,11 @@ def tasks_cmd(
         int, typer.Option(help="Positive and negative controls each.")
     ] = 3,
     nearest: Annotated[
-        Path | None, typer.Option(help="JSON {class: nearest class} map.")
+        Path | None,
+        typer.Option(
+            help="JSON {class: nearest class} map (class names or ids), the class "
+            "negative controls come from."
+        ),
     ] = None,
     seed: Annotated[
         int | None,
@@ -39,17 +43,22 @@ def tasks_cmd(
     from retest.pipeline.crowd import create_tasks
     from retest.pipeline.project import Project
 
-    near = None
-    if nearest is not None:
-        try:
-            raw = json.loads(nearest.read_text(encoding="utf-8"))
-            near = {int(k): int(v) for k, v in raw.items()}
-        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
-            raise InputValidationError(
-                f"--nearest {nearest}: cannot read a JSON object of class ids "
-                f'{{"0": 2, ...}} ({type(err).__name__}). Fix or omit the file.'
-            ) from None
+    if images_per_task < 1:
+        raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")
+    if controls < 0:
+        raise ConfigError(f"--controls must be 0 or more. Got {controls}.")
+    if images_per_task <= 2 * controls:
+        raise ConfigError(
+            f"--images-per-task {images_per_task} leaves no room for candidates next "
+            f"to 2 x --controls {controls}; raise it above {2 * controls}."
+        )
+    raw = _read_nearest(nearest) if nearest is not None else None
     with Project.open(project) as proj:
+        near = (
+            _nearest_ids(raw, nearest, proj.class_names)
+            if raw is not None and nearest is not None
+            else None
+        )
         if seed is None:
             seed = proj.config.seed("tasks")
             seed = 0 if seed is None else seed
@@ -67,6 +76,43 @@ def tasks_cmd(
         console.print(f"{len(rows)} tasks created")
 
 
+def _read_nearest(path: Path) -> dict[str, object]:
+    """The ``--nearest`` JSON object, or one line saying why it cannot be read."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        why = err.strerror if isinstance(err, OSError) else type(err).__name__
+        raise InputValidationError(
+            f"--nearest {path}: not a readable UTF-8 JSON file ({why}). Expected an "
+            'object {"cat": "dog", ...} of class names or ids; fix or omit it.'
+        ) from None
+    if not isinstance(raw, dict):
+        raise InputValidationError(
+            f"--nearest {path}: expected a JSON object {{class: nearest class}}, got "
+            f"a {type(raw).__name__}."
+        )
+    return raw
+
+
+def _nearest_ids(
+    raw: dict[str, object], path: Path, classes: tuple[str, ...]
+) -> dict[int, int]:
+    """Class names or ids of the map as ids, each checked against the project."""
+
+    def cid(value: object) -> int:
+        if isinstance(value, str) and value in classes:
+            return classes.index(value)
+        text = str(value).strip()
+        if not isinstance(value, bool) and text.isdigit() and int(text) < len(classes):
+            return int(text)
+        raise InputValidationError(
+            f"--nearest {path}: {value!r} is not a class of the project (names "
+            f"{', '.join(classes)} or ids 0..{len(classes) - 1})."
+        )
+
+    return {cid(k): cid(v) for k, v in raw.items()}
+
+
 @crowd_app.command("export")
 def export_cmd(
     out: Annotated[Path, typer.Option(help="Output folder.")],
@@ -80,10 +126,17 @@ def export_cmd(
 
     from PIL import Image
 
+    from retest._validation import check_output_dir
     from retest.cli._console import console
     from retest.pipeline.crowd import export_mturk, project_secret
     from retest.pipeline.project import Project
 
+    if not base_url.startswith(("https://", "http://")):
+        raise ConfigError(
+            f"--base-url must be the http(s):// address the images/ folder will be "
+            f"served from, e.g. https://example.org/batch1/images. Got {base_url!r}."
+        )
+    check_output_dir(out)
     with Project.open(project) as proj:
 
         def jpeg(item: str) -> bytes:

@@ -49,9 +49,16 @@ def demo(
     pipeline shows no real drop (slope ≈ 1, mean gap within sampling error).
     Rerunning reuses finished steps and cached predictions.
     """
+    from retest._validation import check_input_path, check_output_dir
     from retest.cli._console import print_json, progress_bar
+    from retest.errors import ConfigError
     from retest.pipeline.demo import DemoSettings, run_demo
 
+    if workers < 0:
+        raise ConfigError(f"--workers must be 0 or more. Got {workers}.")
+    if data is not None:  # an explicit folder is never replaced by a download
+        check_input_path(data, "--data", kind="dir")
+    check_output_dir(directory, "--dir")
     settings = DemoSettings.for_run(quick=quick, seed=seed)
     with progress_bar(disable=as_json) as cb:
         res = run_demo(

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import check_input_path, check_output_dir
 from retest.cli._options import JsonOpt
 from retest.errors import ConfigError
 
@@ -31,6 +32,18 @@ RetriesOpt = Annotated[
 BackoffOpt = Annotated[
     float, typer.Option("--backoff", help="Seconds before the first retry.")
 ]
+
+
+def _check_date(flag: str, value: str) -> None:
+    """Flickr takes dates as YYYY-MM-DD; anything else would be sent as is."""
+    import datetime as dt
+
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} must be a date YYYY-MM-DD, e.g. 2012-07-11. Got {value!r}."
+        ) from None
 
 
 def _check(rate: float, retries: int, backoff: float) -> None:
@@ -117,6 +130,12 @@ def search(
         raise ConfigError(
             f"--per-page must lie in [1, 500] (Flickr's cap). Got {per_page}."
         )
+    for flag, value in (
+        ("--min-taken-date", min_taken_date), ("--max-taken-date", max_taken_date),
+        ("--min-upload-date", min_upload_date), ("--max-upload-date", max_upload_date),
+    ):  # fmt: skip
+        _check_date(flag, value)
+    check_output_dir(out)
     key = (api_key or "").strip()
     if not key:
         raise ConfigError(
@@ -197,6 +216,16 @@ def download(
         from retest.errors import NotFoundError
 
         raise NotFoundError(f"search results {results} do not exist.")
+    if results.is_dir() and not any(results.glob("*.json")):
+        from retest.errors import InputValidationError
+
+        raise InputValidationError(
+            f"--results {results} holds no search-result .json files; pass the "
+            "--out folder of `retest flickr search` or one of its files."
+        )
+    if blacklist is not None:
+        check_input_path(blacklist, "--blacklist", kind="file")
+    check_output_dir(out)
     pool = load_search_results(results, blacklist=blacklist)
     records = list(pool.candidates.values())
     with progress_bar(disable=as_json) as cb:

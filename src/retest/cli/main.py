@@ -34,6 +34,7 @@ class _RetestGroup(TyperGroup):
     """Click group that renders errors as one line instead of a traceback."""
 
     def invoke(self, ctx: Any) -> Any:
+        _printable_streams()
         try:
             return super().invoke(ctx)
         except (RetestError, UsageError, OSError) as err:
@@ -43,17 +44,36 @@ class _RetestGroup(TyperGroup):
                 raise
             from retest.cli._console import print_error
 
-            message, code = _one_line(err)
+            message, code = _one_line(err, ctx)
             print_error(message)
             raise typer.Exit(code) from None
 
 
-def _one_line(err: Exception) -> tuple[str, int]:
+def _printable_streams() -> None:
+    """Paths that are not UTF-8 print as escapes instead of aborting the output.
+
+    A file name with bytes that are not UTF-8 reaches Python as surrogate
+    escapes, which a strict UTF-8 stream refuses to write (UnicodeEncodeError
+    after the work is done).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(
+            stream, "reconfigure"
+        ):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _one_line(err: Exception, ctx: Any = None) -> tuple[str, int]:
     """The ``error:`` text and exit code of an error: the one place that maps them."""
     if isinstance(err, RetestError):
         return str(err), 2 if isinstance(err, (ConfigError, UnknownNameError)) else 1
     if isinstance(err, UsageError):
-        sub = err.ctx.command_path if err.ctx is not None else "retest"
+        if err.ctx is not None:
+            sub = err.ctx.command_path
+        elif ctx is not None and ctx.invoked_subcommand:
+            sub = f"{ctx.command_path} {ctx.invoked_subcommand}"
+        else:
+            sub = ctx.command_path if ctx is not None else "retest"
         text = " ".join(err.format_message().split())
         text += "" if text.endswith((".", "?", "!")) else "."
         return f"{text} See '{sub} --help'.", err.exit_code

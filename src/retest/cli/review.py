@@ -31,6 +31,8 @@ def queue_label_errors_cmd(
 ) -> None:
     """Queue ranked label-error suspects as "possible label error" items."""
     from retest.cli._console import console, print_json
+    from retest.cli.reference import REFERENCE_SPLITS
+    from retest.errors import ConfigError
     from retest.names import validate_name
     from retest.pipeline.project import Project
     from retest.pipeline.review_queue import (
@@ -40,6 +42,11 @@ def queue_label_errors_cmd(
     )
 
     validate_name(split, "split")
+    if split not in REFERENCE_SPLITS:
+        raise ConfigError(
+            f"--split must be one of {', '.join(REFERENCE_SPLITS)} (the original "
+            f"split the list's indices point into). Got {split!r}."
+        )
     suspects, method = load_suspects(file, split=split, top=top)
     with Project.open(project) as proj:
         new = queue_label_errors(proj.store, suspects, method=method, source=str(file))
