@@ -78,7 +78,7 @@ def test_candidate_key_is_injective_and_compact() -> None:
 
 def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
     with SQLiteStore(old_db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         got = list(store.candidates.iter())
         want = [
             CandidateRow(*r[1:15], extra={"a": 1} if r[15] else {})  # type: ignore[arg-type]
@@ -105,7 +105,7 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
         assert [(a.who, a.item_id) for a in ann] == [("ann", _IDS[3])]
         store.annotations.add([AnnotationEvent("b", "label", 0, _IDS[4], 0)])
     with SQLiteStore(old_db) as store:  # reopening does not migrate again
-        assert store.schema_version() == 3 and store.candidates.count() == len(_IDS) + 1
+        assert store.schema_version() == 4 and store.candidates.count() == len(_IDS) + 1
     with sqlite3.connect(old_db) as c:
         ddl = c.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'candidates'"
@@ -115,9 +115,11 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
             for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
         }
     c.close()
-    # ids live only in the compact unique key now
-    assert "key BLOB NOT NULL UNIQUE" in ddl and "id TEXT" not in ddl
-    assert {"candidates_class", "candidates_keyword"} <= idx
+    # ids live only in the compact key, found through its tiered prefix index
+    assert "key BLOB NOT NULL" in ddl and "kp INTEGER" in ddl and "id TEXT" not in ddl
+    assert "UNIQUE" not in ddl
+    assert {"candidates_class", "candidates_keyword", "candidates_kp_old",
+            "candidates_kp_new"} <= idx  # fmt: skip
 
 
 def test_fresh_database_has_the_latest_schema(tmp_path: Path) -> None:

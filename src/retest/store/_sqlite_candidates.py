@@ -1,4 +1,5 @@
-"""SQLite repository of candidates (schema version 3: ids stored as a compact ``key``).
+"""SQLite repository of candidates (schema version 4: ids stored as a compact
+``key``, looked up through a tiered index on its 64-bit prefix ``kp``).
 
 Candidate ids are usually sha256 content ids, 64 lower-case hex characters. Since
 schema version 2 uniqueness and look-ups go through ``key``, a BLOB derived
@@ -8,23 +9,47 @@ Ingest inserts random keys into that index, so its size is what bulk ingest pays
 for (every batch rewrites most of its leaf pages). Since version 3 the id text is
 not stored at all: queries decode it from ``key`` (``_ID``), which shrinks each
 row by 64 bytes and the JSON that bulk inserts carry by half.
+
+Since version 4 nothing indexes ``key`` itself: a unique index on random 32-byte
+keys costs bulk ingest more with every million rows (each commit rewrites leaf
+pages all over it). Rows carry ``kp`` (:func:`candidate_kp`), indexed by two
+partial indexes: the old tier (``seq <= boundary``, built in one sorted pass)
+and the new tier (later rows, small enough to stay in the page cache, so inserts
+are cheap). Every look-up probes both tiers by ``kp`` and compares the full key,
+so equal prefixes of different keys are harmless; inserts skip a row whose key
+either tier holds (the uniqueness check, done inside the write transaction).
+When the new tier outgrows half the old one (and :data:`TIER_MIN_ROWS`) the
+tiers are rebuilt at the current end. Statements name the boundary as a literal
+(a partial index is used only when the query repeats its condition), read in the
+same transaction as the statement.
 """
 
 from __future__ import annotations
 
 import builtins
-import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from retest.errors import NotFoundError
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
 from retest.store.base import CandidateRepo, CandidateRow
 
-__all__ = ["_Candidates", "candidate_key"]
+__all__ = [
+    "TIER_MIN_ROWS",
+    "_Candidates",
+    "candidate_key",
+    "candidate_kp",
+    "ensure_tiers",
+]
+
+TIER_MIN_ROWS = 1 << 21
+"""The new tier is never merged into the old one before it holds this many rows."""
 
 # The id, decoded from the key (inverse of candidate_key).
 _ID = (
@@ -37,22 +62,56 @@ _FIELDS = (
     "license, width, height, array_name, array_row, file_path, extra"
 )
 _CAND_COLS = f"{_ID}, {_FIELDS}"
-_INSERT = (
-    f"INSERT OR IGNORE INTO candidates(key, {_FIELDS}) VALUES ({','.join('?' * 15)})"
-)
-# Rows as one JSON array walked in order by json_each (so seq follows the input),
-# keys as one blob of 32-byte digests cut by position: no per-row binding.
-_COLUMN_INSERT = (
-    f"INSERT OR IGNORE INTO candidates(key, {_FIELDS}) SELECT "
-    "substr(?5, 32 * key + 1, 32), ?1, value->>0, value->>1, value->>2, "
-    "NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>3, NULL, NULL FROM json_each(?6)"
-)
-# Positions come back, not ids: a JSON array of small integers parses much
-# faster than one of 64-character strings.
-_EXISTING = (
-    "SELECT j.value FROM json_each(?1) j "
-    "JOIN candidates c ON c.key = substr(?2, 32 * j.value + 1, 32)"
-)
+_PARAMS = ",".join(f"?{i}" for i in range(3, 17))
+
+
+def _absent(b: int, kp: str, key: str) -> str:
+    """SQL: no row of either tier has this key (probes both partial indexes)."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM candidates c WHERE c.kp = {kp} AND "
+        f"c.seq <= {b} AND c.key = {key}) AND NOT EXISTS (SELECT 1 FROM "
+        f"candidates c WHERE c.kp = {kp} AND c.seq > {b} AND c.key = {key})"
+    )
+
+
+def _insert_sql(b: int) -> str:
+    # one row per execution: a row repeated within the input is skipped too
+    return (
+        f"INSERT INTO candidates(key, kp, {_FIELDS}) SELECT ?1, ?2, {_PARAMS} "
+        f"WHERE {_absent(b, '?2', '?1')}"
+    )
+
+
+def _column_insert_sql(b: int) -> str:
+    # Rows as one JSON array walked in order by json_each (so seq follows the
+    # input), keys as one blob of 32-byte digests cut by position: no per-row
+    # binding. The input holds no repeated key (checked before).
+    return (
+        f"INSERT INTO candidates(key, kp, {_FIELDS}) SELECT "
+        "substr(?5, 32 * key + 1, 32) AS k, value->>4 AS p, ?1, value->>0, "
+        "value->>1, value->>2, NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>3, NULL, "
+        f"NULL FROM json_each(?6) WHERE {_absent(b, 'p', 'k')}"
+    )
+
+
+def _tiers(cols: str, b: int, cond: str) -> str:
+    """``cols`` of the rows matching ``cond`` (which names ``kp``), both tiers."""
+    return (
+        f"SELECT {cols} FROM candidates WHERE seq <= {b} AND {cond} UNION ALL "
+        f"SELECT {cols} FROM candidates WHERE seq > {b} AND {cond}"
+    )
+
+
+def _existing_sql(b: int) -> str:
+    # Positions come back, not ids: small integers parse faster than 64-character
+    # strings. ?1 is the JSON array of prefixes, ?2 the blob of 32-byte keys.
+    part = (
+        "SELECT j.key FROM json_each(?1) j JOIN candidates c ON c.kp = j.value "
+        "AND c.seq {op} " + str(b) + " AND c.key = substr(?2, 32 * j.key + 1, 32)"
+    )
+    return part.format(op="<=") + " UNION ALL " + part.format(op=">")
+
+
 _NOT_HEX = re.compile("[^0-9a-f]")
 
 
@@ -70,6 +129,51 @@ def candidate_key(item_id: str) -> bytes:
     return (b"\xff\xff" if len(raw) == 31 else b"\xff") + raw
 
 
+def candidate_kp(key: bytes) -> int:
+    """The signed 64-bit prefix ``kp`` of a candidate ``key``.
+
+    A 32-byte key is a sha256 digest: its first 8 bytes (big-endian). Other keys
+    (non-content ids, often sharing long prefixes) → the first 8 bytes of their
+    sha256, so prefixes stay spread out. Different keys may share a ``kp``.
+    """
+    raw = key if len(key) == 32 else hashlib.sha256(key).digest()
+    return int.from_bytes(raw[:8], "big", signed=True)
+
+
+def _kps(keys: bytes) -> builtins.list[int]:
+    """:func:`candidate_kp` of each 32-byte key in a blob of digests."""
+    return np.frombuffer(keys, ">i8").reshape(-1, 4)[:, 0].tolist()  # type: ignore[no-any-return]
+
+
+def _boundary(c: Any) -> int:
+    return int(c.execute("SELECT boundary FROM candidate_tiers").fetchone()[0])
+
+
+def _rebuild_tiers(c: Any, b: int) -> None:
+    """Old tier = rows up to ``b`` (one sorted index build), new tier empty."""
+    c.execute("DROP INDEX IF EXISTS candidates_kp_old")
+    c.execute("DROP INDEX IF EXISTS candidates_kp_new")
+    c.execute(f"CREATE INDEX candidates_kp_old ON candidates(kp) WHERE seq <= {b}")
+    c.execute(f"CREATE INDEX candidates_kp_new ON candidates(kp) WHERE seq > {b}")
+    c.execute("UPDATE candidate_tiers SET boundary = ?", (b,))
+
+
+def _top(c: Any) -> int:
+    return int(c.execute("SELECT COALESCE(MAX(seq), 0) FROM candidates").fetchone()[0])
+
+
+def ensure_tiers(c: Any) -> None:
+    """Build the tier indexes if a migration left them out (boundary −1)."""
+    if _boundary(c) < 0:
+        _rebuild_tiers(c, _top(c))
+
+
+def _maybe_merge(c: Any, b: int) -> None:
+    top = _top(c)
+    if top - b >= max(TIER_MIN_ROWS, b // 2):
+        _rebuild_tiers(c, top)
+
+
 def _digest_keys(ids: Sequence[str]) -> bytes | None:
     """The keys of ``ids`` as one blob, or None unless all are content ids."""
     text = "".join(ids)
@@ -80,12 +184,6 @@ def _digest_keys(ids: Sequence[str]) -> bytes | None:
     return bytes.fromhex(text)
 
 
-@functools.lru_cache(maxsize=4)
-def _positions(n: int) -> str:
-    """``"[0,1,…,n-1]"`` (batches mostly have the same size: cached)."""
-    return json.dumps(builtins.list(range(n)), separators=(",", ":"))
-
-
 def _cand_row(a: Sequence[Any]) -> CandidateRow:
     return CandidateRow(
         a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
@@ -94,22 +192,38 @@ def _cand_row(a: Sequence[Any]) -> CandidateRow:
 
 
 class _Candidates(_Repo, CandidateRepo):
+    def _insert(self, rows: Iterable[Sequence[Any]]) -> int:
+        """Insert ``(key, kp, 14 fields)`` rows whose key is new; returns rows added."""
+        with self._db.tx() as c:
+            b = _boundary(c)
+            sql = _insert_sql(b)
+            n0 = c.total_changes
+            for batch in _batches(rows):
+                c.executemany(sql, batch)
+            added = c.total_changes - n0
+            _maybe_merge(c, b)
+        return added
+
     def add(self, rows: Iterable[CandidateRow]) -> int:
-        data = (
-            (candidate_key(r.id), r.source, r.source_ref, r.class_id, r.keyword,
-             r.date_taken, r.date_uploaded, r.url, r.license, r.width, r.height,
-             r.array_name, r.array_row, r.file_path, _extra(r.extra))
-            for r in rows
-        )  # fmt: skip
-        return self._db.insert_count(_INSERT, data)
+        def data() -> Iterator[tuple[Any, ...]]:
+            for r in rows:
+                key = candidate_key(r.id)
+                yield (key, candidate_kp(key), r.source, r.source_ref, r.class_id,
+                       r.keyword, r.date_taken, r.date_uploaded, r.url, r.license,
+                       r.width, r.height, r.array_name, r.array_row, r.file_path,
+                       _extra(r.extra))  # fmt: skip
+
+        return self._insert(data())
 
     def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
         # extra (the 15th field) is the only column needing conversion
-        data = (
-            (candidate_key(r[0]), *r[1:14], None if r[14] is None else _extra(r[14]))
-            for r in rows
-        )
-        return self._db.insert_count(_INSERT, data)
+        def data() -> Iterator[tuple[Any, ...]]:
+            for r in rows:
+                key = candidate_key(r[0])
+                extra = None if r[14] is None else _extra(r[14])
+                yield (key, candidate_kp(key), *r[1:14], extra)
+
+        return self._insert(data())
 
     def add_columns(
         self,
@@ -125,7 +239,7 @@ class _Candidates(_Repo, CandidateRepo):
         array_name: str,
     ) -> int:
         keys = _digest_keys(ids)
-        if keys is None:  # not all content ids: the general path
+        if keys is None or len(set(ids)) != len(ids):  # the general path
             return super().add_columns(
                 ids, refs, class_ids, keywords, array_rows, source=source,
                 width=width, height=height, array_name=array_name,
@@ -134,17 +248,28 @@ class _Candidates(_Repo, CandidateRepo):
             return 0
         if len(ids) != len(refs):
             raise ValueError(f"{len(ids)} ids but {len(refs)} refs.")
-        cols = builtins.list(zip(refs, class_ids, keywords, array_rows, strict=True))
-        data = json.dumps(cols, ensure_ascii=False, separators=(",", ":"))
-        return self._db.insert_count(
-            _COLUMN_INSERT, [(source, width, height, array_name, keys, data)]
+        cols = builtins.list(
+            zip(refs, class_ids, keywords, array_rows, _kps(keys), strict=True)
         )
+        data = json.dumps(cols, ensure_ascii=False, separators=(",", ":"))
+        with self._db.tx() as c:
+            b = _boundary(c)
+            n0 = c.total_changes
+            c.execute(
+                _column_insert_sql(b), (source, width, height, array_name, keys, data)
+            )
+            added = c.total_changes - n0
+            _maybe_merge(c, b)
+        return int(added)
 
     def get(self, item_id: str) -> CandidateRow:
-        row = self._db.one(
-            f"SELECT {_CAND_COLS} FROM candidates WHERE key = ?",
-            (candidate_key(item_id),),
-        )
+        key = candidate_key(item_id)
+
+        def run(c: Any) -> Any:
+            sql = _tiers(_CAND_COLS, _boundary(c), "kp = ?1 AND key = ?2")
+            return c.execute(sql, (candidate_kp(key), key)).fetchone()
+
+        row = self._db.read(run)
         if row is None:
             raise NotFoundError(f"candidate {item_id!r} is not in the project.")
         return _cand_row(row)
@@ -152,13 +277,19 @@ class _Candidates(_Repo, CandidateRepo):
     def _fetch(
         self, cols: str, ids: Iterable[str], *, snapshot: bool = False
     ) -> Iterator[Any]:
-        query = self._db.snapshot_rows if snapshot else self._db.rows
+        read = self._db.snapshot_read if snapshot else self._db.read
         for batch in _batches(ids, 900):
-            marks = ",".join("?" * len(batch))
-            yield from query(
-                f"SELECT {cols} FROM candidates WHERE key IN ({marks})",
-                [candidate_key(i) for i in batch],
-            )
+            keys = [candidate_key(i) for i in batch]
+            kps = [candidate_kp(k) for k in keys]
+            n = len(batch)  # numbered: the condition appears once per tier
+            kp_marks = ",".join(f"?{i}" for i in range(1, n + 1))
+            key_marks = ",".join(f"?{i}" for i in range(n + 1, 2 * n + 1))
+            cond = f"kp IN ({kp_marks}) AND key IN ({key_marks})"
+
+            def run(c: Any, cond: str = cond, params: Any = (*kps, *keys)) -> Any:
+                return c.execute(_tiers(cols, _boundary(c), cond), params).fetchall()
+
+            yield from read(run)
 
     def get_many(self, item_ids: Sequence[str]) -> list[CandidateRow]:
         found = {r[0]: r for r in self._fetch(_CAND_COLS, item_ids)}
@@ -178,8 +309,12 @@ class _Candidates(_Repo, CandidateRepo):
         keys = _digest_keys(ids)
         if keys is None:
             return {r[0] for r in self._fetch(_ID, ids, snapshot=True)}
-        rows = self._db.snapshot_rows(_EXISTING, (_positions(len(ids)), keys))
-        return {ids[r[0]] for r in rows}
+        kps = json.dumps(_kps(keys), separators=(",", ":"))
+
+        def run(c: Any) -> Any:
+            return c.execute(_existing_sql(_boundary(c)), (kps, keys)).fetchall()
+
+        return {ids[r[0]] for r in self._db.snapshot_read(run)}
 
     def iter(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
 from typing import Any, Protocol, TypeVar
@@ -52,6 +52,10 @@ class Database(Protocol):
     def one(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
     def snapshot_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def read(self, fn: Callable[[Any], T]) -> T: ...
+
+    def snapshot_read(self, fn: Callable[[Any], T]) -> T: ...
 
     def append(
         self, table: str, sql: str, rows: Iterable[Sequence[Any]]

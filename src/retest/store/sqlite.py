@@ -26,10 +26,15 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from retest.errors import DataIntegrityError, StoreError
-from retest.store._sqlite_candidates import _Candidates, candidate_key
+from retest.store._sqlite_candidates import (
+    _Candidates,
+    candidate_key,
+    candidate_kp,
+    ensure_tiers,
+)
 from retest.store._sqlite_common import _batches
 from retest.store._sqlite_decisions import (
     _Artifacts,
@@ -47,6 +52,8 @@ from retest.store._sqlite_items import (
 )
 from retest.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from retest.store.base import Store
+
+T = TypeVar("T")
 
 __all__ = [
     "MIGRATIONS",
@@ -173,9 +180,10 @@ class _DB:
         c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         c.execute("PRAGMA synchronous = NORMAL")
         c.execute("PRAGMA foreign_keys = ON")
-        # random 64-hex ids make index inserts cache-bound: a bigger page cache
-        # roughly doubles bulk-ingest speed
-        c.execute("PRAGMA cache_size = -65536")
+        # the new tier of the candidate index takes random inserts: it must stay
+        # in the page cache (old-tier probes read through the memory map)
+        c.execute("PRAGMA cache_size = -131072")
+        c.execute("PRAGMA mmap_size = 4294967296")
         c.execute("PRAGMA temp_store = MEMORY")
         return c
 
@@ -210,6 +218,37 @@ class _DB:
         with self.lock, self._damage():
             return self.conn.execute(sql, params).fetchone()
 
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)`` inside one read transaction: its statements see one
+        consistent state (e.g. the candidate tier boundary and the indexes)."""
+        with self.lock, self._damage():
+            if self.conn.in_transaction:  # within tx(): already one snapshot
+                return fn(self.conn)
+            self.conn.execute("BEGIN")
+            try:
+                return fn(self.conn)
+            finally:
+                self.conn.execute("COMMIT")
+
+    def _snapshot_conn(self) -> sqlite3.Connection:
+        if self._reader is None:
+            self._reader = self._connect()
+            self._reader.execute("PRAGMA query_only = ON")
+            # the writer's commits invalidate this connection's page cache;
+            # reading the file through a memory map makes the re-reads cheap
+            self._reader.execute("PRAGMA mmap_size = 1073741824")
+        return self._reader
+
+    def snapshot_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`read` on the snapshot connection (see :meth:`snapshot_rows`)."""
+        with self._read_lock, self._damage():
+            conn = self._snapshot_conn()
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+
     def snapshot_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """:meth:`rows` on a second, read-only connection (last committed state).
 
@@ -218,13 +257,7 @@ class _DB:
         previous batch while the next batch is de-duplicated.
         """
         with self._read_lock, self._damage():
-            if self._reader is None:
-                self._reader = self._connect()
-                self._reader.execute("PRAGMA query_only = ON")
-                # the writer's commits invalidate this connection's page cache;
-                # reading the file through a memory map makes the re-reads cheap
-                self._reader.execute("PRAGMA mmap_size = 1073741824")
-            return self._reader.execute(sql, params).fetchall()
+            return self._snapshot_conn().execute(sql, params).fetchall()
 
     def close(self) -> None:
         with self.lock, self._read_lock:
@@ -255,6 +288,7 @@ def _migrate(db: _DB) -> int:
     db.conn.create_function(
         "retest_candidate_key", 1, candidate_key, deterministic=True
     )
+    db.conn.create_function("retest_candidate_kp", 1, candidate_kp, deterministic=True)
     with db.tx() as c:
         c.execute("CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL)")
         row = c.execute("SELECT version FROM schema_version").fetchone()
@@ -267,6 +301,7 @@ def _migrate(db: _DB) -> int:
         for script in MIGRATIONS[version:]:
             for stmt in filter(str.strip, script.split(";")):
                 c.execute(stmt)
+        ensure_tiers(c)
         if row is None:
             c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
         else:
