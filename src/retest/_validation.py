@@ -25,6 +25,7 @@ __all__ = [
     "check_pred_probs",
     "check_random_state",
     "check_topk",
+    "check_writable",
     "looks_one_based",
     "one_based_message",
 ]
@@ -198,6 +199,20 @@ def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Pat
         raise ConfigError(
             f"{option} {p}: {blocker} is a file, so the folder cannot be created; "
             "pass another folder."
+        )
+    check_writable(p, option)
+    return p
+
+
+def check_writable(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """The folder an output goes to (``path`` itself or the nearest existing parent)
+    can be written, so a read-only place fails before any work, naming the option."""
+    p = Path(path)
+    here = next((q for q in (p.absolute(), *p.absolute().parents) if q.exists()), None)
+    if here is not None and here.is_dir() and not os.access(here, os.W_OK | os.X_OK):
+        raise InputValidationError(
+            f"{option} {p}: the folder {here} is not writable. Choose another "
+            f"{option} or make it writable (chmod u+w)."
         )
     return p
 

@@ -192,3 +192,54 @@ def test_refused_helper_checks_unchanged_project(
     """The shared assertion itself: a refusal passes, an unknown revision is one line."""
     root = _copy(session_project, tmp_path)
     refused(root, ["export", "nope", "--out", str(tmp_path / "o")], 1, "nope")
+
+
+#: Commands writing outside the project, ``{ro}`` a folder without write permission.
+READ_ONLY_OUTPUTS = {
+    "export": "export r1 --out {ro}/out",
+    "split": "split --per-class 2 --seed 1 --out {ro}/s.json",
+    "crowd export": "crowd export --out {ro}/m --base-url https://example.org/i",
+    "label-errors": "label-errors --labels {inputs}/lo.npy --pred-probs "
+    "{inputs}/pp.npy --out {ro}/le",
+    "compare": "compare --example --bootstrap 10 --out {ro}/c",
+    "init": "init {ro}/p --classes a,b",
+}
+
+
+@pytest.mark.parametrize("name", list(READ_ONLY_OUTPUTS))
+def test_read_only_output_folder(
+    name: str, session_project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An output inside a folder that cannot be written: one line naming the
+    output, before any work (the project is untouched and nothing is created)."""
+    why = dac_enforceable(tmp_path)
+    if why is not None:
+        pytest.skip(why)
+    import numpy as np
+
+    root, inputs = session_project
+    if not (inputs / "pp.npy").exists():
+        y = np.arange(30) % 3
+        np.save(inputs / "lo.npy", y)
+        p = np.full((30, 3), 0.1) + 0.7 * np.eye(3)[y]
+        np.save(inputs / "pp.npy", p / p.sum(axis=1, keepdims=True))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    tmp_path.chmod(0o755)
+    before = snapshot(root)
+    argv = READ_ONLY_OUTPUTS[name].replace("{ro}", str(ro))
+    argv = argv.replace("{inputs}", str(inputs)).split()
+    if name not in ("label-errors", "compare", "init"):
+        argv += ["--project", str(root)]
+    try:
+        proc = run_without_dac(argv, cwd=tmp_path)
+    finally:
+        ro.chmod(0o755)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert str(ro) in lines[0], lines[0]
+    assert "not writable" in lines[0] or "Permission denied" in lines[0], lines[0]
+    assert list(ro.iterdir()) == []
+    assert snapshot(root) == before

@@ -59,6 +59,10 @@ def export(
 
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
+    if out is not None:
+        from retest._validation import check_writable
+
+        check_writable(out.parent if out.is_dir() else out)
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as cb:
         res = export_revision(
             project,

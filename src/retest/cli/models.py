@@ -78,7 +78,7 @@ def predict_cmd(
     """Run a model file on an image array and write its predictions."""
     import numpy as np
 
-    from retest._validation import check_input_path
+    from retest._validation import check_input_path, check_output_dir, check_writable
     from retest.cli._console import print_json, progress_bar
     from retest.errors import ConfigError, DataIntegrityError
     from retest.models.base import RUNNER_KINDS, _ensure_builtins, load_model
@@ -95,6 +95,8 @@ def predict_cmd(
         raise ConfigError(
             f"--out {out} is a folder; pass the predictions file to write."
         )
+    check_writable(out, "--out")
+    check_output_dir(out.parent, "--out")
     check_input_path(model_file, "MODEL_FILE", kind="file")
     check_input_path(images, "--images", kind="file")
     opts = {"layout": layout} if layout is not None else {}

@@ -121,13 +121,14 @@ def split(
 
 def _check_out_file(out: Path) -> None:
     """``--out`` names a file that can be written (not a folder, not under a file)."""
-    from retest._validation import check_output_dir
+    from retest._validation import check_output_dir, check_writable
 
     if out.is_dir():
         raise ConfigError(
             f"--out {out} is a folder; pass the JSON file to write, e.g. "
             f"{out / 'split.json'}."
         )
+    check_writable(out, "--out")
     check_output_dir(out.parent, "--out")
 
 
