@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from retest.build.neardup import near_original_threshold
 from retest.errors import ConfigError, RetestWarning
 from retest.evaluate.metrics import accuracy
+from retest.pipeline.dedup import metric_state
 from retest.pipeline.demo import DemoResult, DemoSettings, run_demo
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.evaluate import ORIGINAL
@@ -68,9 +69,15 @@ def test_demo_builds_the_revision_and_finds_near_duplicates(
     y_new = _new_labels(res)
     assert np.bincount(y_new, minlength=10).tolist() == [200] * 10
     nd = res.near_duplicates
-    th = near_original_threshold((28, 28))
-    assert nd["threshold_sq_l2"] == pytest.approx(th)
-    assert nd["test"] >= 20 and nd["train"] >= 50, nd
+    with Project.open(root) as project:
+        th = candidate_eligibility(project).near_original_threshold
+        cal = metric_state(project, "l2")["near_original"]
+    # the scaled CIFAR rule, capped by the originals' own nearest distances
+    assert th == pytest.approx(
+        near_original_threshold((28, 28), originals_nearest=cal["distance"])
+    )
+    assert nd["threshold_sq_l2"] == pytest.approx(th) and th <= 255_209
+    assert nd["test"] >= 5 and nd["train"] >= 20, {k: nd[k] for k in ("test", "train")}
     assert nd["n_excluded"] >= nd["test"], nd
     steps = json.loads((root / "demo" / "steps" / "near-duplicates.json").read_text())
     with Project.open(root) as project:

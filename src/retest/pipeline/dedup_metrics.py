@@ -59,9 +59,9 @@ __all__ = [
 ]
 
 DEFAULT_EMBEDDER = REFERENCE_EMBEDDER
-_DSSIM_CAL_DATABASE = 20_000
-"""Training images searched when calibrating DSSIM (a larger set only lowers the
-nearest distances a little; fewer keeps the cost bounded on big datasets)."""
+_CAL_DATABASE = 20_000
+"""Training images searched when calibrating on pixels (a larger set only lowers
+the nearest distances a little; fewer keeps the cost bounded on big datasets)."""
 
 
 def _ssim_params() -> SSIMParams:
@@ -193,6 +193,50 @@ def _cached_npy(path: Path, compute: Any) -> NDArray[Any]:
     return read_npy(path, mmap=True)
 
 
+# ------------------------------------------------------------------ calibration
+
+
+def _train_nearest_pairs(
+    ctx: MetricContext,
+) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64], NDArray[Any]] | None:
+    """A seeded sample of original training images and each one's closest *other*
+    training image in pixel L2: ``(images, sample rows, their neighbours' rows,
+    squared distances)``; None with fewer than two training images.
+
+    The database is capped (a seeded subset) so the cost stays bounded on large
+    datasets; a smaller database only makes the nearest distances a little larger.
+    """
+    from retest.build.knn import knn
+
+    train = np.flatnonzero([r.startswith("train:") for r in ctx.inputs.ref_ids]).astype(
+        np.int64
+    )
+    if train.size < 2:
+        return None
+    rng = np.random.default_rng([ctx.options.seed, 3])
+    if train.size > _CAL_DATABASE:
+        train = np.sort(rng.choice(train, _CAL_DATABASE, replace=False))
+    q = np.sort(rng.choice(train, min(CALIBRATION_QUERIES, train.size), replace=False))
+    x = np.asarray(ctx.ref_px[train])
+    flat = x.reshape(len(train), -1)
+    pos = np.searchsorted(train, q)
+    res = knn(flat[pos], flat, 1, exclude=pos, backend="numpy")
+    return x, pos, res.indices[:, 0], res.distances[:, 0]
+
+
+def _calibrated(d: NDArray[Any], percentile: float, n_database: int) -> dict[str, Any]:
+    return {
+        "target": float(np.percentile(d, percentile)),
+        "target_source": "calibrated",
+        "calibration": {
+            "percentile": percentile,
+            "n_queries": len(d),
+            "n_database": int(n_database),
+            "median": float(np.median(d)),
+        },
+    }
+
+
 # ------------------------------------------------------------------ built-ins
 
 
@@ -205,7 +249,21 @@ class PixelL2(DedupMetric):
         return _default_target("l2", shape)
 
     def space(self, ctx: MetricContext) -> Space:
-        return Space(ctx.cand_px, ctx.ref_px)
+        """Raw pixels; the run also stores the near-original threshold read off the
+        originals (:func:`retest.build.neardup.near_original_threshold`)."""
+        from retest.build.neardup import NEAR_ORIGINAL_PERCENTILE
+
+        state: dict[str, Any] = {}
+        pairs = _train_nearest_pairs(ctx)
+        if pairs is not None:
+            d = pairs[3]
+            state["near_original"] = {
+                "percentile": NEAR_ORIGINAL_PERCENTILE,
+                "distance": float(np.percentile(d, NEAR_ORIGINAL_PERCENTILE)),
+                "n_queries": len(d),
+                "n_database": len(pairs[0]),
+            }
+        return Space(ctx.cand_px, ctx.ref_px, state)
 
 
 def _train_rows(project: Project, settings: MLPSettings) -> list[Any]:
@@ -379,34 +437,12 @@ class DSSIM(DedupMetric):
         flat backgrounds most unrelated pairs fall under it, which floods the
         review queue.
         """
-        from retest.build.knn import knn
-
-        train = np.flatnonzero(
-            [r.startswith("train:") for r in ctx.inputs.ref_ids]
-        ).astype(np.int64)
-        if train.size < 2:
+        pairs = _train_nearest_pairs(ctx)
+        if pairs is None:
             return {}
-        rng = np.random.default_rng([ctx.options.seed, 3])
-        if train.size > _DSSIM_CAL_DATABASE:  # bounded cost at ImageNet scale
-            train = np.sort(rng.choice(train, _DSSIM_CAL_DATABASE, replace=False))
-        q = np.sort(
-            rng.choice(train, min(CALIBRATION_QUERIES, train.size), replace=False)
-        )
-        x = np.asarray(ctx.ref_px[train])
-        flat = x.reshape(len(train), -1)
-        pos = np.searchsorted(train, q)
-        nn = knn(flat[pos], flat, 1, exclude=pos, backend="numpy").indices[:, 0]
+        x, pos, nn, _ = pairs
         d = self.pair_distances(x, x, pos, nn, ctx.options)
-        return {
-            "target": float(np.percentile(d, CALIBRATION_PERCENTILE)),
-            "target_source": "calibrated",
-            "calibration": {
-                "percentile": CALIBRATION_PERCENTILE,
-                "n_queries": int(q.size),
-                "n_database": int(train.size),
-                "median": float(np.median(d)),
-            },
-        }
+        return _calibrated(d, CALIBRATION_PERCENTILE, len(x))
 
 
 class Warp(DedupMetric):

@@ -257,10 +257,17 @@ def pending_reviews(
 
 
 def _near_threshold(project: Project) -> float | None:
+    """``[thresholds] near_original``, else the scaled CIFAR rule capped by what
+    the last pixel-L2 dedup run measured on the originals."""
+    from retest.pipeline.dedup import metric_state
+
     threshold = _threshold_override(project)
     shape = _dedup_shape(project)
     if threshold is None and shape is not None:
-        threshold = near_original_threshold(shape)
+        cal = (metric_state(project, "l2") or {}).get("near_original") or {}
+        threshold = near_original_threshold(
+            shape, originals_nearest=cal.get("distance")
+        )
     return threshold
 
 
