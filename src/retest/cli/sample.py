@@ -47,22 +47,41 @@ def _strategy_help() -> str:
     return describe_samplers() + "."
 
 
-def _keyword_counts(path: Path | None) -> dict[str, dict[str, int]] | None:
+def _keyword_counts(
+    path: Path | None, classes: Any
+) -> dict[str, dict[str, int]] | None:
+    """The keyword plan file, checked against the project before anything runs."""
     if path is None:
         return None
+    expected = 'Expected JSON {"class": {"keyword": n}} with counts n ≥ 0'
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        why = type(err).__name__ if isinstance(err, UnicodeDecodeError) else err
         raise InputValidationError(
-            f"{path}: cannot read keyword counts ({err}). Expected JSON "
-            '{"class": {"keyword": n}}.'
+            f"{path}: cannot read keyword counts ({why}). {expected}."
         ) from None
     if not isinstance(data, dict) or not all(
         isinstance(v, dict) for v in data.values()
     ):
-        raise InputValidationError(
-            f'{path}: keyword counts must be a JSON object {{"class": {{"keyword": n}}}}.'
-        )
+        raise InputValidationError(f"{path}: not a keyword-count object. {expected}.")
+    for cls, kws in data.items():
+        if cls not in classes:
+            from retest.registry import close_matches
+
+            close = close_matches(cls, list(classes), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputValidationError(
+                f"{path}: class {cls!r} is not a class of the project{hint}. "
+                f"{expected}, classes from retest.toml."
+            )
+        bad = {k: n for k, n in kws.items() if not isinstance(n, int) or n < 0}
+        if bad:
+            k, n = next(iter(bad.items()))
+            raise InputValidationError(
+                f"{path}: count {n!r} of keyword {k!r} ({cls}) is not a whole "
+                f"number ≥ 0. {expected}."
+            )
     return data
 
 
@@ -146,6 +165,14 @@ def sample(
 
     if name is not None:
         validate_name(name, "revision")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise ConfigError(
+            f"--threshold is a selection frequency in [0, 1]. Got {threshold}."
+        )
+    if min_annotations is not None and min_annotations < 0:
+        raise ConfigError(
+            f"--min-annotations counts assignments, ≥ 0. Got {min_annotations}."
+        )
     with Project.open(project) as proj:
         thresholds = _class_thresholds(class_threshold or [], proj.config.classes)
         seed = proj.config.seed("sample") if seed is None else seed
@@ -156,6 +183,7 @@ def sample(
             )
         if threshold is None:
             threshold = proj.config.threshold("selection_frequency")
+        kw_counts = _keyword_counts(keyword_counts, proj.config.classes)
         check_fresh(proj, require_dedup=not no_dedup)
         elig = candidate_eligibility(proj, include_unreviewed=include_unreviewed)
         out = create_revision(
@@ -170,7 +198,7 @@ def sample(
             class_thresholds=thresholds,
             min_annotations=min_annotations,
             allow_upward=not no_upward,
-            keyword_counts=_keyword_counts(keyword_counts),
+            keyword_counts=kw_counts,
             eligibility=elig,
         )
     rev, result = out.revision, out.result
