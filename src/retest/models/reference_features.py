@@ -59,6 +59,7 @@ some image than 95 % of training images are to their closest other one."""
 CALIBRATION_QUERIES = 2000
 """Training images (seeded subsample) whose nearest other image is measured."""
 MAX_SIDE = 32
+_INTERRUPTED = "Training interrupted by user"
 _VERSION = 1  # bump when the canonical form or the network changes
 
 
@@ -254,12 +255,19 @@ def fit_reference_mlp(
     clf = MLPClassifier(
         hidden_layer_sizes=settings.hidden,
         max_iter=settings.max_iter,
-        batch_size=256,
+        batch_size=min(256, len(x)),
         random_state=settings.seed,
     )
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("always", message=_INTERRUPTED)
         clf.fit(canonical_pixels(x), yy)
+    # scikit-learn swallows Ctrl-C inside fit and returns a half-trained model;
+    # that model must neither be used nor cached, so the interrupt goes on.
+    if any(str(w.message).startswith(_INTERRUPTED) for w in caught):
+        raise KeyboardInterrupt
+    for w in caught:  # anything else recorded is passed on unchanged
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     weights = list(zip(clf.coefs_[:-1], clf.intercepts_[:-1], strict=True))
     return ReferenceMLPEmbedder(weights, name=name, input_dim=clf.coefs_[0].shape[0])
 

@@ -1,0 +1,102 @@
+"""Ctrl-C while the reference MLP trains: the interrupt propagates, nothing is cached.
+
+scikit-learn's MLPClassifier catches KeyboardInterrupt inside ``fit``, warns and
+returns the half-trained model; retest used to cache that model and reuse it on
+every later run. The interrupt is simulated from inside sklearn's epoch loop
+(``_update_no_improvement_count`` runs once per epoch, within the try block that
+swallows the interrupt).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.neural_network import MLPClassifier
+
+from retest.models.reference_features import MLPSettings, fit_reference_mlp
+from retest.pipeline.dedup import run_dedup
+from retest.pipeline.project import Project
+from retest.sources.idx import read_idx
+from retest.store.artifacts import PixelArray
+from retest.store.base import CandidateRow, ReferenceRow, content_id
+
+N_REF, N_NEW = 200, 12
+
+
+def _interrupt_on_epoch(monkeypatch: pytest.MonkeyPatch, epoch: int) -> list[int]:
+    seen: list[int] = []
+    orig = MLPClassifier._update_no_improvement_count
+
+    def hook(self, *a, **kw):  # called after every epoch inside sklearn's try
+        seen.append(self.n_iter_)
+        if self.n_iter_ >= epoch:
+            raise KeyboardInterrupt
+        return orig(self, *a, **kw)
+
+    monkeypatch.setattr(MLPClassifier, "_update_no_improvement_count", hook)
+    return seen
+
+
+def test_fit_reference_mlp_reraises_interrupt(monkeypatch) -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(60, 8, 8), dtype=np.uint8)
+    labels = np.arange(60) % 3
+    seen = _interrupt_on_epoch(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        fit_reference_mlp(
+            images, labels, name="x", settings=MLPSettings(hidden=(8,), max_iter=5)
+        )
+    assert seen == [1, 2]  # the interrupt really came from inside sklearn's loop
+
+
+def _project(root: Path, fm: Path) -> Project:
+    train = read_idx(fm / "train-images-idx3-ubyte.gz")[:N_REF]
+    labels = read_idx(fm / "train-labels-idx1-ubyte.gz")[:N_REF]
+    test = read_idx(fm / "t10k-images-idx3-ubyte.gz")[:N_NEW]
+    p = Project.init(root, name="t", classes_from="fashion-mnist")
+    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
+    rows = px.append(train)
+    p.store.references.add(
+        ReferenceRow(
+            "train",
+            i,
+            int(labels[i]),
+            content_id(train[i]),
+            array_name="fm",
+            array_row=r,
+        )
+        for i, r in enumerate(rows)
+    )
+    crow = px.append(test)
+    p.store.candidates.add(
+        CandidateRow(
+            content_id(img), "fm-test", str(i), class_id=0, array_name="fm", array_row=r
+        )
+        for i, (img, r) in enumerate(zip(test, crow, strict=True))
+    )
+    return p
+
+
+def test_interrupted_dedup_caches_no_model(
+    tmp_path: Path, fashion_mnist_dir: Path, monkeypatch
+) -> None:
+    p = _project(tmp_path / "proj", fashion_mnist_dir)
+    try:
+        cache = p.arrays_dir / "dedup" / "embedders"
+        _interrupt_on_epoch(monkeypatch, 1)
+        with pytest.raises(KeyboardInterrupt):
+            run_dedup(p, metrics=["features"], k=3, backend="numpy")
+        assert not list(cache.glob("*.npz")) if cache.exists() else True
+        assert not [
+            a
+            for a in p.store.artifacts.list(stage="dedup")
+            if a.name.startswith("dedup/embedder/")
+        ]
+        monkeypatch.undo()
+        res = run_dedup(p, metrics=["features"], k=3, backend="numpy")
+        files = [f.stem for f in cache.glob("reference-mlp-*.npz")]
+        assert files == [res.states["features"]["embedder"]]
+    finally:
+        p.close()
