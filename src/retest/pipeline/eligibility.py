@@ -226,9 +226,12 @@ def pending_reviews(
     *,
     thresholds: dict[str, float] | None = None,
     auto: set[tuple[str, str]] | None = None,
+    settled: set[str] | None = None,
 ) -> list[Any]:
-    """The dedup review queue without the pairs the automatic rule already decided
-    (a copy within the near-original threshold needs no human to exclude it).
+    """The dedup review queue without what the automatic rule already decided: the
+    pairs within the near-original threshold, and every row of a candidate that is
+    already excluded as a copy of an original (``settled``: exact copies and
+    near-originals) — nobody needs to look at those.
 
     This is the queue the review page and ``retest dedup-queue`` show;
     ``thresholds`` overrides review targets per metric.
@@ -236,15 +239,20 @@ def pending_reviews(
     from retest.build.neardup import ReviewItem
     from retest.pipeline.dedup import dedup_review_queue
 
-    if auto is None:
+    if auto is None or settled is None:
+        infos = _infos(project)
         threshold = _near_threshold(project)
-        auto = (
-            set()
-            if threshold is None
-            else _auto_pairs(project, threshold, _infos(project))[1]
+        nearest, auto = (
+            ({}, set()) if threshold is None else _auto_pairs(project, threshold, infos)
         )
+        cands = [c for c, i in infos.items() if i.class_id is not None]
+        settled = _exact_copies(project, cands) | {
+            c for c, d in nearest.items() if threshold is not None and d <= threshold
+        }
     out = []
     for item in dedup_review_queue(project, thresholds=thresholds):
+        if item.candidate_id in settled:
+            continue
         keep = [
             (r, d)
             for r, d in zip(item.references, item.distances, strict=True)
@@ -318,7 +326,10 @@ def candidate_eligibility(
     res = resolve_near_duplicates(
         [*confirmed, *auto, *exact_pairs], candidates=infos, seed=_seed(project)
     )
-    pending = {i.candidate_id for i in pending_reviews(project, auto=auto)}
+    pending = {
+        i.candidate_id
+        for i in pending_reviews(project, auto=auto, settled=exact | near_orig)
+    }
     out: dict[str, tuple[str, ...]] = {}
     for cid in cand_ids:
         r = []
