@@ -92,16 +92,27 @@ def test_copies_and_groups_never_sampled_and_status_agrees(project) -> None:
     excluded = exact | bright | (group - elig.kept)
 
     out = json.loads(
-        _run("sample", "--strategy", "class-balanced", "--per-class", "15",
-             "--seed", "3", "--project", p, "--json").stdout  # fmt: skip
+        _run(
+            "sample",
+            "--strategy",
+            "class-balanced",
+            "--per-class",
+            "15",
+            "--seed",
+            "3",
+            "--project",
+            p,
+            "--json",
+        ).stdout  # fmt: skip
     )
     members = {m["id"] for m in out["members"]}
     assert len(members) == 30 and not members & excluded
     st = json.loads(_run("status", "--project", p, "--json").stdout)
     assert st["eligibility"]["counts"] == out["eligibility"]["counts"]
-    assert sum(c["eligible"] for c in st["classes"]) == out["eligibility"]["counts"][
-        "eligible"
-    ]
+    assert (
+        sum(c["eligible"] for c in st["classes"])
+        == out["eligibility"]["counts"]["eligible"]
+    )
     assert sum(c["sampled"] for c in st["classes"]) == 30
     one = json.loads(
         _run("status", "--candidate", sorted(exact)[0], "--project", p, "--json").stdout
@@ -123,7 +134,9 @@ def test_copies_and_groups_never_sampled_and_status_agrees(project) -> None:
          "--project", p)  # fmt: skip
     r = _run("sample", "--strategy", "class-balanced", "--seed", "0", "--project", p,
              ok=False)  # fmt: skip
-    assert r.exit_code == 1 and "retest dedup" in r.output and "4 candidates" in r.output
+    assert (
+        r.exit_code == 1 and "retest dedup" in r.output and "4 candidates" in r.output
+    )
     _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
     with Project.open(root) as proj:
         check_fresh(proj)  # fresh again
@@ -151,7 +164,29 @@ def test_unreviewed_pairs_excluded_unless_asked(project) -> None:
              "0", "--project", p, ok=False)  # fmt: skip
     assert r.exit_code == 1 and "unreviewed" in r.output
     out = json.loads(
-        _run("sample", "--strategy", "class-balanced", "--per-class", "5", "--seed",
-             "0", "--include-unreviewed", "--project", p, "--json").stdout  # fmt: skip
+        _run(
+            "sample",
+            "--strategy",
+            "class-balanced",
+            "--per-class",
+            "5",
+            "--seed",
+            "0",
+            "--include-unreviewed",
+            "--project",
+            p,
+            "--json",
+        ).stdout  # fmt: skip
     )
     assert out["valid"] and out["eligibility"]["unreviewed_included"] > 0
+
+
+def test_status_warns_what_sample_would_refuse(project) -> None:
+    root, _ = project
+    p = str(root)
+    st = json.loads(_run("status", "--project", p, "--json").stdout)
+    assert "retest dedup" in st["stale"]  # no dedup yet: sample would refuse
+    r = _run("status", "--project", p)
+    assert "retest sample` would refuse" in r.output
+    _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
+    assert json.loads(_run("status", "--project", p, "--json").stdout)["stale"] is None

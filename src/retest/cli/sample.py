@@ -254,9 +254,16 @@ def sample(
     )
     console.print(_exclusion_line(summary))
     if not result.members:
+        why = sorted({s.reason for s in result.shortfall})
         print_warning(
-            f"{rev.name} is empty: no candidate is eligible. See `retest status` "
-            "for the reasons per class."
+            f"{rev.name} is empty ({', '.join(why) or 'no eligible candidate'}). "
+            + (
+                "The originals need enough annotated images per class for a "
+                "target histogram (see `retest status REV`); "
+                if "invalid_target_histogram" in why
+                else ""
+            )
+            + "`retest status` shows what is eligible per class."
         )
     elif not rev.valid:
         print_warning(

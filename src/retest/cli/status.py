@@ -64,16 +64,24 @@ def status(
         if info["revisions"]:
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
+    from retest.errors import StageError
+    from retest.pipeline.eligibility import check_fresh
+
     with Project.open(project_dir) as project:
         result = project_status(
             project, revision=revision, include_unreviewed=include_unreviewed
         )
+        try:  # the same refusal `retest sample` would give
+            check_fresh(project)
+            stale = None
+        except StageError as err:
+            stale = str(err)
         rev_stats = None
         if revision is not None:  # revision statistics (sampling, SPEC §5.7)
             from retest.cli.sample import revision_statistics_data
 
             rev_stats = revision_statistics_data(project, revision)
-    data = result.to_dict()
+    data = {**result.to_dict(), "stale": stale}
     if rev_stats is not None:
         data["revision_statistics"] = rev_stats
     if as_json:
@@ -97,6 +105,10 @@ def status(
         f"eligible for sampling: {counts['eligible']}"
         + (f"; excluded: {why}" if why else "")
     )
+    if stale:
+        from retest.cli._console import print_warning
+
+        print_warning(f"`retest sample` would refuse: {stale}")
     if rev_stats is not None:
         from retest.cli.sample import print_revision_statistics
 
