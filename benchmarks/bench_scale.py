@@ -1,0 +1,339 @@
+"""Benchmark: retest at ImageNet scale (issue 17). Not a test: it times things.
+
+``store``  – ingest N synthetic candidates (default 10,000,000; 8×8×3 images so
+             the project stays under ~3 GB) into one project in a single ingest
+             job, recording the rate of every million; then ``retest status``,
+             ``retest sample`` (every strategy) and ``candidate_eligibility`` on
+             the full project, each in a child process whose own peak RSS
+             (``VmHWM``) is reported.
+``dedup``  – exact kNN of Q queries against N references (default 1,048,576 ×
+             4,096 float16, memory-mapped; 8 GiB) on a local Dask cluster of 1
+             and then 2 worker processes (one thread each), against the
+             single-thread float32 GEMM rate of this machine.
+
+Usage::
+
+    python3 benchmarks/bench_scale.py store [--n 10000000] [--dir D] [--keep]
+    python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
+        [--dtype float16] [--dir D] [--keep]
+
+Results go to ``benchmarks/results/scale_<part>.json`` and a table on stdout.
+Scratch data is deleted at the end unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CLASSES = [f"class{i}" for i in range(10)]
+SIDE = 8  # 8×8×3 images: 192 bytes each
+
+
+def _load() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+# ------------------------------------------------------------------ store
+
+
+def _synthetic_source(path: Path, n: int, seed: int) -> Any:
+    """A column source of ``n`` distinct 8×8×3 images with 10 classes and 1,000
+    keywords (positions are encoded in the first 4 bytes, so no two repeat)."""
+    from retest.sources.candidate_base import CandidateSource, ColumnItems, SourceBatch
+
+    class Synthetic(CandidateSource):
+        kind = "synthetic"
+        default_batch_size = 65_536
+
+        def __len__(self) -> int:
+            return n
+
+        def options(self) -> dict[str, Any]:
+            return {"n": n, "seed": seed}
+
+        def iter_batches(
+            self, *, start: int = 0, batch_size: int = 4096
+        ) -> Iterator[SourceBatch]:
+            for s in range(start, n, batch_size):
+                e = min(n, s + batch_size)
+                rng = np.random.default_rng([seed, s])
+                px = rng.integers(0, 256, size=(e - s, SIDE, SIDE, 3), dtype=np.uint8)
+                pos = np.arange(s, e, dtype="<u4").view(np.uint8).reshape(-1, 4)
+                px.reshape(e - s, -1)[:, :4] = pos
+                refs = [str(i) for i in range(s, e)]
+                kws = [f"kw{i % 1000:04d}" for i in range(s, e)]
+                classes = [CLASSES[i % 10] for i in range(s, e)]
+                yield SourceBatch(s, e, ColumnItems(refs, classes, kws, SIDE, SIDE), px)
+
+    return Synthetic(path)
+
+
+def _child(argv: list[str]) -> None:
+    """Run ``argv`` (``retest …`` or ``eligibility ROOT``) in this process, then
+    print its wall time and this process's own peak RSS as the last line."""
+    t0 = time.perf_counter()
+    code = 0
+    if argv[0] == "eligibility":
+        from retest.pipeline.eligibility import candidate_eligibility
+        from retest.pipeline.project import Project
+
+        with Project.open(argv[1]) as p:
+            elig = candidate_eligibility(p)
+            ok = sum(not r for r in elig.reasons.values())
+            print(f"eligible={ok} of {len(elig.reasons)}", file=sys.stderr)
+    else:
+        from retest.cli.main import app
+
+        try:
+            app(argv[1:], standalone_mode=False)
+        except SystemExit as err:  # typer exits
+            code = int(err.code or 0)
+        except Exception as err:  # report, keep the timing
+            print(f"error: {err}", file=sys.stderr)
+            code = 1
+    wall = time.perf_counter() - t0
+    hwm = next(
+        int(line.split()[1]) for line in open("/proc/self/status")
+        if line.startswith("VmHWM")
+    )  # fmt: skip
+    print(json.dumps({"wall_s": wall, "peak_rss_mib": hwm / 1024, "exit": code}))
+
+
+def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "_child", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
+    try:
+        res = json.loads(last)
+    except json.JSONDecodeError:
+        res = {"exit": out.returncode}
+    res["stderr_tail"] = out.stderr.strip().splitlines()[-1:] if out.stderr else []
+    return res
+
+
+def bench_store(args: argparse.Namespace) -> dict[str, Any]:
+    from retest.pipeline.ingest import ingest_source
+    from retest.pipeline.project import Project
+
+    base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
+    root = base / "proj"
+    base.mkdir(parents=True, exist_ok=True)
+    if root.exists():
+        shutil.rmtree(root)
+    spec = base / "synthetic.txt"
+    spec.write_text(f"synthetic {args.n} 8x8x3\n")
+    marks: list[tuple[int, float]] = []
+    step = 1_000_000
+    t0 = time.perf_counter()
+
+    def progress(task: str, done: int, total: int | None) -> None:
+        if not task.startswith("ingest") or not done:
+            return
+        if not marks or done // step > marks[-1][0] // step or done == total:
+            marks.append((done, time.perf_counter() - t0))
+            print(f"  {done:>10,} records  {marks[-1][1]:8.1f} s  load {_load()}",
+                  flush=True)  # fmt: skip
+
+    with Project.init(root, name="scale", classes=CLASSES) as proj:
+        t0 = time.perf_counter()
+        rep = ingest_source(
+            proj.store, root, _synthetic_source(spec, args.n, 0), name="synthetic",
+            progress=progress,
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+    per_million = []
+    prev_n, prev_t = 0, 0.0
+    for n_done, t in marks:
+        if n_done - prev_n >= step // 2:
+            per_million.append(
+                {"up_to": n_done, "rate": (n_done - prev_n) / max(t - prev_t, 1e-9)}
+            )
+            prev_n, prev_t = n_done, t
+    du = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    res: dict[str, Any] = {
+        "n": args.n,
+        "new": rep.new,
+        "ingest_wall_s": wall,
+        "rate_overall": rep.new / wall,
+        "per_million": per_million,
+        "project_bytes": du,
+    }
+    (root / "kc.json").write_text(
+        json.dumps({c: {f"kw{i:04d}": 1 for i in range(3)} for c in CLASSES})
+    )
+    queries: dict[str, list[str]] = {
+        "status": ["retest", "status", "-p", str(root), "--json"],
+        "eligibility": ["eligibility", str(root)],
+    }
+    for strategy in ("class-balanced", "keyword-count", "matched-frequency",
+                     "threshold", "top-images"):  # fmt: skip
+        cmd = ["retest", "sample", "-p", str(root), "--strategy", strategy,
+               "--per-class", "100", "--no-dedup", "--seed", "1", "--json"]  # fmt: skip
+        if strategy == "keyword-count":
+            cmd += ["--keyword-counts", str(root / "kc.json")]
+        queries[f"sample {strategy}"] = cmd
+    res["queries"] = {}
+    wanted = args.queries.split(",") if args.queries else list(queries)
+    for name, argv in queries.items():
+        if not any(name.startswith(w) for w in wanted):
+            continue
+        try:
+            r = _measure(argv, timeout=args.query_timeout)
+        except subprocess.TimeoutExpired:
+            r = {"timeout_s": args.query_timeout}
+        res["queries"][name] = r
+        print(f"  {name:28s} {r.get('wall_s', float('nan')):8.1f} s  "
+              f"peak {r.get('peak_rss_mib', float('nan')):8.0f} MiB  exit "
+              f"{r.get('exit')}  {r.get('stderr_tail')}", flush=True)  # fmt: skip
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return res
+
+
+# ------------------------------------------------------------------ dedup
+
+
+def _gemm_rate(d: int, q: int, threads: int) -> float:
+    """float32 GEMM GFLOP/s of a (q × d) · (d × 8192) product on ``threads``."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((q, d), dtype=np.float32)
+    b = rng.standard_normal((d, 8192), dtype=np.float32)
+    with threadpool_limits(threads):
+        a @ b
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t)
+    return 2 * q * d * 8192 / best / 1e9
+
+
+def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
+    from retest.build.knn import knn
+    from retest.pipeline.cluster import ClusterReferences, cluster_client
+
+    base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / "refs.npy"
+    dt = np.dtype(args.dtype)
+    need = args.n * args.d * dt.itemsize
+    free = shutil.disk_usage(base).free
+    if need > free - 4 * 2**30:
+        raise SystemExit(
+            f"{base}: {need / 2**30:.1f} GiB needed, {free / 2**30:.1f} free"
+        )
+    t = time.perf_counter()
+    if not path.exists():
+        refs = np.lib.format.open_memmap(path, "w+", dt, (args.n, args.d))
+        for s in range(0, args.n, 65_536):
+            e = min(args.n, s + 65_536)
+            rng = np.random.default_rng([1, s])
+            # random bits with the exponent's top bit cleared: finite values in
+            # (-2, 2), generated at memory speed (8 GiB of normals takes minutes)
+            bits = rng.integers(0, 1 << 16, size=(e - s, args.d), dtype=np.uint16)
+            if dt == np.float16:
+                refs[s:e] = (bits & 0xBFFF).view(np.float16)
+            else:
+                refs[s:e] = (bits & 0xBFFF).view(np.float16).astype(dt)
+        refs.flush()
+        del refs
+    write_s = time.perf_counter() - t
+    refs = np.load(path, mmap_mode="r")
+    q = np.random.default_rng(2).uniform(-2, 2, (args.q, args.d)).astype(dt)
+    res: dict[str, Any] = {
+        "n": args.n, "d": args.d, "q": args.q, "dtype": args.dtype,
+        "file_gib": need / 2**30, "write_s": write_s,
+        "gemm_gflops_1thread": _gemm_rate(args.d, args.q, 1),
+        "gemm_gflops_2threads": _gemm_rate(args.d, args.q, 2),
+        "runs": [],
+    }  # fmt: skip
+    flops = 2.0 * args.q * args.n * args.d
+    ref_result = None
+    for workers in (1, 2):
+        with cluster_client(workers=workers, threads_per_worker=1) as client:
+            shards = ClusterReferences(client, refs, transfer="path", task_threads=1)
+            shards.knn(q[:8], 10)  # warm-up: page cache, native build, imports
+            times = []
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                out = shards.knn(q, 10)
+                times.append(time.perf_counter() - t)
+            if ref_result is None:
+                ref_result = out
+            same = bool(
+                np.array_equal(out.indices, ref_result.indices)
+                and np.array_equal(out.distances, ref_result.distances)
+            )
+        wall = float(np.median(times))
+        gf = flops / wall / 1e9
+        res["runs"].append({
+            "workers": workers, "shards": shards.n_shards, "walls": times,
+            "wall_s": wall, "gflops": gf, "gflops_per_worker": gf / workers,
+            "fraction_of_1thread_gemm": gf / workers / res["gemm_gflops_1thread"],
+            "same_as_1_worker": same, "load": _load(),
+        })  # fmt: skip
+        print(f"  {workers} worker(s): {wall:7.1f} s  {gf:6.1f} GFLOP/s  "
+              f"({gf / workers / res['gemm_gflops_1thread']:.2f} of 1-thread GEMM "
+              f"per worker)  load {_load()}", flush=True)  # fmt: skip
+    res["speedup_2_vs_1"] = res["runs"][0]["wall_s"] / res["runs"][1]["wall_s"]
+    if args.check:
+        sub = knn(q[:16], refs[: min(args.n, 200_000)], 10)
+        res["spot_check_rows"] = 16
+        res["spot_check_ok"] = bool(np.isfinite(sub.distances).all())
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return res
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        _child(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("part", choices=["store", "dedup"])
+    ap.add_argument("--n", type=int)
+    ap.add_argument("--d", type=int, default=4096)
+    ap.add_argument("--q", type=int, default=256)
+    ap.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--dir")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--out")
+    ap.add_argument("--queries", help="store: which of status,eligibility,sample")
+    ap.add_argument("--query-timeout", type=float, default=1800)
+    args = ap.parse_args()
+    if args.n is None:
+        args.n = 10_000_000 if args.part == "store" else 1 << 20
+    print(f"{args.part}: n={args.n:,}  load {_load()}", flush=True)
+    res = bench_store(args) if args.part == "store" else bench_dedup(args)
+    res["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    out = Path(args.out) if args.out else RESULTS / f"scale_{args.part}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
