@@ -103,7 +103,7 @@ def test_copies_and_groups_never_sampled_and_status_agrees(project) -> None:
             "--project",
             p,
             "--json",
-        ).stdout  # fmt: skip
+        ).stdout
     )
     members = {m["id"] for m in out["members"]}
     assert len(members) == 30 and not members & excluded
@@ -176,7 +176,7 @@ def test_unreviewed_pairs_excluded_unless_asked(project) -> None:
             "--project",
             p,
             "--json",
-        ).stdout  # fmt: skip
+        ).stdout
     )
     assert out["valid"] and out["eligibility"]["unreviewed_included"] > 0
 
@@ -190,3 +190,37 @@ def test_status_warns_what_sample_would_refuse(project) -> None:
     assert "retest sample` would refuse" in r.output
     _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
     assert json.loads(_run("status", "--project", p, "--json").stdout)["stale"] is None
+
+
+def test_evaluate_scores_only_releasable_revisions_and_undamaged_pixels(
+    project,
+) -> None:
+    """`retest evaluate` follows export: a revision with members that are no
+    longer eligible is refused (skipped by default), and damaged pixels are never
+    scored, even with --force."""
+    from retest.store.artifacts import PixelArray
+    from retest.store.base import BlacklistEvent
+
+    root, _ = project
+    p = str(root)
+    _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
+    _run("sample", "--strategy", "class-balanced", "--per-class", "5", "--seed", "1",
+         "--include-unreviewed", "--name", "r1", "--project", p)  # fmt: skip
+    ev = ["evaluate", "--model", "knn-1", "--project", p, "--out", str(root / "ev")]
+    _run(*ev, "-r", "r1")
+    with Project.open(root) as proj:
+        victim = proj.store.revisions.members("r1")[0].item_id
+        proj.store.blacklist.add([BlacklistEvent(victim, "blurry", "me")])
+        row = proj.store.candidates.get(victim)
+        arr = PixelArray(proj.arrays_dir, str(row.array_name))
+        n = int(np.prod(arr.shape))
+    r = _run(*ev, "-r", "r1", ok=False)
+    assert r.exit_code == 1 and "no longer eligible" in r.output and victim in r.output
+    r = _run(*ev, ok=False)  # default: every revision fit to evaluate; none here
+    assert r.exit_code == 1 and "no revision is fit to evaluate" in r.output
+    _run(*ev, "-r", "r1", "--force")
+    with open(arr.data_path, "r+b") as f:  # damage the member's stored pixels
+        f.seek(int(row.array_row) * n + n // 2)
+        f.write(b"\x07" * 8)
+    r = _run(*ev, "-r", "r1", "--force", ok=False)
+    assert r.exit_code == 1 and "content hash" in r.output and victim in r.output

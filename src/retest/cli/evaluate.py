@@ -134,6 +134,14 @@ def evaluate(
         typer.Option("--figure", help="Figure formats, comma-separated (png,svg,pdf)."),
     ] = "png,pdf",
     project_dir: ProjectOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Also evaluate revisions that export would refuse (empty, invalid, "
+            "members no longer eligible).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate models on the original test set and revisions; write table, fit and figure.
@@ -143,7 +151,7 @@ def evaluate(
     Every prediction is cached (arrays/predictions/): a rerun computes nothing.
     """
     from retest._validation import check_output_dir
-    from retest.cli._console import progress_bar
+    from retest.cli._console import print_warning, progress_bar
     from retest.cli.compare import _show_retest_warnings
     from retest.cli.reference import REFERENCE_SPLITS
     from retest.evaluate.metrics import METRICS
@@ -152,6 +160,7 @@ def evaluate(
         evaluate_project,
         project_models,
         project_revisions,
+        releasable_revisions,
     )
     from retest.pipeline.project import Project
 
@@ -180,7 +189,12 @@ def evaluate(
         _show_retest_warnings(),
         progress_bar(disable=as_json) as cb,
     ):
-        revs = project_revisions(project, revision or None)
+        if force:
+            revs = project_revisions(project, revision or None)
+        else:  # score only what could be released, like export
+            revs, skipped = releasable_revisions(project, revision or None)
+            for why in skipped.values():
+                print_warning(f"skipped: {why}")
         models = project_models(
             project, preset=preset, names=model or (), files=model_file or (),
             predictions=folders, datasets=[ORIGINAL, *revs], seed=seed,

@@ -52,6 +52,7 @@ __all__ = [
     "project_models",
     "project_revisions",
     "reference_set",
+    "releasable_revisions",
     "revision_set",
 ]
 
@@ -494,6 +495,38 @@ def project_revisions(
     return list(dict.fromkeys(names))
 
 
+def releasable_revisions(
+    project: Project, names: Sequence[str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The revisions fit to evaluate like a release: ``names`` (default: all)
+    that are non-empty, valid and whose members are all still eligible
+    (:func:`retest.pipeline.export.check_exportable`), and why the others are not.
+
+    With explicit ``names`` the first unfit one raises; by default the unfit ones
+    are skipped and returned with their reason.
+    """
+    from retest.errors import StageError
+    from retest.pipeline.export import check_exportable
+
+    chosen = project_revisions(project, names)
+    ok, skipped = [], {}
+    for name in chosen:
+        rev = project.store.revisions.get(name)
+        members = project.store.revisions.members(name)
+        try:
+            check_exportable(project, rev, members, action="evaluate")
+        except StageError as err:
+            if names is not None:
+                raise
+            skipped[name] = str(err)
+            continue
+        ok.append(name)
+    if not ok:
+        first = next(iter(skipped.values()))
+        raise StageError(f"no revision is fit to evaluate; {first}")
+    return ok, skipped
+
+
 def revision_set(
     project: Project, revision: str, *, images: bool = True, chunk: int = 4096
 ) -> LabeledSet:
@@ -504,16 +537,14 @@ def revision_set(
     NotFoundError
         No revision of that name (the message lists the existing ones).
     """
+    from retest.pipeline.export import verified_pixels
+
     project_revisions(project, [revision])
     members = project.store.revisions.members(revision)
     labels = np.array([m.class_id for m in members], np.int64)
     x = None
-    if images:
-        ids = [m.item_id for m in members]
-        pix: list[NDArray[np.uint8]] = []
-        for s in range(0, len(ids), chunk):
-            pix += project.pixels(ids[s : s + chunk])
-        x = _stack(pix, f"revision {revision!r}")
+    if images:  # checked against their content hashes: never score damaged bytes
+        x = _stack(verified_pixels(project, members), f"revision {revision!r}")
     return LabeledSet(revision, labels, project.class_names, x)
 
 

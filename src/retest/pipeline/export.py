@@ -102,6 +102,7 @@ __all__ = [
     "check_exportable",
     "export_revision",
     "is_export_folder",
+    "verified_pixels",
 ]
 
 ExportFormat = Literal["npy", "cifar", "imagefolder", "parquet"]
@@ -176,7 +177,7 @@ def _verify(item_id: str, exp: _Expected, got: str) -> None:
         raise DataIntegrityError(
             f"item {item_id} ({exp.where}) does not match its content hash "
             f"(sha256 {got[:16]}…, expected {exp.sha256[:16]}…): its {exp.kind} "
-            "changed after ingest. Nothing was exported; run `retest check` to list "
+            "changed after ingest. Nothing was written; run `retest check` to list "
             "damaged items and re-ingest their source."
         )
 
@@ -203,6 +204,33 @@ def _expected_hashes(
             r = store.references.get(i)
             where = f"original, arrays/{r.array_name} row {r.array_row}"
             out[i] = _Expected("pixels", r.content_id, where)
+    return out
+
+
+def verified_pixels(
+    project: Project, members: list[RevisionMember]
+) -> list[NDArray[np.uint8]]:
+    """The members' pixels, each checked against its content hash first (what
+    export writes and what ``retest evaluate`` scores: never damaged bytes).
+
+    Raises
+    ------
+    DataIntegrityError
+        An item whose stored pixels or file changed after ingest.
+    """
+    expected = _expected_hashes(project, members)
+    out: list[NDArray[np.uint8]] = []
+    ids = [m.item_id for m in members]
+    for s in range(0, len(ids), _CHUNK):
+        part = ids[s : s + _CHUNK]
+        for item_id, px in zip(part, project.pixels(part), strict=True):
+            exp = expected[item_id]
+            if exp.kind == "pixels":
+                _verify(item_id, exp, content_id(px))
+            else:
+                raw = project.file_bytes(item_id)
+                _verify(item_id, exp, file_content_id(raw or b""))
+            out.append(px)
     return out
 
 
@@ -590,7 +618,11 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def check_exportable(
-    project: Project, revision: Revision, members: list[RevisionMember]
+    project: Project,
+    revision: Revision,
+    members: list[RevisionMember],
+    *,
+    action: str = "export",
 ) -> None:
     """Refuse an empty or invalid revision, or one whose members are no longer
     eligible (blacklisted, found to be duplicates, … since it was sampled).
@@ -603,8 +635,8 @@ def check_exportable(
     name = revision.name
     if not members:
         raise StageError(
-            f"revision {name!r} is empty: nothing to export. Sample a new revision "
-            "(retest sample), or pass --force to export it anyway."
+            f"revision {name!r} is empty: nothing to {action}. Sample a new revision "
+            f"(retest sample), or pass --force to {action} it anyway."
         )
     if not revision.valid:
         short = sorted(revision.shortfall)
@@ -612,7 +644,7 @@ def check_exportable(
             f"revision {name!r} is INVALID: {len(short)} classes are short of images "
             f"({', '.join(short[:5])}{', …' if len(short) > 5 else ''}). Add "
             f"candidates and sample again with --from {name}, or pass --force to "
-            "export it anyway."
+            f"{action} it anyway."
         )
     from retest.pipeline.eligibility import ineligible_members
 
@@ -622,7 +654,7 @@ def check_exportable(
         raise StageError(
             f"{len(bad)} of {len(members)} members of revision {name!r} are no longer "
             f"eligible: {shown}{'; …' if len(bad) > 3 else ''}. Sample again with "
-            f"--from {name} (it replaces them), or pass --force to export it anyway."
+            f"--from {name} (it replaces them), or pass --force to {action} it anyway."
         )
 
 
