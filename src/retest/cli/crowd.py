@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,7 +40,7 @@ def tasks_cmd(
 ) -> None:
     """Make grid tasks for candidates that still need annotations."""
     from retest.cli._console import console, print_json
-    from retest.pipeline.crowd import create_tasks
+    from retest.pipeline.crowd import create_tasks, pending_task_candidates
     from retest.pipeline.project import Project
 
     if images_per_task < 1:
@@ -70,10 +70,19 @@ def tasks_cmd(
             neg_controls=controls,
             seed=seed,
         )
+        waiting = pending_task_candidates(proj.store)
     if as_json:
         print_json({"tasks": [r.id for r in rows]})
-    else:
-        console.print(f"{len(rows)} tasks created")
+        return
+    console.print(f"{len(rows)} tasks created", markup=False)
+    old = set(waiting.values()) - {r.id for r in rows}
+    if old:
+        console.print(
+            f"{len(old)} earlier tasks still await answers; their candidates got no "
+            "new task (`retest crowd export` writes the tasks not exported yet).",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _read_nearest(path: Path) -> dict[str, object]:
@@ -120,15 +129,30 @@ def export_cmd(
         str, typer.Option(help="Where the images/ folder will be hosted.")
     ],
     project: ProjectOpt = None,
+    all_tasks: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Write every task, also those exported before (default: only new "
+            "ones, so a batch never re-publishes work already paid for).",
+        ),
+    ] = False,
 ) -> None:
-    """Write question.html, batch_input.csv and token-named images for MTurk."""
+    """Write question.html, batch_input.csv and token-named images for MTurk.
+
+    Only tasks not exported before go in the batch unless --all is given.
+    """
     import io
 
     from PIL import Image
 
     from retest._validation import check_output_dir
     from retest.cli._console import console
-    from retest.pipeline.crowd import export_mturk, project_secret
+    from retest.pipeline.crowd import (
+        export_mturk,
+        exported_task_ids,
+        project_secret,
+    )
     from retest.pipeline.project import Project
 
     if not base_url.startswith(("https://", "http://")):
@@ -146,16 +170,31 @@ def export_cmd(
             )
             return buf.getvalue()
 
+        tasks = proj.store.tasks.list()
+        if not tasks:
+            raise InputValidationError(
+                "no tasks to export; run `retest crowd tasks` first."
+            )
+        if not all_tasks:
+            done = exported_task_ids(proj.store)
+            tasks = [t for t in tasks if t.id not in done]
+            if not tasks:
+                raise InputValidationError(
+                    f"every task of the project was exported before ({len(done)}); "
+                    "nothing new to publish. Run `retest crowd tasks` for new "
+                    "candidates, or pass --all to write every task again."
+                )
         files = export_mturk(
             proj.store,
-            proj.store.tasks.list(),
+            tasks,
             out,
             secret=project_secret(proj.root),
             base_url=base_url,
             image_bytes=jpeg,
         )
+    console.print(f"{len(tasks)} tasks", markup=False)
     for k, v in files.items():
-        console.print(f"{k}: {v}")
+        console.print(f"{k}: {v}", markup=False, soft_wrap=True)
 
 
 @crowd_app.command("import")
@@ -169,13 +208,20 @@ def import_cmd(
     Every data row is reported as new, a status change (Approve / Reject marks or
     a newer AssignmentStatus), unchanged, or rejected with its line number.
     """
-    from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.crowd import import_mturk, project_secret, worker_report
+    from retest.cli._console import console, print_json
+    from retest.pipeline.crowd import (
+        import_mturk,
+        project_secret,
+        worker_ids_from_results,
+        worker_report,
+    )
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
-        res = import_mturk(proj.store, results, secret=project_secret(proj.root))
-        workers = worker_report(proj.store)
+        secret = project_secret(proj.root)
+        res = import_mturk(proj.store, results, secret=secret)
+        ids = worker_ids_from_results(results, secret=secret)
+        workers = worker_report(proj.store, worker_ids=ids)
     if as_json:
         print_json(
             {
@@ -217,19 +263,89 @@ def import_cmd(
         )
     for line, reason in res.rejected_rows:
         out(f"  rejected line {line}: {reason}", markup=False, soft_wrap=True)
-    print_table(
-        ["worker", "assignments", "control accuracy", "decision"],
-        [
-            (
-                w["worker"][:12],
-                w["assignments"],
-                f"{w['control_accuracy']:.2f}",
-                w["decision"],
-            )
-            for w in workers
-        ],
-        title="Workers",
+    _workers_table(workers)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> None:
+    """Plain aligned columns, never wrapped: the requester copies WorkerIds into MTurk."""
+    from retest.cli._console import console
+
+    head = ("worker", "WorkerId", "n", "statuses", "pos", "neg", "decision")
+    rows = [head] + [
+        (
+            w["worker"][:8],
+            w["worker_id"] or "?",
+            str(w["assignments"]),
+            ", ".join(f"{n} {k}" for k, n in w["statuses"].items()),
+            _fmt(w["pos_accuracy"]),
+            _fmt(w["neg_accuracy"]),
+            w["decision"] + (f": {w['reason']}" if w["reason"] else ""),
+        )
+        for w in workers
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    console.print(f"Workers ({len(workers)})", markup=False)
+    for r in rows:
+        line = "  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:-1]))
+        console.print(f"{line}  {r[-1]}", markup=False, soft_wrap=True)
+    console.print(
+        "pos / neg: share of positive controls selected / negative controls left "
+        "unselected.",
+        markup=False,
+        soft_wrap=True,
     )
+
+
+@crowd_app.command("workers")
+def workers_cmd(
+    results: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--results",
+            help="MTurk batch results CSV(s) to read the raw WorkerIds from (the "
+            "project keeps only their hashes); repeatable. Nothing is stored.",
+        ),
+    ] = None,
+    min_accuracy: Annotated[
+        float,
+        typer.Option(
+            help="Suggest rejecting a worker whose positive- or negative-control "
+            "accuracy is below this (chance is 0.5)."
+        ),
+    ] = 0.6,
+    project: ProjectOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per-worker control accuracy, assignment statuses and a suggested decision.
+
+    A worker who checks every box selects all positive controls but also all
+    negative ones, so both accuracies are judged. With --results the table shows
+    each hashed worker's MTurk WorkerId, to approve or reject them on MTurk.
+    """
+    from retest.cli._console import print_json
+    from retest.pipeline.crowd import (
+        project_secret,
+        worker_ids_from_results,
+        worker_report,
+    )
+    from retest.pipeline.project import Project
+
+    if not 0.0 <= min_accuracy <= 1.0:
+        raise ConfigError(f"--min-accuracy must be in [0, 1]. Got {min_accuracy}.")
+    with Project.open(project) as proj:
+        secret = project_secret(proj.root)
+        ids: dict[str, str] = {}
+        for path in results or []:
+            ids.update(worker_ids_from_results(path, secret=secret))
+        workers = worker_report(proj.store, min_accuracy=min_accuracy, worker_ids=ids)
+    if as_json:
+        print_json({"min_accuracy": min_accuracy, "workers": workers})
+        return
+    _workers_table(workers)
 
 
 def register(app: typer.Typer) -> None:

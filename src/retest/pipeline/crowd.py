@@ -39,17 +39,28 @@ from retest.build.tasks import (
     image_token,
 )
 from retest.errors import DataIntegrityError, InputValidationError
-from retest.store.base import ASSIGNMENT_STATUSES, AnnotationEvent, Store, TaskRow
+from retest.store.base import (
+    ASSIGNMENT_STATUSES,
+    AnnotationEvent,
+    StageCheckpoint,
+    Store,
+    TaskRow,
+)
 
 __all__ = [
+    "EXPORT_STAGE",
+    "MIN_CONTROL_ACCURACY",
     "REQUIRED_RESULT_COLUMNS",
     "CrowdImport",
     "StatusChange",
     "create_tasks",
     "export_mturk",
+    "exported_task_ids",
     "import_mturk",
+    "pending_task_candidates",
     "project_secret",
     "task_from_row",
+    "worker_ids_from_results",
     "worker_report",
 ]
 
@@ -94,7 +105,12 @@ def create_tasks(
 
     Candidates need annotations when they are not blacklisted and have fewer than
     ``min_assignments`` counted task assignments (the same votes selection
-    frequencies count; SPEC §3.2 HIT candidate selection).
+    frequencies count; SPEC §3.2 HIT candidate selection). A candidate that already
+    sits in a stored task not yet answered by ``min_assignments`` workers (created
+    or exported, see :func:`pending_task_candidates`) gets no new task, so running
+    this again creates tasks only for new candidates, or for candidates whose
+    answered tasks left them short of votes (rejected work). Returns the tasks
+    added (none when nothing is new).
     Controls come from the original ``control_split``. ``nearest_class`` defaults to
     the next class id (wrapping), a placeholder for a similarity map the user gives.
     """
@@ -103,15 +119,16 @@ def create_tasks(
         raise InputValidationError(
             "the project has no classes; run `retest init` first."
         )
+    events = store.annotations.list(kind="task")
     counts: dict[str, int] = defaultdict(int)
-    for (item, _), stat in aggregate_item_events(
-        store.annotations.list(kind="task")
-    ).items():
+    for (item, _), stat in aggregate_item_events(events).items():
         counts[item] += stat.n_assignments
+    existing = store.tasks.list()
+    pending = _pending_candidates(existing, events, min_assignments)
     black = store.blacklist.current()
     by_class: dict[int, list[str]] = defaultdict(list)
     for cand in store.candidates.iter():
-        if cand.class_id is None or cand.id in black:
+        if cand.class_id is None or cand.id in black or cand.id in pending:
             continue
         if counts.get(cand.id, 0) < min_assignments:
             by_class[cand.class_id].append(cand.id)
@@ -144,8 +161,50 @@ def create_tasks(
         )
         for t in tasks
     ]
+    known = {t.id for t in existing}
+    rows = [r for r in rows if r.id not in known]
     store.tasks.add(rows)
     return rows
+
+
+def _pending_candidates(
+    tasks: Sequence[TaskRow], events: Sequence[AnnotationEvent], min_assignments: int
+) -> dict[str, str]:
+    """Candidate id → the first stored task that shows it and still awaits answers."""
+    answered: dict[str, set[str]] = defaultdict(set)
+    for e in events:
+        if e.task_id is not None and e.assignment_id is not None:
+            answered[e.task_id].add(e.assignment_id)
+    out: dict[str, str] = {}
+    for row in tasks:
+        if len(answered.get(row.id, ())) >= min_assignments:
+            continue
+        for item in task_from_row(row).candidates:
+            out.setdefault(item, row.id)
+    return out
+
+
+def pending_task_candidates(
+    store: Store, *, min_assignments: int = 10
+) -> dict[str, str]:
+    """Candidates that sit in a task not yet answered by ``min_assignments`` workers.
+
+    Such a task is either not exported yet or exported and awaiting answers, so
+    :func:`create_tasks` gives its candidates no second task (a second one would be
+    published and paid for as well). Maps candidate id → task id.
+    """
+    return _pending_candidates(
+        store.tasks.list(), store.annotations.list(kind="task"), min_assignments
+    )
+
+
+EXPORT_STAGE = "crowd-export"
+"""Stage checkpoints keyed by task id: tasks written to a batch file before."""
+
+
+def exported_task_ids(store: Store) -> set[str]:
+    """Ids of the tasks some earlier :func:`export_mturk` wrote to a batch file."""
+    return store.stages.done_keys(EXPORT_STAGE)
 
 
 _TEMPLATE = """<!-- retest MTurk question template: one task per row of batch_input.csv -->
@@ -181,8 +240,9 @@ def export_mturk(
 ) -> dict[str, Path]:
     """Write ``question.html``, ``batch_input.csv`` and ``images/<token>.jpg``.
 
-    The token → id mapping is kept in the store (each task's ``extra["tokens"]``), so
-    the same project and secret always produce the same files.
+    Tokens are an HMAC of task and image id under the project secret, so the same
+    project and secret always produce the same files. Each task written is marked
+    exported (:func:`exported_task_ids`) once the files are in place.
     """
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -215,6 +275,9 @@ def export_mturk(
     cells = "\n".join(_CELL % (i, i) for i in range(width))
     atomic_write_bytes(out / "question.html", (_TEMPLATE % cells).encode())
     atomic_write_bytes(out / "batch_input.csv", buf.getvalue().encode())
+    batch = str((out / "batch_input.csv").resolve())
+    for t in tasks:
+        store.stages.mark(StageCheckpoint(EXPORT_STAGE, t.id, artifact=batch))
     return {
         "question": out / "question.html",
         "batch": out / "batch_input.csv",
@@ -556,10 +619,38 @@ def import_mturk(
     return result
 
 
-def worker_report(store: Store, *, min_accuracy: float = 0.5) -> list[dict[str, Any]]:
-    """Per worker: assignments, mean control accuracy and a suggested approve/reject.
+MIN_CONTROL_ACCURACY = 0.6
+"""Default bar for :func:`worker_report`, applied to positive and negative controls
+separately. Both must be above chance (0.5): a worker who checks every box gets
+positive-control accuracy 1.0 but negative-control accuracy 0.0, one who checks
+none the reverse, and either averages 0.5 overall, which a single overall bar of
+0.5 would approve. 0.6 lets an honest worker miss one control in three."""
 
-    Computed from the stored events, so it covers every import so far.
+
+def _pooled(hits: int, total: int) -> float | None:
+    return hits / total if total else None
+
+
+def worker_report(
+    store: Store,
+    *,
+    min_accuracy: float = MIN_CONTROL_ACCURACY,
+    worker_ids: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Per worker: assignments, control accuracies, statuses and a suggested decision.
+
+    ``pos_accuracy`` is the share of positive controls (originals of the task's
+    class) the worker selected, ``neg_accuracy`` the share of negative controls
+    (originals of the nearest other class) left unselected, both pooled over the
+    worker's assignments; ``control_accuracy`` is the mean per-assignment overall
+    accuracy. The decision is ``reject`` when either kind is below
+    ``min_accuracy`` (a kind the worker never saw is not judged), ``approve``
+    otherwise, and ``review`` when the worker's tasks had no controls at all.
+    ``statuses`` counts the worker's assignments by their stored status, so a
+    re-import that rejected them shows here. ``worker_ids`` maps hashed worker ids
+    to the raw MTurk WorkerIds (see :func:`worker_ids_from_results`); the raw id is
+    only reported (``worker_id``), never stored. Computed from the stored events, so
+    it covers every import so far.
     """
     tasks: dict[str, Task] = {}
     by_assignment: dict[str, dict[str, object]] = {}
@@ -573,26 +664,73 @@ def worker_report(store: Store, *, min_accuracy: float = 0.5) -> list[dict[str, 
         )
         if e.value:
             selected[e.assignment_id].add(e.item_id)
-    per_worker: dict[str, list[float]] = defaultdict(list)
+    stats: dict[str, dict[str, Any]] = {}
     for aid, info in by_assignment.items():
         tid = str(info["task"])
         if tid not in tasks:
             tasks[tid] = task_from_row(store.tasks.get(tid))
-        acc = control_accuracy(tasks[tid], selected[aid])["overall"]
+        task = tasks[tid]
+        w = stats.setdefault(
+            str(info["worker"]),
+            {"accs": [], "pos": [0, 0], "neg": [0, 0], "statuses": defaultdict(int)},
+        )
+        w["statuses"][str(info["status"] or "Submitted")] += 1
+        chosen = selected[aid]
+        w["pos"][0] += sum(1 for i in task.pos_controls if i in chosen)
+        w["pos"][1] += len(task.pos_controls)
+        w["neg"][0] += sum(1 for i in task.neg_controls if i not in chosen)
+        w["neg"][1] += len(task.neg_controls)
+        acc = control_accuracy(task, chosen)["overall"]
         if not math.isnan(acc):
-            per_worker[str(info["worker"])].append(acc)
+            w["accs"].append(acc)
+    ids = worker_ids or {}
     report = []
-    for worker, accs in sorted(per_worker.items()):
-        mean = sum(accs) / len(accs)
+    for worker, w in sorted(stats.items()):
+        pos, neg = _pooled(*w["pos"]), _pooled(*w["neg"])
+        accs = w["accs"]
+        low = [
+            f"{name} {v:.2f} < {min_accuracy:g}"
+            for name, v in (("pos", pos), ("neg", neg))
+            if v is not None and v < min_accuracy
+        ]
+        if pos is None and neg is None:
+            decision, reason = "review", "no control images in their tasks"
+        elif low:
+            decision, reason = "reject", "; ".join(low)
+        else:
+            decision, reason = "approve", ""
         report.append(
             {
                 "worker": worker,
-                "assignments": len(accs),
-                "control_accuracy": mean,
-                "decision": "approve" if mean >= min_accuracy else "reject",
+                "worker_id": ids.get(worker),
+                "assignments": sum(w["statuses"].values()),
+                "control_accuracy": sum(accs) / len(accs) if accs else None,
+                "pos_accuracy": pos,
+                "neg_accuracy": neg,
+                "statuses": dict(sorted(w["statuses"].items())),
+                "decision": decision,
+                "reason": reason,
             }
         )
     return report
+
+
+def worker_ids_from_results(
+    results_csv: str | os.PathLike[str], *, secret: bytes
+) -> dict[str, str]:
+    """Hashed worker id → raw MTurk WorkerId for every worker of a results file.
+
+    The store keeps only the hashes; the requester needs the raw ids to approve or
+    reject on MTurk, and the results file they downloaded has them. Nothing is
+    written.
+    """
+    rows, _ = _read_results(Path(results_csv))
+    out: dict[str, str] = {}
+    for _, row in rows:
+        raw = (row.get("WorkerId") or "").strip()
+        if raw:
+            out[hash_worker_id(raw, secret)] = raw
+    return out
 
 
 def project_secret(root: str | os.PathLike[str]) -> bytes:
