@@ -98,8 +98,18 @@ def write_npy(path: str | Path, array: ArrayLike) -> str:
 
 
 def dumps_json(obj: Any) -> str:
-    """Deterministic JSON: sorted keys, 2-space indent, UTF-8, trailing newline."""
-    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """Deterministic JSON: sorted keys, 2-space indent, UTF-8, trailing newline.
+
+    A string holding a file name that is not valid UTF-8 (Python keeps its bytes as
+    surrogate escapes) cannot be UTF-8 text: then the document is written with
+    ASCII escapes, which read back to the same string (and the same file name).
+    """
+    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+    return text
 
 
 def write_json(path: str | Path, obj: Any) -> str:
