@@ -334,9 +334,29 @@ def load_config(path: str | Path) -> ProjectConfig:
     """
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = p.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{p} does not exist. Run `retest init DIR` first.") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{p} is a directory; expected the project's TOML settings file."
+        ) from None
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read {p} ({err.strerror}); check its permissions."
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ConfigError(
+            f"{p} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}, "
+            f"column {col}); TOML files must be UTF-8. Save it as UTF-8 (e.g. "
+            f"`iconv -f latin1 -t utf-8`) and run again."
+        ) from None
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p} is not valid TOML: {err}. Fix the file.") from err
     try:
