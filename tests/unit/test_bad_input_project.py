@@ -147,16 +147,7 @@ def test_damaged_database(
         "status",
         "sample",
         "source add",
-        pytest.param(
-            "check",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="store (store/sqlite.py inspect_database, pipeline/check.py): "
-                "a read-only WAL project is reported as a damaged database "
-                "('attempt to write a readonly database. Restore retest.db from a "
-                "backup') in a table, not as a read-only project",
-            ),
-        ),
+        "check",
     ],
 )
 def test_read_only_project(

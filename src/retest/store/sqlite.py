@@ -20,8 +20,10 @@ error becomes a :class:`~retest.errors.DataIntegrityError` naming the file.
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -135,7 +137,23 @@ def inspect_database(path: Path, *, limit: int = 20) -> tuple[list[str], int | N
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
+        if _cannot_write(path):  # not damage: SQLite needs to write even to read
+            raise StoreError(_read_only_message(path)) from None
         return [" ".join(str(err).split())], None
+
+
+def _cannot_write(path: Path) -> bool:
+    """Whether the database or its folder refuses writes (tried, not guessed from
+    mode bits: root and capabilities make those unreliable)."""
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except PermissionError:
+        return True
+    except OSError as err:
+        return err.errno == errno.EROFS
+    return False
 
 
 def _errcode(err: sqlite3.Error) -> int:
