@@ -180,8 +180,7 @@ class TorchEmbedder:
 
         if isinstance(model, (str, os.PathLike)):
             path = Path(model)
-            if not path.is_file():
-                raise ConfigError(f"TorchScript file {path} does not exist.")
+            _model_path(str(path))
             model = torch.jit.load(str(path), map_location="cpu")
             name = name or path.stem
         self.model = model.eval()
@@ -222,8 +221,7 @@ class OnnxEmbedder:
         import onnxruntime as ort
 
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"ONNX model {p} does not exist.")
+        _model_path(str(p))
         self.session = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])
         self.input_name = self.session.get_inputs()[0].name
         self.name = name or p.stem
@@ -310,8 +308,18 @@ def parse_embedder_spec(spec: str) -> tuple[str, list[Any]]:
 
 
 def _model_path(path: str) -> str:
-    if not Path(path).is_file():
-        raise ConfigError(f"embedder model file {path} does not exist.")
+    """The path of a model file, or one line saying why it is not one (exit 1)."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputValidationError(
+            f"embedder model file {path} is a directory; pass the model file itself "
+            "(a TorchScript .pt/.ts or an .onnx file)."
+        )
+    if not p.is_file():
+        raise InputValidationError(
+            f"embedder model file {path} does not exist; check the path (a "
+            "TorchScript .pt/.ts or an .onnx file)."
+        )
     return path
 
 

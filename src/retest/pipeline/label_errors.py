@@ -222,7 +222,17 @@ def run_label_errors(
     to 1 give one :class:`~retest.issues.ProbabilitySumWarning` (not one per pass).
     """
     out = check_output_dir(out_dir)
-    y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
+    try:
+        y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
+    except InputValidationError as err:
+        # the checks speak of "pred_probs"; the user needs to know which file
+        src = inputs.source
+        where = src.get("pred_probs") or src.get("predictions_dir")
+        if where is None:
+            raise
+        raise InputValidationError(
+            f"{where}: {err} (labels from {src.get('labels')})"
+        ) from None
     if inputs.class_names is not None and len(inputs.class_names) != probs.shape[1]:
         raise InputValidationError(
             f"{len(inputs.class_names)} class names for {probs.shape[1]} classes "

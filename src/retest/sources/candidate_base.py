@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.errors import ConfigError, DataIntegrityError
+from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.registry import Registry
 
 __all__ = [
@@ -204,22 +204,75 @@ def read_keywords_file(path: str | os.PathLike[str]) -> dict[str, str | None]:
         order.
     """
     p = Path(path)
+    formats = (
+        'expected JSON {"class": ["keyword", ...]}, a JSON list of keywords, or '
+        "text with one keyword per line"
+    )
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise InputValidationError(
+            f"keywords file {p} is a directory; {formats}."
+        ) from None
     except OSError as err:
-        raise ConfigError(f"cannot read keywords file {p}: {err}.") from err
-    if p.suffix.lower() == ".json":
-        data = json.loads(text)
-        if isinstance(data, dict):
-            return {str(kw): str(c) for c, kws in data.items() for kw in kws}
-        if isinstance(data, list):
-            return {str(kw): None for kw in data}
-        raise ConfigError(
-            f"keywords file {p} must hold a JSON object or list. Got {type(data).__name__}."
-        )
+        raise InputValidationError(
+            f"cannot read keywords file {p} ({err.strerror}); {formats}."
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputValidationError(
+            f"keywords file {p} is not UTF-8 text (byte 0x{data[err.start]:02x} on "
+            f"line {line}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
+        ) from None
     out: dict[str, str | None] = {}
-    for line in text.splitlines():
-        kw = line.split("#", 1)[0].strip()
-        if kw:
-            out[kw] = None
+    if p.suffix.lower() == ".json":
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            where = (
+                f" (line {err.lineno}, column {err.colno}: {err.msg})"
+                if isinstance(err, json.JSONDecodeError)
+                else ""
+            )
+            raise InputValidationError(
+                f"keywords file {p} is not valid JSON{where}; {formats}. Fix or "
+                "complete the file."
+            ) from None
+        if isinstance(doc, dict):
+            for cls, kws in doc.items():
+                if isinstance(kws, dict):
+                    kws = list(kws)
+                if not isinstance(kws, list) or not all(
+                    isinstance(k, str) for k in kws
+                ):
+                    raise InputValidationError(
+                        f"keywords file {p}: class {cls!r} maps to "
+                        f"{type(kws).__name__} {json.dumps(kws)[:40]}; expected a "
+                        'list of keyword strings ["k1", "k2"] or an object '
+                        '{"k1": count}.'
+                    )
+                out.update((kw, str(cls)) for kw in kws)
+        elif isinstance(doc, list):
+            bad = [k for k in doc if not isinstance(k, str)]
+            if bad:
+                raise InputValidationError(
+                    f"keywords file {p}: {json.dumps(bad[0])[:40]} is not a keyword "
+                    "string; expected a JSON list of strings."
+                )
+            out.update(dict.fromkeys(doc))
+        else:
+            raise InputValidationError(
+                f"keywords file {p} holds a JSON {type(doc).__name__}; {formats}."
+            )
+    else:
+        for row in text.splitlines():
+            word = row.split("#", 1)[0].strip()
+            if word:
+                out[word] = None
+    if not out:
+        raise ConfigError(
+            f"keywords file {p} holds no keywords; {formats}, or pass --keywords a,b."
+        )
     return out

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.errors import ConfigError, DataIntegrityError
+from retest.errors import DataIntegrityError, InputValidationError
 from retest.sources.candidate_base import (
     CANDIDATE_SOURCES,
     IMAGE_SUFFIXES,
@@ -54,7 +54,11 @@ class FolderSource(CandidateSource):
     ) -> None:
         super().__init__(path)
         if not self.path.is_dir():
-            raise ConfigError(f"folder source {self.path} is not a directory.")
+            raise InputValidationError(
+                f"folder source {self.path} is a file, not a directory; pass the "
+                "folder that holds the images (one sub-folder per class), or add a "
+                "single array file with `retest source add arrays`."
+            )
         self.class_name = class_name
         self.max_array_side = max_array_side
         self.files = sorted(

@@ -313,11 +313,35 @@ def read_model_names(path: PathLike) -> dict[str, str]:
     p = Path(path)
     try:
         text = _raw(p).decode("utf-8")
-        header, *rows = list(csv.reader(io.StringIO(text)))
-    except (UnicodeDecodeError, csv.Error) as err:
+    except UnicodeDecodeError as err:
         raise DataIntegrityError(
             f"{p}: not a readable UTF-8 CSV file ({' '.join(str(err).split())})."
         ) from None
+    # strict: an unclosed quote is an error, not a name swallowing the rest of the file
+    reader = csv.reader(io.StringIO(text), strict=True)
+    records: list[tuple[int, list[str]]] = []
+    try:
+        for r in reader:
+            records.append((reader.line_num, r))
+    except csv.Error as err:
+        start = records[-1][0] + 1 if records else 1
+        raise InputValidationError(
+            f"{p}: line {start}: not valid CSV ({err}); a quoted name must close its "
+            'quote on the same line (e.g. m_a,"Model A").'
+        ) from None
+    if not records:
+        raise InputValidationError(
+            f"{p} is empty; expected a CSV with the header "
+            "prediction_file_model,paper_name and one model per line."
+        )
+    for line, r in records:
+        if any("\n" in f or "\r" in f for f in r):
+            raise InputValidationError(
+                f"{p}: line {line}: a quoted field spans lines (an unclosed quote?); "
+                'close the quote on the same line (e.g. m_a,"Model A").'
+            )
+    header = records[0][1]
+    rows = [r for _, r in records[1:]]
     want = ["prediction_file_model", "paper_name"]
     if [h.strip() for h in header[:2]] != want:
         raise InputValidationError(
