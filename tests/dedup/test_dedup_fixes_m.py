@@ -100,3 +100,29 @@ def test_interrupted_dedup_caches_no_model(
         assert files == [res.states["features"]["embedder"]]
     finally:
         p.close()
+
+
+def test_cli_output_keeps_brackets_and_empty_project_names_source_add(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from retest.cli.main import app
+
+    runner = CliRunner()
+    p = _project(tmp_path / "proj", fashion_mnist_dir)
+    p.close()
+    res = runner.invoke(
+        app, ["dedup", "-p", str(tmp_path / "proj"), "--metrics", "l2", "--k", "2"]
+    )
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())  # the title may wrap
+    assert "(retest.toml [thresholds] overrides)" in flat  # rich ate it before
+
+    Project.init(tmp_path / "empty", name="e", classes=["a", "b"]).close()
+    res = runner.invoke(
+        app, ["dedup", "-p", str(tmp_path / "empty"), "--metrics", "l2"]
+    )
+    assert res.exit_code == 1
+    line = res.output.strip()
+    assert "\n" not in line and "retest source add" in line, line

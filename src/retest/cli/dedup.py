@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from retest.cli._options import JsonOpt, ProjectOpt
-from retest.errors import ConfigError
+from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
 from retest.pipeline.dedup_metrics import (
     DEDUP_METRICS,
@@ -87,7 +87,7 @@ def dedup(
 ) -> None:
     """Find each candidate's nearest images per metric (resumable), optionally report."""
     from retest.build.ssim import SSIMParams
-    from retest.cli._console import print_json, print_table, progress_bar
+    from retest.cli._console import escape, print_json, print_table, progress_bar
     from retest.pipeline.cluster import cluster_client
     from retest.pipeline.dedup import dedup_report, run_dedup
     from retest.pipeline.project import Project
@@ -112,25 +112,28 @@ def dedup(
     ctx: Any = (
         cluster_client(cluster, workers) if (cluster or workers) else nullcontext(None)
     )
-    with (
-        Project.open(project) as proj,
-        ctx as client,
-        progress_bar(disable=json_out) as prog,
-    ):
-        res = run_dedup(
-            proj,
-            against=against_list,
-            metrics=metric_list,
-            k=k,
-            resize=resize,
-            embedder=embedder,
-            ssim=params,
-            chunk_size=chunk_size,
-            client=client,
-            memory_budget=int(memory_gib * 2**30),
-            progress=prog,
-            shard_transfer=shards,
-        )
+    with Project.open(project) as proj:
+        if proj.store.candidates.count() == 0:  # before any cluster starts
+            raise StageError(
+                f"the project {proj.root} has no candidates to check for "
+                "near-duplicates; add them first with `retest source add KIND PATH` "
+                "(e.g. `retest source add folder photos/`)."
+            )
+        with ctx as client, progress_bar(disable=json_out) as prog:
+            res = run_dedup(
+                proj,
+                against=against_list,
+                metrics=metric_list,
+                k=k,
+                resize=resize,
+                embedder=embedder,
+                ssim=params,
+                chunk_size=chunk_size,
+                client=client,
+                memory_budget=int(memory_gib * 2**30),
+                progress=prog,
+                shard_transfer=shards,
+            )
         rep = dedup_report(proj, metrics=res.metrics) if report else None
     data = {
         "fingerprint": res.fingerprint,
@@ -147,10 +150,11 @@ def dedup(
     if json_out:
         print_json(data)
         return
+    # rich reads [..] as markup: every text shown goes through escape
     print_table(
         ["item", "value"],
         [
-            (k_, v)
+            (k_, escape(str(v)))
             for k_, v in data.items()
             if k_ not in ("report", "review_targets", "features")
         ],
@@ -163,11 +167,13 @@ def dedup(
             (
                 m,
                 f"{t:.6g}",
-                _how(feat) if m == "features" and feat else "default for the size",
+                escape(_how(feat))
+                if m == "features" and feat
+                else "default for the size",
             )
             for m, t in res.targets.items()
         ],
-        title="review targets (retest.toml [thresholds] overrides)",
+        title=escape("review targets (retest.toml [thresholds] overrides)"),
     )
     for m, r in (rep or {}).items():
         print_table(
@@ -177,11 +183,11 @@ def dedup(
                     p["candidate"][:16],
                     p["reference"][:16],
                     f"{p['distance']:.6g}",
-                    f"{p['candidate_thumb']} {p['reference_thumb']}",
+                    escape(f"{p['candidate_thumb']} {p['reference_thumb']}"),
                 )
                 for p in r["pairs"]
             ],
-            title=f"closest pairs: {m} ({r['contact_sheet']})",
+            title=escape(f"closest pairs: {m} ({r['contact_sheet']})"),
         )
 
 
