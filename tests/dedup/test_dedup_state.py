@@ -159,8 +159,6 @@ def test_no_training_originals_one_line(
         (["--embedder", "fourier:1"], "k must be at least 2"),
         (["--embedder", "randm-projection"], "Did you mean 'random-projection'"),
         (["--embedder", "onnx"], "needs a model path"),
-        (["--embedder", "missing.onnx"], "missing.onnx does not exist"),
-        (["--embedder", "torchscript:nowhere.pt"], "nowhere.pt does not exist"),
         (["--metrics", "wrap"], "did you mean 'warp'"),
         (["--metrics", ","], "--metrics needs a comma-separated list"),
         (["--against", "original-tran"], "--against takes"),
@@ -171,6 +169,24 @@ def test_bad_option_values_one_line_exit_2(
 ) -> None:
     res = CliRunner().invoke(app, ["dedup", "-p", str(project.root), *args])
     assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert line.startswith("error: ") and message in line and "\n" not in line
+    assert not (project.arrays_dir / "dedup").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--embedder", "missing.onnx"], "missing.onnx does not exist"),
+        (["--embedder", "torchscript:nowhere.pt"], "nowhere.pt does not exist"),
+    ],
+)
+def test_missing_embedder_file_is_bad_input_exit_1(
+    project: Project, args: list[str], message: str
+) -> None:
+    """A model file that is not there is bad input (exit 1), not a bad option."""
+    res = CliRunner().invoke(app, ["dedup", "-p", str(project.root), *args])
+    assert res.exit_code == 1, res.output
     line = res.output.strip()
     assert line.startswith("error: ") and message in line and "\n" not in line
     assert not (project.arrays_dir / "dedup").exists()

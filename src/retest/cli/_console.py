@@ -30,6 +30,7 @@ from retest._progress import ProgressCallback
 
 __all__ = [
     "console",
+    "escape",
     "print_error",
     "print_json",
     "print_table",
