@@ -3,8 +3,15 @@
 :func:`evaluate_sets` trains the untrained runners on ``train`` (when given),
 predicts every test set, and caches every prediction (see
 :mod:`retest.pipeline.prediction_cache`), so a second run computes nothing. Work
-can be farmed out to a Dask cluster, one task per model; each task runs the same
-code as the local path with pinned thread counts, so the results are identical.
+can be farmed out to a Dask cluster: a trained model gets one task per image
+shard of each test set (models × shards keep every worker busy), a model that
+must train first one task; each task runs the same code as the local path with
+pinned thread counts and shards come back in order: predicted classes are
+identical to the local run; class scores of a sharded model may differ in the
+last float32 bits (BLAS rounding depends on the block's row count; 2.5e-6
+relative measured). The client caches each model's predictions as soon as its
+last shard arrives, so a rerun (any cluster sharing the cache folder) computes
+nothing.
 :func:`compare_testbed` then hands the predictions to the evaluation core
 (table, linear fit, figure) and writes the report.
 
@@ -19,6 +26,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -324,6 +332,28 @@ def _run_local(
         )
 
 
+def _shard_bounds(n: int, n_shards: int) -> list[tuple[int, int]]:
+    edges = np.linspace(0, n, max(1, min(n, n_shards)) + 1).astype(int).tolist()
+    return [(a, b) for a, b in pairwise(edges) if b > a]
+
+
+def _concat(parts: Sequence[Predictions]) -> Predictions:
+    """One model's predictions of consecutive image shards as one dataset."""
+    first = parts[0]
+    probs = (
+        None
+        if any(p.probs is None for p in parts)
+        else np.concatenate([p.probs for p in parts if p.probs is not None])
+    )
+    return Predictions(
+        first.model,
+        first.dataset,
+        np.concatenate([p.topk for p in parts]),
+        probs,
+        first.n_classes,
+    )
+
+
 def _run_dask(
     jobs: Sequence[_Job],
     datasets: Sequence[LabeledSet],
@@ -331,28 +361,81 @@ def _run_dask(
     batch_size: int | None,
     cluster: Any,
     workers: int | None,
+    shards: int | None = None,
 ) -> Iterator[tuple[_Job, tuple[Predictions, ...]]]:
+    """Models × image shards on the cluster.
+
+    A trained model's missing datasets are cut into contiguous image shards
+    (default: twice the workers' threads), one task per (model, shard), so one big
+    test set or one slow model keeps every worker busy; each dataset's shards are
+    scattered once and shared by all models. An untrained model is one task (it
+    fits first). A model is yielded (and cached by the caller) when its last shard
+    arrives; rows come back in order (classes as the local run; scores to float32
+    rounding).
+    """
     if not jobs:
         return
     from dask.distributed import as_completed
 
     with _client(cluster, workers) as client:
         tx, ty = _train_args(train)
-        # One copy of each array per worker instead of one per task.
-        s_xs = client.scatter([_inputs(d) for d in datasets], broadcast=True)
-        s_tx, s_ty = (
-            client.scatter([tx, ty], broadcast=True) if tx is not None else (None, None)
+        info = client.scheduler_info().get("workers", {})
+        n_threads = sum(int(w.get("nthreads", 1)) for w in info.values()) or 1
+        bounds = [_shard_bounds(d.n, shards or 2 * n_threads) for d in datasets]
+        need = {i for job in jobs if not job.fit for i in job.missing}
+        s_parts = {
+            i: client.scatter([_inputs(datasets[i])[a:b] for a, b in bounds[i]])
+            for i in sorted(need)
+        }
+        fitting = [job for job in jobs if job.fit]
+        # One copy of each whole array per worker for the models that train first.
+        s_xs = (
+            client.scatter([_inputs(d) for d in datasets], broadcast=True)
+            if fitting
+            else []
         )
-        futures = {
-            client.submit(
-                run_model, job.runner, job.fit, s_tx, s_ty,
-                tuple(datasets[i].name for i in job.missing), batch_size, None,
-                *(s_xs[i] for i in job.missing), pure=False,
-            ): job
-            for job in jobs
-        }  # fmt: skip
-        for fut, preds in as_completed(futures, with_results=True):
-            yield futures[fut], preds
+        s_tx, s_ty = (
+            client.scatter([tx, ty], broadcast=True)
+            if tx is not None and fitting
+            else (None, None)
+        )
+        owner: dict[Any, tuple[int, int, int]] = {}  # future → (job, dataset, shard)
+        for j, job in enumerate(jobs):
+            if job.fit:
+                fut = client.submit(
+                    run_model, job.runner, True, s_tx, s_ty,
+                    tuple(datasets[i].name for i in job.missing), batch_size, None,
+                    *(s_xs[i] for i in job.missing), pure=False,
+                )  # fmt: skip
+                owner[fut] = (j, -1, -1)
+                continue
+            for i in job.missing:
+                for s, part in enumerate(s_parts[i]):
+                    fut = client.submit(
+                        run_model, job.runner, False, None, None,
+                        (datasets[i].name,), batch_size, None, part, pure=False,
+                    )  # fmt: skip
+                    owner[fut] = (j, i, s)
+        got: dict[tuple[int, int], dict[int, Predictions]] = {}
+        left = {
+            j: (1 if job.fit else sum(len(bounds[i]) for i in job.missing))
+            for j, job in enumerate(jobs)
+        }
+        for fut, preds in as_completed(owner, with_results=True):
+            j, i, s = owner[fut]
+            left[j] -= 1
+            if i < 0:
+                yield jobs[j], preds
+                continue
+            got.setdefault((j, i), {})[s] = preds[0]
+            if left[j] == 0:
+                yield (
+                    jobs[j],
+                    tuple(
+                        _concat([got[j, i][s] for s in range(len(bounds[i]))])
+                        for i in jobs[j].missing
+                    ),
+                )
 
 
 @dataclass(frozen=True, slots=True)
