@@ -41,8 +41,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from retest._progress import ProgressCallback, report
-from retest.errors import ConfigError
+from retest.errors import ConfigError, StageError
 from retest.pipeline.ingest_log import (
     MAX_LISTED_DUPLICATES,
     REPORT_DIR,
@@ -204,12 +206,31 @@ def ingest_source(
     root = Path(root)
     from retest.pipeline.check import reclaim_tail_orphans
 
+    _check_labels_first(store, source)
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
             reclaim_tail_orphans(store, root)
     with writers_lock(root / ARRAY_DIR):
         return _ingest(store, root, source, name, batch_size, progress, add_classes,
                        command)  # fmt: skip
+
+
+def _check_labels_first(store: Store, source: CandidateSource) -> None:
+    """Refuse labels outside the project's class ids before anything is written
+    (array sources know all their labels up front)."""
+    labels = getattr(source, "labels", None)
+    ids = {c.id for c in store.classes.list()}
+    if labels is None or not ids or getattr(source, "class_name", None) is not None:
+        return
+    found = {int(x) for x in np.unique(np.asarray(labels))}
+    bad = sorted(found - ids)
+    if bad:
+        desc = source.describe()
+        where = desc.get("labels_path") or desc["path"]
+        raise StageError(
+            f"{where}: labels {bad[:5]} are not class ids of the project "
+            f"(0..{max(ids)}). Check the labels file."
+        )
 
 
 def _ingest(
@@ -239,6 +260,7 @@ def _ingest(
     writer = BatchWriter(
         store, root, name, fresh if add_classes is None else add_classes
     )
+    writer.where = str(desc.get("labels_path") or desc["path"])
     redo = resume > 0 or log_path.is_file()
     total = len(source)
 

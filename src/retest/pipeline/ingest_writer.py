@@ -149,6 +149,7 @@ class BatchWriter:
 
     def __init__(self, store: Store, root: Path, name: str, add_classes: bool) -> None:
         self.store, self.root, self.name = store, root, name
+        self.where = ""  # the file the labels came from, for messages
         self.add_classes = add_classes
         self.class_ids = {c.name: c.id for c in store.classes.list()}
         self.ids = set(self.class_ids.values())
@@ -163,8 +164,9 @@ class BatchWriter:
             cid = item.class_id
             if cid is not None and self.ids and cid not in self.ids:
                 raise StageError(
-                    f"{self.name}: item {item.ref} has label {cid}, but the project's "
-                    f"class ids are 0..{max(self.ids)}. Check the labels file."
+                    f"{self.where or self.name}: item {item.ref} has label {cid}, but "
+                    f"the project's class ids are 0..{max(self.ids)}. Check the labels "
+                    "file."
                 )
             return cid
         if item.class_name not in self.class_ids:

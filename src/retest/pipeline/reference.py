@@ -124,7 +124,10 @@ def load_reference_arrays(
 
 
 def _check_classes(
-    store: Store, labels: NDArray[np.int64], names: Sequence[str] | None
+    store: Store,
+    labels: NDArray[np.int64],
+    names: Sequence[str] | None,
+    where: str = "the labels",
 ) -> None:
     rows = store.classes.list()
     if not rows:
@@ -134,11 +137,11 @@ def _check_classes(
         return
     by_id = {c.id: c.name for c in rows}
     if set(by_id) == set(range(len(by_id))):  # the 1-based diagnosis needs ids 0..K-1
-        check_labels(labels, n_classes=len(by_id), name="reference labels")
+        check_labels(labels, n_classes=len(by_id), name=f"reference labels of {where}")
     bad = sorted({int(x) for x in np.unique(labels)} - set(by_id))
     if bad:
         raise StageError(
-            f"reference labels {bad[:5]} are not class ids of the project "
+            f"{where}: reference labels {bad[:5]} are not class ids of the project "
             f"(0..{max(by_id)}). Check the labels file."
         )
     if names is not None:
@@ -165,8 +168,11 @@ def register_reference_arrays(
     class_names: Sequence[str] | None = None,
     keywords: Sequence[str | None] | None = None,
     progress: ProgressCallback | None = None,
+    where: str = "the labels",
 ) -> ReferenceReport:
     """Register one split from arrays (what :func:`register_reference` calls).
+
+    ``where`` names the labels' file in messages.
 
     Parameters
     ----------
@@ -190,7 +196,7 @@ def register_reference_arrays(
         )
     if keywords is not None and len(keywords) != len(y):
         raise ConfigError(f"{len(keywords)} keywords for {len(y)} reference images.")
-    _check_classes(store, y, class_names)
+    _check_classes(store, y, class_names, where)
     from retest.pipeline.check import reclaim_tail_orphans
 
     arrays_dir = Path(root) / "arrays"
@@ -277,6 +283,7 @@ def register_reference(
         class_names=names,
         keywords=kws,
         progress=progress,
+        where=str(labels_path or path),
     )
 
 
