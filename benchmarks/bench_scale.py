@@ -141,33 +141,35 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(root)
     spec = base / "synthetic.txt"
     spec.write_text(f"synthetic {args.n} 8x8x3\n")
-    marks: list[tuple[int, float]] = []
+    marks: list[tuple[int, float, float]] = []
     step = 1_000_000
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
 
     def progress(task: str, done: int, total: int | None) -> None:
         if not task.startswith("ingest") or not done:
             return
         if not marks or done // step > marks[-1][0] // step or done == total:
-            marks.append((done, time.perf_counter() - t0))
+            marks.append((done, time.perf_counter() - t0, time.process_time() - c0))
             print(f"  {done:>10,} records  {marks[-1][1]:8.1f} s  load {_load()}",
                   flush=True)  # fmt: skip
 
     with Project.init(root, name="scale", classes=CLASSES) as proj:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rep = ingest_source(
             proj.store, root, _synthetic_source(spec, args.n, 0), name="synthetic",
             progress=progress,
         )  # fmt: skip
         wall = time.perf_counter() - t0
     per_million = []
-    prev_n, prev_t = 0, 0.0
-    for n_done, t in marks:
+    prev_n, prev_t, prev_c = 0, 0.0, 0.0
+    for n_done, t, cpu in marks:
         if n_done - prev_n >= step // 2:
-            per_million.append(
-                {"up_to": n_done, "rate": (n_done - prev_n) / max(t - prev_t, 1e-9)}
-            )
-            prev_n, prev_t = n_done, t
+            per_million.append({
+                "up_to": n_done,
+                "rate": (n_done - prev_n) / max(t - prev_t, 1e-9),
+                "cpu_us_per_record": (cpu - prev_c) / (n_done - prev_n) * 1e6,
+            })  # fmt: skip
+            prev_n, prev_t, prev_c = n_done, t, cpu
     du = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
     res: dict[str, Any] = {
         "n": args.n,
