@@ -246,7 +246,8 @@ class _DB:
             try:
                 return fn(self.conn)
             finally:
-                self.conn.execute("COMMIT")
+                if self.conn.in_transaction:  # a failed statement may have ended it
+                    self.conn.execute("COMMIT")
 
     def _snapshot_conn(self) -> sqlite3.Connection:
         if self._reader is None:
@@ -265,7 +266,8 @@ class _DB:
             try:
                 return fn(conn)
             finally:
-                conn.execute("COMMIT")
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def snapshot_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """:meth:`rows` on a second, read-only connection (last committed state).
