@@ -516,19 +516,26 @@ def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
 
 
 def dedup_review_queue(
-    project: Project, *, thresholds: dict[str, float] | None = None, top: int = 30
+    project: Project,
+    *,
+    thresholds: dict[str, float] | None = None,
+    top: int = 30,
+    candidates: dict[str, CandidateInfo] | None = None,
 ) -> list[ReviewItem]:
     """THE review queue: pairs under their metric's target not yet reviewed.
 
     Covers every metric run on the project with :func:`review_targets`;
     ``thresholds`` replaces them (only the metrics it names are queued). See
-    :func:`retest.build.neardup.review_queue` for the order.
+    :func:`retest.build.neardup.review_queue` for the order. ``candidates``:
+    :func:`candidate_infos` when the caller already has it.
     """
     th = review_targets(project) if thresholds is None else dict(thresholds)
+    if not th:  # no metric ever ran: nothing to review
+        return []
     return review_queue(
         load_neighbours(project, list(th)),
         thresholds=th,
-        candidates=candidate_infos(project),
+        candidates=candidate_infos(project) if candidates is None else candidates,
         blacklist=set(project.store.blacklist.current()),
         reviewed=reviewed_references(project),
         top=top,

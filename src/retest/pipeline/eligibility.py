@@ -227,6 +227,7 @@ def pending_reviews(
     thresholds: dict[str, float] | None = None,
     auto: set[tuple[str, str]] | None = None,
     settled: set[str] | None = None,
+    infos: dict[str, NeardupInfo] | None = None,
 ) -> list[Any]:
     """The dedup review queue without what the automatic rule already decided: the
     pairs within the near-original threshold, and every row of a candidate that is
@@ -239,8 +240,9 @@ def pending_reviews(
     from retest.build.neardup import ReviewItem
     from retest.pipeline.dedup import dedup_review_queue
 
-    if auto is None or settled is None:
+    if infos is None:
         infos = _infos(project)
+    if auto is None or settled is None:
         threshold = _near_threshold(project)
         nearest, auto = (
             ({}, set()) if threshold is None else _auto_pairs(project, threshold, infos)
@@ -250,7 +252,7 @@ def pending_reviews(
             c for c, d in nearest.items() if threshold is not None and d <= threshold
         }
     out = []
-    for item in dedup_review_queue(project, thresholds=thresholds):
+    for item in dedup_review_queue(project, thresholds=thresholds, candidates=infos):
         if item.candidate_id in settled:
             continue
         keep = [
@@ -328,7 +330,9 @@ def candidate_eligibility(
     )
     pending = {
         i.candidate_id
-        for i in pending_reviews(project, auto=auto, settled=exact | near_orig)
+        for i in pending_reviews(
+            project, auto=auto, settled=exact | near_orig, infos=infos
+        )
     }
     out: dict[str, tuple[str, ...]] = {}
     for cid in cand_ids:
