@@ -224,3 +224,15 @@ def test_evaluate_scores_only_releasable_revisions_and_undamaged_pixels(
         f.write(b"\x07" * 8)
     r = _run(*ev, "-r", "r1", "--force", ok=False)
     assert r.exit_code == 1 and "content hash" in r.output and victim in r.output
+
+
+def test_heavy_automatic_losses_flag_a_class_the_rule_guts() -> None:
+    from retest.pipeline.eligibility import Eligibility, heavy_automatic_losses
+
+    reasons = {f"t{i}": ("near_original",) if i < 3 else () for i in range(10)}
+    reasons |= {f"s{i}": ("exact_copy", "near_original") if i < 5 else () for i in range(10)}  # fmt: skip
+    reasons |= {"u0": ("near_original",)} | {f"u{i}": () for i in range(1, 20)}
+    class_of = {c: {"t": 1, "s": 2, "u": 3}[c[0]] for c in reasons}
+    # 30 % of class 1 taken automatically; exact copies (class 2) are copies, not
+    # a sign of a loose threshold; class 3 loses 5 %
+    assert heavy_automatic_losses(Eligibility(reasons), class_of) == {1: 0.3}

@@ -105,10 +105,20 @@ def status(
         f"eligible for sampling: {counts['eligible']}"
         + (f"; excluded: {why}" if why else "")
     )
-    if stale:
-        from retest.cli._console import print_warning
+    from retest.cli._console import print_warning
 
+    if stale:
         print_warning(f"`retest sample` would refuse: {stale}")
+    heavy = result.eligibility.get("heavy_automatic_losses") or {}
+    if heavy:
+        shown = ", ".join(f"{k} {v:.0%}" for k, v in list(heavy.items())[:5])
+        th = result.eligibility.get("near_original_threshold")
+        print_warning(
+            f"the automatic near-original rule (squared L2 ≤ {th:,.0f}) excludes "
+            f"over 10 % of the candidates of: {shown}; originals of these classes "
+            "lie close together. Consider a lower `near_original` under "
+            "[thresholds] in retest.toml and reviewing the pairs instead."
+        )
     if rev_stats is not None:
         from retest.cli.sample import print_revision_statistics
 

@@ -59,6 +59,7 @@ __all__ = [
     "candidate_eligibility",
     "check_fresh",
     "copies",
+    "heavy_automatic_losses",
     "ineligible_members",
     "pending_reviews",
     "stale_candidates",
@@ -486,3 +487,28 @@ def reasons_by_class(
         if not elig.blocking(cid):
             c["eligible"] += 1
     return {k: {x: v[x] for x in (*REASONS, "eligible")} for k, v in out.items()}
+
+
+HEAVY_LOSS = 0.10
+"""Share of a class's candidates the automatic rule may take before ``status``
+warns: the new test set would lose that class's most typical images."""
+
+
+def heavy_automatic_losses(
+    elig: Eligibility, class_of: Mapping[str, int | None]
+) -> dict[int, float]:
+    """Classes whose candidates the automatic near-original rule excludes beyond
+    :data:`HEAVY_LOSS`, with the share: a sign the threshold is too loose for
+    these images (set ``[thresholds] near_original`` lower and review instead)."""
+    total: Counter[int] = Counter()
+    auto: Counter[int] = Counter()
+    for cid, r in elig.reasons.items():
+        k = class_of.get(cid)
+        if k is None:
+            continue
+        total[k] += 1
+        if "near_original" in r and "exact_copy" not in r:
+            auto[k] += 1
+    return {
+        k: auto[k] / total[k] for k in sorted(total) if auto[k] / total[k] > HEAVY_LOSS
+    }

@@ -23,6 +23,7 @@ from retest.pipeline.eligibility import (
     REASONS,
     candidate_eligibility,
     eligibility_summary,
+    heavy_automatic_losses,
     reasons_by_class,
 )
 from retest.pipeline.project import Project
@@ -125,9 +126,13 @@ def project_status(
                 dict(by_class.get(c.id, empty)),
             )
         )
-    return ProjectStatus(
-        project.config.name, revision, tuple(rows), eligibility_summary(elig)
-    )
+    summary = eligibility_summary(elig)
+    names = {c.id: c.name for c in store.classes.list()}
+    summary["heavy_automatic_losses"] = {
+        names.get(k, str(k)): round(v, 3)
+        for k, v in heavy_automatic_losses(elig, class_of).items()
+    }
+    return ProjectStatus(project.config.name, revision, tuple(rows), summary)
 
 
 def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
