@@ -329,6 +329,23 @@ def _migrate(db: _DB) -> int:
     return SCHEMA_VERSION
 
 
+REPOS: dict[str, Callable[[_DB], Any]] = {
+    "classes": _Classes,
+    "references": _References,
+    "candidates": _Candidates,
+    "tasks": _Tasks,
+    "annotations": _Annotations,
+    "blacklist": _Blacklist,
+    "neardup": _NearDup,
+    "revisions": _Revisions,
+    "artifacts": _Artifacts,
+    "stages": _Stages,
+    "predictions": _Predictions,
+}
+"""The repositories of a store, by attribute name (the writer and the reader
+stores both build theirs from this table)."""
+
+
 class SQLiteStore(Store):
     """The project store in one SQLite file.
 
@@ -375,20 +392,7 @@ class SQLiteStore(Store):
             if isinstance(err, sqlite3.Error):
                 raise self._open_error(err) from err
             raise
-        repos: dict[str, Callable[[_DB], Any]] = {
-            "classes": _Classes,
-            "references": _References,
-            "candidates": _Candidates,
-            "tasks": _Tasks,
-            "annotations": _Annotations,
-            "blacklist": _Blacklist,
-            "neardup": _NearDup,
-            "revisions": _Revisions,
-            "artifacts": _Artifacts,
-            "stages": _Stages,
-            "predictions": _Predictions,
-        }
-        for name, cls in repos.items():
+        for name, cls in REPOS.items():
             setattr(self, name, cls(self._db))
 
     def _open_error(self, err: sqlite3.Error) -> Exception:

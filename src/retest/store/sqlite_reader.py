@@ -16,33 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from retest.store._sqlite_candidates import _Candidates
-from retest.store._sqlite_decisions import (
-    _Artifacts,
-    _Blacklist,
-    _NearDup,
-    _Predictions,
-    _Revisions,
-    _Stages,
-)
-from retest.store._sqlite_items import _Annotations, _Classes, _References, _Tasks
-from retest.store.sqlite import _DB, SQLiteStore
+from retest.store.sqlite import _DB, REPOS, SQLiteStore
 
 __all__ = ["SQLiteReadStore", "external_data_version", "table_fingerprint"]
-
-_REPOS: dict[str, Any] = {
-    "classes": _Classes,
-    "references": _References,
-    "candidates": _Candidates,
-    "tasks": _Tasks,
-    "annotations": _Annotations,
-    "blacklist": _Blacklist,
-    "neardup": _NearDup,
-    "revisions": _Revisions,
-    "artifacts": _Artifacts,
-    "stages": _Stages,
-    "predictions": _Predictions,
-}
 
 
 class SQLiteReadStore(SQLiteStore):
@@ -61,7 +37,7 @@ class SQLiteReadStore(SQLiteStore):
         # commits of the writer invalidate this connection's page cache; a memory
         # map makes re-reading the changed pages cheap
         self._db.conn.execute("PRAGMA mmap_size = 1073741824")
-        for name, cls in _REPOS.items():
+        for name, cls in REPOS.items():
             setattr(self, name, cls(self._db))
 
 
