@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -190,3 +191,11 @@ def make_writable(path: Path) -> None:
 def non_utf8_name(folder: Path, suffix: str) -> Path:
     """A path in ``folder`` whose name is not valid UTF-8 (bytes 0xff 0xfe)."""
     return Path(os.fsdecode(os.fsencode(folder) + b"/bad-\xff\xfe" + suffix.encode()))
+
+
+def case_param(
+    id_: str, t: str, code: int, words: list[str], xfail: str = ""
+) -> object:
+    """A ``(template, code, culprits)`` case; ``xfail`` names a known bug's owner."""
+    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
+    return pytest.param(t, code, words, id=id_, marks=marks)

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bad_input_helpers import build_project, invoke, ok, refused, snapshot
+from bad_input_helpers import build_project, case_param, invoke, ok, refused, snapshot
 
 HEADER = ["AssignmentId", "WorkerId", "AssignmentStatus", "Input.task_id",
           "Answer.selected"]  # fmt: skip
@@ -138,12 +138,9 @@ CASES = [
 ]  # fmt: skip
 
 
-def _param(id_: str, t: str, code: int, words: list[str], xfail: str = "") -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-    return pytest.param(t, code, words, id=id_, marks=marks)
-
-
-@pytest.mark.parametrize(("template", "code", "culprits"), [_param(*c) for c in CASES])
+@pytest.mark.parametrize(
+    ("template", "code", "culprits"), [case_param(*c) for c in CASES]
+)
 def test_refused(
     template: str,
     code: int,

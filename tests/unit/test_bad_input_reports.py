@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bad_input_helpers import build_project, invoke, refused
+from bad_input_helpers import build_project, case_param, invoke, refused
 
 K = 3  # classes of the testbed
 N_ORIG, N_NEW = 40, 30
@@ -218,12 +218,9 @@ CASES = [
 ]  # fmt: skip
 
 
-def _param(id_: str, t: str, code: int, words: list[str], xfail: str = "") -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-    return pytest.param(t, code, words, id=id_, marks=marks)
-
-
-@pytest.mark.parametrize(("template", "code", "culprits"), [_param(*c) for c in CASES])
+@pytest.mark.parametrize(
+    ("template", "code", "culprits"), [case_param(*c) for c in CASES]
+)
 def test_refused(
     template: str, code: int, culprits: list[str], d: Path, tmp_path: Path
 ) -> None:
@@ -291,7 +288,7 @@ EVAL_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("template", "code", "culprits"), [_param(*c) for c in EVAL_CASES]
+    ("template", "code", "culprits"), [case_param(*c) for c in EVAL_CASES]
 )
 def test_evaluate_refused(
     template: str,

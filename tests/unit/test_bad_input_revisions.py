@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bad_input_helpers import build_project, refused
+from bad_input_helpers import build_project, case_param, refused
 
 
 def _files(d: Path, export: Path) -> None:
@@ -179,12 +179,9 @@ CASES = [
 ]  # fmt: skip
 
 
-def _param(id_: str, t: str, code: int, words: list[str], xfail: str = "") -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-    return pytest.param(t, code, words, id=id_, marks=marks)
-
-
-@pytest.mark.parametrize(("template", "code", "culprits"), [_param(*c) for c in CASES])
+@pytest.mark.parametrize(
+    ("template", "code", "culprits"), [case_param(*c) for c in CASES]
+)
 def test_refused(
     template: str,
     code: int,

@@ -17,7 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from bad_input_helpers import assert_one_line, invoke, non_utf8_name, refused
+from bad_input_helpers import (
+    assert_one_line,
+    case_param,
+    invoke,
+    non_utf8_name,
+    refused,
+)
 
 
 @pytest.fixture(scope="session")
@@ -105,12 +111,9 @@ CASES = [
 ]  # fmt: skip
 
 
-def _param(id_: str, t: str, code: int, words: list[str], xfail: str = "") -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-    return pytest.param(t, code, words, id=id_, marks=marks)
-
-
-@pytest.mark.parametrize(("template", "code", "culprits"), [_param(*c) for c in CASES])
+@pytest.mark.parametrize(
+    ("template", "code", "culprits"), [case_param(*c) for c in CASES]
+)
 def test_refused(
     template: str, code: int, culprits: list[str], d: Path, tmp_path: Path
 ) -> None:

@@ -104,6 +104,7 @@ class MetricContext:
     ref_px: NDArray[Any]
     run_dir: Path
     options: DedupOptions
+    train_pairs: Any = None  # memo of _train_nearest_pairs (l2 and dssim share it)
 
     @property
     def image_shape(self) -> tuple[int, ...]:
@@ -206,6 +207,14 @@ def _train_nearest_pairs(
     The database is capped (a seeded subset) so the cost stays bounded on large
     datasets; a smaller database only makes the nearest distances a little larger.
     """
+    if ctx.train_pairs is None:
+        ctx.train_pairs = (_compute_train_pairs(ctx),)
+    return ctx.train_pairs[0]  # type: ignore[no-any-return]
+
+
+def _compute_train_pairs(
+    ctx: MetricContext,
+) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64], NDArray[Any]] | None:
     from retest.build.knn import knn
 
     train = np.flatnonzero([r.startswith("train:") for r in ctx.inputs.ref_ids]).astype(

@@ -491,9 +491,9 @@ class StageRepo(ABC):
     def reset(self, stage: str) -> int:
         """Forget every checkpoint of ``stage``; returns how many."""
 
+    @abstractmethod
     def forget(self, stage: str, key: str) -> bool:
         """Forget one checkpoint; returns whether it existed."""
-        raise NotImplementedError(f"{type(self).__name__}.forget")
 
 
 class PredictionRepo(ABC):
