@@ -56,10 +56,18 @@ def reviewer(browser, live_server: str):  # type: ignore[no-untyped-def]
 
 
 def _submit_and_wait(pg) -> None:  # type: ignore[no-untyped-def]
-    with pg.expect_response(lambda r: "/api/" in r.url) as resp:
-        pg.click("#submit")
+    """Submit the page's form; when a successful save moves on to the form's
+    ``data-next`` page, wait for that page too (a ``goto`` issued before the
+    app's own navigation lands would be aborted by it)."""
+    moves_on = pg.evaluate("() => !!document.querySelector('#submit').form?.dataset.next")
+    if moves_on:
+        with pg.expect_navigation(wait_until="load"):
+            with pg.expect_response(lambda r: "/api/" in r.url) as resp:
+                pg.click("#submit")
+    else:
+        with pg.expect_response(lambda r: "/api/" in r.url) as resp:
+            pg.click("#submit")
     assert resp.value.status == 200, resp.value.text()
-    pg.wait_for_load_state("load")
 
 
 def test_labeler_select_then_verify(page, live_server, web_project) -> None:
