@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from retest.sources.cifar10 import read_cifar_batch, write_cifar_batch
+from retest.datasets.cifar10 import read_cifar_batch, write_cifar_batch
+from retest.datasets.idx import read_idx
 from retest.sources.flickr import download_candidates
-from retest.sources.idx import read_idx
 
 OUT = Path(__file__).parent / "results" / "datasets.json"
 FMNIST = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

@@ -36,17 +36,17 @@ from pathlib import Path
 import numpy as np
 
 import retest
-from retest.pipeline.ingest import ingest_source
-from retest.sources.candidates import TinyImagesSource
-from retest.sources.tinyimages import (
+from retest.datasets.tinyimages import (
     IMAGE_FILE,
     METADATA_FILE,
     TinyImages,
     _metadata_record,
     build_keyword_index,
 )
+from retest.pipeline.ingest import ingest_source
+from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
-from retest.store.base import content_id
+from retest.store.rows import content_id
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.json"
 

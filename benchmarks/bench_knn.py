@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retest.build.knn import knn
+from retest.dedup.knn import knn
 
 D, K = 3072, 10
 OUT = Path(__file__).parent / "results" / "knn.json"
@@ -158,7 +158,7 @@ def run_size(nq: int, nr: int, reps: int) -> dict:
 
 _MEM_CHILD = """
 import sys, time, numpy as np
-from retest.build.knn import knn
+from retest.dedup.knn import knn
 path, n, budget = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 refs = np.load(path, mmap_mode="r")
 q = np.asarray(refs[:100]).copy()

@@ -11,7 +11,7 @@ imagenet 1,281,167 × 1,000 synthetic, stored as float16 (2.6 GB) in a .npy file
 Every (set, implementation, method) runs in a fresh subprocess; its wall time
 covers the call only (data loading excluded) and its peak memory is the
 process's ``ru_maxrss`` (which includes the loaded data; the data-only RSS is
-reported too). Implementations: ``retest`` = ``retest.issues.find_label_errors``
+reported too). Implementations: ``retest`` = ``retest.label_errors.find_label_errors``
 (cleanlab engine on small arrays, the chunked engine when N·K > 2**24);
 ``cleanlab`` = plain ``cleanlab.filter.find_label_issues(labels, pred_probs,
 filter_by=...)`` with default arguments on a float32 copy. Plain cleanlab is not
@@ -97,7 +97,7 @@ def _worker(set_name: str, impl: str, method: str) -> None:
     import cleanlab.filter
     import cleanlab.rank  # noqa: F401
 
-    import retest.issues  # noqa: F401
+    import retest.label_errors  # noqa: F401
 
     probs_path, labels_path = _inputs(set_name)
     labels = np.load(labels_path).astype(np.int64)
@@ -108,7 +108,7 @@ def _worker(set_name: str, impl: str, method: str) -> None:
     base = r0.ru_maxrss
     t0 = time.perf_counter()
     if impl == "retest":
-        from retest.issues import find_label_errors
+        from retest.label_errors.finders import find_label_errors
 
         mask = find_label_errors(labels, probs, method=method)
     else:

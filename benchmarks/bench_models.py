@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retest.datasets.idx import read_idx
 from retest.models.testbed import build_testbed
-from retest.sources.idx import read_idx
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist")
 OUT = Path(__file__).resolve().parent / "results"

@@ -53,7 +53,7 @@ def _load() -> str:
 def _synthetic_source(path: Path, n: int, seed: int) -> Any:
     """A column source of ``n`` distinct 8×8×3 images with 10 classes and 1,000
     keywords (positions are encoded in the first 4 bytes, so no two repeat)."""
-    from retest.sources.candidate_base import CandidateSource, ColumnItems, SourceBatch
+    from retest.sources.base import CandidateSource, ColumnItems, SourceBatch
 
     class Synthetic(CandidateSource):
         kind = "synthetic"
@@ -232,7 +232,7 @@ def _gemm_rate(d: int, q: int, threads: int) -> float:
 
 
 def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
-    from retest.build.knn import knn
+    from retest.dedup.knn import knn
     from retest.pipeline.cluster import ClusterReferences, cluster_client
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))

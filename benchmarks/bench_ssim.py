@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from skimage.metrics import structural_similarity as sk_ssim
 
-from retest.build.ssim import (
+from retest.dedup.ssim import (
     SSIMParams,
     compute_ssim_stats,
     native_available,

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from retest.store.artifacts import PixelArray
-from retest.store.base import AnnotationEvent, CandidateRow, content_id
 from retest.store.memory import MemoryStore
+from retest.store.rows import AnnotationEvent, CandidateRow, content_id
 from retest.store.sqlite import SQLiteStore
 
 RESULTS = Path(__file__).parent / "results" / "store.json"

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from retest.build.warp import warp_grid, warped_sqdist_pairs
+from retest.dedup.warp import warp_grid, warped_sqdist_pairs
 
 OUT = Path(__file__).parent / "results" / "warp.json"
 

@@ -51,7 +51,7 @@ def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
     from retest.pipeline.project import Project
     from retest.pipeline.review_queue import Suspect, queue_label_errors
     from retest.store.artifacts import PixelArray
-    from retest.store.base import (
+    from retest.store.rows import (
         AnnotationEvent,
         CandidateRow,
         KeywordRow,
@@ -234,7 +234,7 @@ def measure_pages(
 def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
                timeout: float) -> dict[str, Any]:  # fmt: skip
     """Concurrent grid answers; every 10th request is sent twice (same key)."""
-    from retest.build.tasks import image_token  # noqa: F401  (tokens are optional)
+    from retest.labeling.tasks import image_token  # noqa: F401  (tokens are optional)
 
     lat: list[float] = []
     accepted: list[tuple[str, str]] = []  # (submission, task)

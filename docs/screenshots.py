@@ -25,7 +25,7 @@ from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors
 from retest.store.artifacts import PixelArray, save_json
-from retest.store.base import (
+from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
     CandidateRow,
@@ -54,7 +54,7 @@ def _images(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(reference images, labels, candidate images, labels), 28×28 grey."""
     if (FMNIST / "t10k-images-idx3-ubyte.gz").is_file():
-        from retest.sources.idx import read_idx
+        from retest.datasets.idx import read_idx
 
         x = np.asarray(read_idx(FMNIST / "t10k-images-idx3-ubyte.gz"), dtype=np.uint8)
         y = np.asarray(read_idx(FMNIST / "t10k-labels-idx1-ubyte.gz"), dtype=np.int64)

@@ -51,14 +51,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retest._atomic import atomic_write_bytes
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
 
@@ -430,13 +429,4 @@ def save_config(path: str | Path, config: ProjectConfig) -> None:
     # top-level keys must precede tables in TOML
     doc = {"classes": d.pop("classes"), **d}
     text = dumps_toml(doc)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(p, text.encode("utf-8"))

@@ -9,14 +9,14 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.selection_frequency import (
+from retest.sampling.selection_frequency import (
     AssignmentRecord,
     FrequencyStat,
     TaskRecord,
     aggregate_item_events,
     compute_selection_frequencies,
 )
-from retest.store.base import AnnotationEvent
+from retest.store.rows import AnnotationEvent
 
 ITEMS = ("a", "b", "c")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retest.store import open_store
-from retest.store.base import AnnotationEvent, ClassRow
+from retest.store.rows import AnnotationEvent, ClassRow
 
 
 def _ev(aid: str, status: str) -> AnnotationEvent:

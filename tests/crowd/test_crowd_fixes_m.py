@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 runner = CliRunner()
 COLS = ["HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "AcceptTime",

@@ -24,7 +24,7 @@ from retest.cli.main import app
 from retest.pipeline.project import Project
 from retest.pipeline.sample import selection_frequencies
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 MTURK_HEAD = [
     "HITId", "HITTypeId", "Title", "Description", "Keywords", "Reward",

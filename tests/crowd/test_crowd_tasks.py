@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.tasks import compose_tasks, control_accuracy, image_token
 from retest.errors import ConfigError, InputValidationError
+from retest.labeling.tasks import compose_tasks, control_accuracy, image_token
 from retest.pipeline.crowd import (
     create_tasks,
     export_mturk,
@@ -18,7 +18,7 @@ from retest.pipeline.crowd import (
     worker_report,
 )
 from retest.store import open_store
-from retest.store.base import CandidateRow, ClassRow, ReferenceRow
+from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 

@@ -433,7 +433,7 @@ def test_cli_download_resumes_rate_limits_and_feeds_the_flickr_source(
 ) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    from retest.sources.candidate_files import FlickrSource
+    from retest.sources.files import FlickrSource
 
     server, _, plan = plan_server
     out, imgs = tmp_path / "results", tmp_path / "images"

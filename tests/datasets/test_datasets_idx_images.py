@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from PIL import Image
 
+from retest.datasets.idx import read_idx, read_idx_header, write_idx
 from retest.errors import DataIntegrityError, InputValidationError
-from retest.sources.idx import read_idx, read_idx_header, write_idx
 from retest.sources.images import (
     EXIF_ORIENTATION_TAG,
     ImageDecodeError,

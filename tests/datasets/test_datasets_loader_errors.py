@@ -19,11 +19,11 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.cifar10 import write_cifar_batch, write_cifar_meta
+from retest.datasets.idx import write_idx
 from retest.errors import InputValidationError
 from retest.pipeline.project import Project
-from retest.sources.candidates import ArraySource, CifarSource, IdxSource
-from retest.sources.cifar10 import write_cifar_batch, write_cifar_meta
-from retest.sources.idx import write_idx
+from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 
 runner = CliRunner()
 CLASSES = "a,b,c"

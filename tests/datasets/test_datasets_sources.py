@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from retest.errors import ConfigError, DataIntegrityError, UnknownNameError
-from retest.sources.base import DATASETS, get_dataset, load_dataset
-from retest.sources.cifar10 import (
+from retest.datasets.base import DATASETS, get_dataset, load_dataset
+from retest.datasets.cifar10 import (
     CIFAR10,
     CIFAR10_CLASSES,
     read_cifar_batch,
     write_cifar10_archive,
     write_cifar_batch,
 )
-from retest.sources.cifar10_1 import CIFAR10_1
-from retest.sources.download import DownloadError, download_url, extract_archive
-from retest.sources.fashion_mnist import FashionMNIST
-from retest.sources.idx import write_idx
-from retest.sources.imagenet_v2 import ImageNetV2
+from retest.datasets.cifar10_1 import CIFAR10_1
+from retest.datasets.download import DownloadError, download_url, extract_archive
+from retest.datasets.fashion_mnist import FashionMNIST
+from retest.datasets.idx import write_idx
+from retest.datasets.imagenet_v2 import ImageNetV2
+from retest.errors import ConfigError, DataIntegrityError, UnknownNameError
 
 sha = lambda b: hashlib.sha256(b).hexdigest()  # noqa: E731
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.build.knn import knn
+from retest.dedup.knn import knn
 from retest.errors import ConfigError, InputValidationError
 from retest.pipeline.cluster import cluster_client, dask_knn
 

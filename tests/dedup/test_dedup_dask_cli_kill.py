@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.build.knn import knn
+from retest.dedup.knn import knn
 from retest.errors import StageError
 from retest.pipeline.cluster import ClusterReferences
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 pytestmark = pytest.mark.skipif(
     shutil.which("dask") is None, reason="the `dask` command is not installed"

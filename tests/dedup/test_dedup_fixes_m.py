@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from sklearn.neural_network import MLPClassifier
 
+from retest.datasets.idx import read_idx
 from retest.models.reference_features import MLPSettings, fit_reference_mlp
 from retest.pipeline.dedup import run_dedup
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_REF, N_NEW = 200, 12
 

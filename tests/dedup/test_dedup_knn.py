@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build import _knn_chunks
-from retest.build.knn import KnnResult, knn, knn_range, merge_knn
+from retest.dedup import _knn_chunks
+from retest.dedup.knn import KnnResult, knn, knn_range, merge_knn
 from retest.errors import ConfigError, InputValidationError
 
 BACKENDS = ["numpy", "torch", "faiss"]
@@ -271,7 +271,7 @@ def test_large_first_chunks_scanned_in_warm_up_pieces_stay_exact(
 
 
 def test_packed_sort_key_orders_like_lexsort() -> None:
-    from retest.build._knn_chunks import _row_val_idx_order
+    from retest.dedup._knn_chunks import _row_val_idx_order
 
     rng = np.random.default_rng(0)
     values = np.array([-3.5, -1.0, -0.0, 0.0, 2.25, 7.0, 1e30, np.inf], np.float32)
@@ -291,7 +291,7 @@ def test_packed_sort_key_orders_like_lexsort() -> None:
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_exact_distances_of_many_pairs_split_over_threads(dtype: type) -> None:
-    from retest.build.knn import exact_sqdist
+    from retest.dedup.knn import exact_sqdist
 
     rng = np.random.default_rng(4)
     q = rng.integers(0, 256, (300, 40)).astype(dtype)
@@ -304,7 +304,7 @@ def test_exact_distances_of_many_pairs_split_over_threads(dtype: type) -> None:
 
 
 def test_exact_distances_of_long_uint8_rows_do_not_overflow(tmp_path: Path) -> None:
-    from retest.build.knn import exact_sqdist
+    from retest.dedup.knn import exact_sqdist
 
     # 40,000 × 255² = 2.6e9 exceeds int32: the C loop must sum in blocks
     q = np.zeros((2, 40_000), np.uint8)
@@ -341,7 +341,7 @@ def test_native_selection_keeps_the_same_shortlists_as_numpy(with_norms: bool) -
     nq, kp, c = 40, 6, 1e-3
     qn = rng.random(nq) * 100
     ex = rng.integers(-1, 300, nq)
-    native, ref = (_knn_chunks._Shortlist.empty(nq, kp) for _ in range(2))
+    native, ref = (_knn_chunks.Shortlist.empty(nq, kp) for _ in range(2))
     for r0 in (0, 100, 130, 250):
         n = int(rng.integers(1, 50)) if r0 != 130 else 120
         g = rng.integers(-20, 20, (nq, n)).astype(np.float32)
@@ -349,18 +349,18 @@ def test_native_selection_keeps_the_same_shortlists_as_numpy(with_norms: bool) -
         rn32 = rn.astype(np.float32) if with_norms else None
         native.absorb(g, rn32, rn, r0, ex, qn, c)
         s = g + rn32 if rn32 is not None else g.copy()
-        _knn_chunks._mask_excluded(s, ex, r0, r0 + n)
-        rows, cols = _knn_chunks._select(s, ref.tau(), kp, "numpy")
+        _knn_chunks.mask_excluded(s, ex, r0, r0 + n)
+        rows, cols = _knn_chunks.select_topk(s, ref.tau(), kp, "numpy")
         vals = s[rows, cols].astype(np.float64)
         ref.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
     np.testing.assert_array_equal(native.idx, ref.idx)
     np.testing.assert_array_equal(native.vals, ref.vals)
     np.testing.assert_allclose(native.bnd, ref.bnd, rtol=1e-15)
     # merging two threads' lists: C merge equals the numpy merge
-    other = _knn_chunks._Shortlist.empty(nq, kp)
+    other = _knn_chunks.Shortlist.empty(nq, kp)
     other.absorb(rng.integers(-20, 20, (nq, 30)).astype(np.float32), None,
                  np.zeros(30), 400, None, qn, c)  # fmt: skip
-    a = _knn_chunks._Shortlist(native.vals.copy(), native.idx.copy(), native.bnd.copy())
+    a = _knn_chunks.Shortlist(native.vals.copy(), native.idx.copy(), native.bnd.copy())
     a.merge_list(other)
     with numpy_selection():
         native.merge_list(other)

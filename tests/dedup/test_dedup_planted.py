@@ -8,7 +8,7 @@ with two copies of the same image among the references, rank 1 is ambiguous.
 This removes 2 of the 2,000 (:data:`N_REMOVED`). Each transformed copy queries
 the remaining references; a copy counts as found if its original is the rank-1
 neighbour under l2, under features (the shift-invariant Fourier embedder), or
-under DSSIM or warp-tolerant L2 (:mod:`retest.build.warp`) on the union of the
+under DSSIM or warp-tolerant L2 (:mod:`retest.dedup.warp`) on the union of the
 l2 and features top-30 shortlists. Rotated-by-90° copies are a different pose
 (SPEC §4.1): no metric turns images, so they are expected NOT to be found.
 
@@ -28,16 +28,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from retest.build.knn import knn
-from retest.build.ssim import compute_ssim_stats, dssim_pairs
-from retest.build.warp import warped_sqdist_pairs
+from retest.datasets.idx import read_idx
+from retest.dedup.knn import knn
+from retest.dedup.ssim import compute_ssim_stats, dssim_pairs
+from retest.dedup.warp import warped_sqdist_pairs
 from retest.models.embedders import (
     FourierEmbedder,
     RandomProjectionEmbedder,
     embed,
     make_embedder,
 )
-from retest.sources.idx import read_idx
 
 N_BASE, N_DRAW, K = 200, 2000, 30
 N_REMOVED = 2  # distractors that are near-duplicates of an original (see above)

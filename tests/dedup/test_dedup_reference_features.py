@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 import retest.pipeline.dedup_metrics as dm
 from retest.cli.main import app
+from retest.datasets.idx import read_idx
 from retest.pipeline.dedup import (
     dedup_review_queue,
     metric_state,
@@ -32,9 +33,8 @@ from retest.pipeline.dedup import (
     run_dedup,
 )
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_TRAIN, N_SHIFT, N_BRIGHT, N_ORD = 10_000, 30, 30, 300
 
@@ -172,7 +172,7 @@ def test_dssim_target_calibrated_on_originals(project) -> None:
     target = review_targets(p)["dssim"]
     assert 0 < target < 0.2205 and target < state["calibration"]["median"]
     lists = {n.candidate_id: n for n in p.store.neardup.iter_neighbours(metric="dssim")}  # fmt: skip
-    from retest.build.neardup import near_original_threshold
+    from retest.dedup.rules import near_original_threshold
 
     auto = near_original_threshold((28, 28))
     l2 = {n.candidate_id: n for n in p.store.neardup.iter_neighbours(metric="l2")}

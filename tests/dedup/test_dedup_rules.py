@@ -7,9 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.neardup import (
+from retest.dedup.rules import (
     NO_PENDING,
-    CandidateInfo,
+    DedupCandidate,
     cifar_auto_excluded,
     default_thresholds,
     is_sufficiently_reviewed,
@@ -19,10 +19,10 @@ from retest.build.neardup import (
 )
 
 INFO = {
-    "a": CandidateInfo(0, 0.9, source_id="f1"),
-    "b": CandidateInfo(0, 0.8, source_id="f1"),  # same Flickr id as a
-    "c": CandidateInfo(1, 0.5, source_id="f3"),
-    "d": CandidateInfo(1, None, blacklisted=True, source_id="f4"),
+    "a": DedupCandidate(0, 0.9, source_id="f1"),
+    "b": DedupCandidate(0, 0.8, source_id="f1"),  # same Flickr id as a
+    "c": DedupCandidate(1, 0.5, source_id="f3"),
+    "d": DedupCandidate(1, None, blacklisted=True, source_id="f4"),
 }
 NBRS = {
     "a": {"l2": [("a", 0.0), ("b", 1.0), ("train:1", 5.0), ("d", 6.0), ("c", 9.0)]},
@@ -81,16 +81,16 @@ def test_defaults_and_cifar_rule() -> None:
 
 def test_resolution_rules() -> None:
     cands = {
-        "x1": CandidateInfo(0, 0.9),
-        "x2": CandidateInfo(0, 0.95),
-        "y1": CandidateInfo(1, 0.75),
-        "y2": CandidateInfo(2, 0.72),
-        "z1": CandidateInfo(3, 0.9),
-        "z2": CandidateInfo(3, 0.1),
-        "w1": CandidateInfo(4, 0.65),
-        "w2": CandidateInfo(5, 0.5),
-        "s1": CandidateInfo(6, 0.9, source_id="same"),
-        "s2": CandidateInfo(6, 0.3, source_id="same"),
+        "x1": DedupCandidate(0, 0.9),
+        "x2": DedupCandidate(0, 0.95),
+        "y1": DedupCandidate(1, 0.75),
+        "y2": DedupCandidate(2, 0.72),
+        "z1": DedupCandidate(3, 0.9),
+        "z2": DedupCandidate(3, 0.1),
+        "w1": DedupCandidate(4, 0.65),
+        "w2": DedupCandidate(5, 0.5),
+        "s1": DedupCandidate(6, 0.9, source_id="same"),
+        "s2": DedupCandidate(6, 0.3, source_id="same"),
     }
     pairs = [("x1", "x2"), ("y1", "y2"), ("z1", "test:3"), ("z2", "z1"), ("w2", "w1")]
     good = {0: 10, 1: 50, 2: 5, 3: 1, 4: 1, 5: 0, 6: 1}
@@ -112,7 +112,7 @@ ids = st.sampled_from([f"c{i}" for i in range(8)] + ["train:1", "test:2"])
 @settings(max_examples=50, deadline=None)
 @given(pairs=st.lists(st.tuples(ids, ids), max_size=15), seed=st.integers(0, 1000))
 def test_resolution_properties(pairs, seed) -> None:
-    cands = {f"c{i}": CandidateInfo(i % 3, (i * 37 % 10) / 10) for i in range(8)}
+    cands = {f"c{i}": DedupCandidate(i % 3, (i * 37 % 10) / 10) for i in range(8)}
     base = resolve_near_duplicates(pairs, candidates=cands)
     shuffled = list(pairs)
     random.Random(seed).shuffle(shuffled)

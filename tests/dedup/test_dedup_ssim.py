@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity as sk_ssim
 
-from retest.build.ssim import (
+from retest.dedup.ssim import (
     SSIMParams,
     compute_ssim_stats,
     dssim_pairs,
@@ -150,7 +150,7 @@ def test_without_native_kernel_auto_falls_back_to_numpy(
 ) -> None:
     code = (
         "import json\nimport numpy as np\n"
-        "from retest.build.ssim import native_available, ssim_one_to_many\n"
+        "from retest.dedup.ssim import native_available, ssim_one_to_many\n"
         "from retest.errors import ConfigError\n"
         "x = np.arange(3 * 16 * 16 * 3, dtype=np.uint8).reshape(3, 16, 16, 3)\n"
         "print(native_available())\n"
@@ -179,7 +179,7 @@ def test_without_native_kernel_auto_falls_back_to_numpy(
 def test_native_kernel_is_built_once_into_the_cache(tmp_path: Path) -> None:
     _need_native()
     code = (
-        "from retest.build.ssim import native_available\n"
+        "from retest.dedup.ssim import native_available\n"
         "assert native_available() == '', native_available()\n"
     )
     env = {**os.environ, "RETEST_CACHE_DIR": str(tmp_path)}

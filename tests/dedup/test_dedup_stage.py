@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import retest.pipeline.dedup as dd
 from retest.cli.main import app
+from retest.datasets.idx import read_idx
 from retest.errors import InputValidationError
 from retest.pipeline.cluster import cluster_client
 from retest.pipeline.dedup import (
@@ -20,9 +21,8 @@ from retest.pipeline.dedup import (
 )
 from retest.pipeline.eligibility import DUPLICATE_REASONS, candidate_eligibility
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
 
@@ -72,7 +72,7 @@ def _lists(p: Project) -> dict:
             (n.candidate_id, n.ref_ids, n.distances)
             for n in p.store.neardup.iter_neighbours(metric=m)
         ]
-        for m in dd.METRICS
+        for m in dd.BUILTIN_METRICS
     }
 
 
@@ -83,7 +83,7 @@ def test_run_stores_neighbours_and_finds_planted(project: Project) -> None:
         and res.n_references == N_REF + N_PLANT + N_NEW
     )
     lists = _lists(project)
-    for m in dd.METRICS:
+    for m in dd.BUILTIN_METRICS:
         assert len(lists[m]) == res.n_candidates
         for cid, refs, dist in lists[m]:
             assert cid not in refs and len(refs) == 5 and list(dist) == sorted(dist)

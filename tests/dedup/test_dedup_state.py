@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.idx import read_idx
 from retest.pipeline.dedup import (
     dedup_image_shape,
     dedup_review_queue,
@@ -22,9 +23,8 @@ from retest.pipeline.dedup import (
 )
 from retest.pipeline.dedup_metrics import DEDUP_METRICS, DedupMetric
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
 

@@ -1,4 +1,4 @@
-"""Warp-tolerant L2 (retest.build.warp) against scipy, PIL and brute-force oracles."""
+"""Warp-tolerant L2 (retest.dedup.warp) against scipy, PIL and brute-force oracles."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from scipy.ndimage import affine_transform
 
-from retest.build.warp import (
+from retest.dedup.warp import (
     _axis_matrix,
     _warped_norms,
     _warps,

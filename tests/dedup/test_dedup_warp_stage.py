@@ -17,15 +17,15 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from typer.testing import CliRunner
 
-import retest.build.warp as warp_mod
-from retest.build.warp import WarpParams, warp_threshold
+import retest.dedup.warp as warp_mod
 from retest.cli.main import app
+from retest.datasets.idx import read_idx
+from retest.dedup.warp import WarpParams, warp_threshold
 from retest.pipeline.dedup import review_targets, run_dedup
 from retest.pipeline.eligibility import candidate_eligibility
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow, ReferenceRow, content_id
 from retest.web.app import create_app
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from retest.build.neardup import near_original_threshold
+from retest.datasets.idx import read_idx
+from retest.dedup.rules import near_original_threshold
+from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.errors import ConfigError, RetestWarning
 from retest.evaluate.metrics import accuracy
 from retest.pipeline.dedup import metric_state
-from retest.pipeline.demo import DemoResult, DemoSettings, run_demo
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.evaluate import ORIGINAL
 from retest.pipeline.project import Project
-from retest.sources.idx import read_idx
 
 pytestmark = pytest.mark.slow
 

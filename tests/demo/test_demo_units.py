@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.neardup import near_original_threshold
-from retest.errors import ConfigError
-from retest.pipeline.demo import (
+from retest.dedup.rules import near_original_threshold
+from retest.demo.run import (
     DemoSettings,
     _open_project,
     near_duplicate_report,
     stratified_holdout,
 )
+from retest.errors import ConfigError
 from retest.pipeline.eligibility import Eligibility
 from retest.pipeline.project import Project
-from retest.store.base import CandidateRow, NeighbourList
+from retest.store.rows import CandidateRow, NeighbourList
 
 
 @settings(max_examples=50, deadline=None)

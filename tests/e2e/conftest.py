@@ -93,7 +93,7 @@ class Inputs:
 
 def build_inputs(out: Path) -> Inputs:
     """Write the reference splits (IDX) and the candidate pool (npz) under ``out``."""
-    from retest.sources.idx import write_idx
+    from retest.datasets.idx import write_idx
 
     xtr, ytr, xte, yte = load_fashion_mnist()
     rng = np.random.default_rng(SEED)

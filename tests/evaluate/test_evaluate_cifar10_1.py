@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.predictions import read_labels, read_model_names, read_testbed
 from retest.evaluate.table import ComparisonTable, compare
 from retest.pipeline.compare import fit_table
 from retest.pipeline.report import paper_rows
-from retest.sources.predictions import read_labels, read_model_names, read_testbed
 
 pytestmark = pytest.mark.slow
 

@@ -17,13 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.demo import DemoResult, DemoSettings, run_demo
+from retest.datasets.predictions import write_predictions
+from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.pipeline.eligibility import candidate_eligibility
 from retest.pipeline.evaluate import ORIGINAL, reference_set, revision_set
 from retest.pipeline.project import Project
 from retest.pipeline.revisions import create_revision
 from retest.records import Predictions
-from retest.sources.predictions import write_predictions
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

@@ -8,9 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.errors import DataIntegrityError, InputValidationError
-from retest.records import Predictions
-from retest.sources.predictions import (
+from retest.datasets.predictions import (
     list_prediction_files,
     model_name_from_path,
     read_labels,
@@ -21,6 +19,8 @@ from retest.sources.predictions import (
     write_predictions,
     write_testbed,
 )
+from retest.errors import DataIntegrityError, InputValidationError
+from retest.records import Predictions
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

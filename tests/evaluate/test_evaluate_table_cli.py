@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.predictions import write_labels, write_testbed
 from retest.errors import DroppedModelWarning, InputValidationError
 from retest.evaluate.fits import fit_new_vs_orig
 from retest.evaluate.intervals import clopper_pearson
@@ -23,7 +24,6 @@ from retest.pipeline.report import (
     write_report,
 )
 from retest.records import Predictions
-from retest.sources.predictions import write_labels, write_testbed
 
 N_ORIG, N_NEW, K = 200, 100, 10
 # (correct on original, correct on new) planted per model

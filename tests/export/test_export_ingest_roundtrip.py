@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from retest.datasets.cifar10 import write_cifar_batch, write_cifar_meta
 from retest.pipeline.export import export_revision
 from retest.pipeline.ingest import add_source
 from retest.pipeline.project import CLASS_PRESETS, Project
-from retest.sources.cifar10 import write_cifar_batch, write_cifar_meta
-from retest.store.base import Revision, RevisionMember
+from retest.store.rows import Revision, RevisionMember
 
 
 def _take_all(p: Project, name: str) -> None:

@@ -21,7 +21,7 @@ from retest.errors import InputValidationError, NotFoundError, StageError
 from retest.pipeline.export import export_revision
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray, write_image_file
-from retest.store.base import (
+from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
     CandidateRow,

@@ -24,7 +24,7 @@ from retest.cli.main import app
 from retest.pipeline.export import export_revision
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray, write_image_file
-from retest.store.base import (
+from retest.store.rows import (
     BlacklistEvent,
     CandidateRow,
     ReferenceRow,

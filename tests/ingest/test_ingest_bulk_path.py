@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source
-from retest.sources.candidates import ColumnItems, SourceItem, TinyImagesSource
-from retest.sources.tinyimages import write_tinyimages
+from retest.sources.arrays import TinyImagesSource
+from retest.sources.base import ColumnItems, SourceItem
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
-from retest.store.base import CandidateRow
 from retest.store.memory import MemoryStore
+from retest.store.rows import CandidateRow
 
 KWS = ["ant"] * 70 + ["bee"] * 50 + ["cow"] * 80
 
@@ -155,7 +156,7 @@ def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
 _HELPER = """
 import sys
 from retest.pipeline.ingest import ingest_source
-from retest.sources.candidates import TinyImagesSource
+from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 proj, folder = sys.argv[1], sys.argv[2]
 with open_store(proj + "/retest.db") as store:

@@ -8,19 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.keyword_plan import (
+from retest.errors import ConfigError
+from retest.labeling.keyword_plan import (
     CIFAR10_V4_SKIP,
     allocate_v4,
     allocate_v6,
     needed_vs_available,
     top_k_keywords,
 )
-from retest.build.keywords import (
+from retest.labeling.keywords import (
     choose_unique_keywords,
     find_exact_matches,
     keyword_histogram,
 )
-from retest.errors import ConfigError
 
 CIFAR = (
     "airplane",

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from retest.datasets.download import HashCache
 from retest.errors import StageError
 from retest.pipeline.ingest import (
     CRASH_APPEND_ENV,
@@ -21,8 +22,7 @@ from retest.pipeline.ingest import (
 )
 from retest.pipeline.ingest_writer import BatchWriter
 from retest.pipeline.project import Project
-from retest.sources.candidates import make_source
-from retest.sources.download import HashCache
+from retest.sources.base import make_source
 from retest.store.artifacts import PixelArray
 
 ARRAY = "candidates_8x8x3"

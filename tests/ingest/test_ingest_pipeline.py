@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
+from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source, list_ingests
-from retest.sources.candidates import make_source
-from retest.sources.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
-from retest.sources.tinyimages import write_tinyimages
+from retest.sources.base import make_source
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
-from retest.store.base import Store, content_id
+from retest.store.base import Store
+from retest.store.rows import content_id
 
 HELPER = Path(__file__).with_name("ingest_crash_helper.py")
 
@@ -118,7 +119,7 @@ def test_tinyimages_ingest_by_keyword(tmp_path: Path, rng) -> None:
 
 
 def test_arrays_and_idx_sources(tmp_path: Path, rng) -> None:
-    from retest.sources.idx import write_idx
+    from retest.datasets.idx import write_idx
 
     x = rng.integers(0, 256, size=(40, 28, 28), dtype=np.uint8)
     y = rng.integers(0, 10, size=40).astype(np.uint8)

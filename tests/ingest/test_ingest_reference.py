@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
+from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import add_source
 from retest.pipeline.plan import make_plan
 from retest.pipeline.project import Project
@@ -18,9 +20,7 @@ from retest.pipeline.reference import (
     reference_keyword_histogram,
     register_reference,
 )
-from retest.sources.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
-from retest.sources.tinyimages import write_tinyimages
-from retest.store.base import AnnotationEvent, Revision, RevisionMember, content_id
+from retest.store.rows import AnnotationEvent, Revision, RevisionMember, content_id
 
 runner = CliRunner()
 
@@ -240,7 +240,7 @@ def test_round_trip_cifar_pickles_to_npy_export(tmp_path: Path, rng) -> None:
 def test_fashion_mnist_reference_and_candidates(
     tmp_path: Path, fashion_mnist_dir: Path
 ) -> None:
-    from retest.sources.idx import read_idx
+    from retest.datasets.idx import read_idx
 
     with Project.init(tmp_path / "fm", classes_from="fashion-mnist") as project:
         rep = register_reference(

@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.errors import DataIntegrityError
-from retest.sources.tinyimages import (
+from retest.datasets.tinyimages import (
     KeywordIndex,
     TinyImages,
     build_keyword_index,
@@ -16,6 +15,7 @@ from retest.sources.tinyimages import (
     encode_images,
     write_tinyimages,
 )
+from retest.errors import DataIntegrityError
 
 KEYWORDS = (
     ["Alley_Cat"] * 40
@@ -95,7 +95,7 @@ def test_keyword_index_is_correct(ti_pair) -> None:
 
 
 def test_keyword_index_scans_in_chunks(ti_pair, monkeypatch) -> None:
-    import retest.sources.tinyimages as mod
+    import retest.datasets.tinyimages as mod
 
     root, _, _kws = ti_pair
     full = build_keyword_index(root / "tiny_metadata.bin")

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.issues import generate_noise_matrix, generate_noisy_labels
+from retest.label_errors.noise import generate_noise_matrix, generate_noisy_labels
 
 runner = CliRunner()
 

@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from retest.errors import ConfigError, InputValidationError
-from retest.issues import cross_val_pred_probs
+from retest.label_errors.crossval import cross_val_pred_probs
 from retest.pipeline.label_errors import NpyFoldCache
 
 

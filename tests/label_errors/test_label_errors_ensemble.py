@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 
 from retest.errors import InputValidationError
-from retest.issues import (
-    ensemble_pred_probs,
-    find_label_errors,
-    rank_label_errors,
-)
+from retest.label_errors.ensemble import ensemble_pred_probs
+from retest.label_errors.finders import find_label_errors
+from retest.label_errors.ranking import rank_label_errors
 from retest.records import Predictions
 
 CIFAR10 = (
@@ -77,7 +75,7 @@ def test_bad_ensembles() -> None:
 
 
 def _audit(shared_data: Path) -> tuple[np.ndarray, list]:
-    from retest.sources.predictions import read_testbed
+    from retest.datasets.predictions import read_testbed
 
     y = np.load(shared_data / "cifar10" / "test_labels.npy").astype(np.int64)
     tb = read_testbed(

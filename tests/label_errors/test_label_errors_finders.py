@@ -10,13 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retest.errors import ConfigError, InputValidationError, UnknownNameError
-from retest.issues import (
-    LABEL_ERROR_METHODS,
+from retest.label_errors.finders import LABEL_ERROR_METHODS, find_label_errors
+from retest.label_errors.noise import generate_noise_matrix, generate_noisy_labels
+from retest.label_errors.ranking import (
     detection_report,
     estimate_noise,
-    find_label_errors,
-    generate_noise_matrix,
-    generate_noisy_labels,
     rank_label_errors,
 )
 

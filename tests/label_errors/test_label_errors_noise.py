@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from retest.errors import ConfigError, InputValidationError
-from retest.issues import (
+from retest.label_errors.noise import (
     SPEC_NOISE_AMOUNTS,
     SPEC_SPARSITIES,
     generate_noise_matrix,

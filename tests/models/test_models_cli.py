@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.sources.predictions import read_predictions
+from retest.datasets.predictions import read_predictions
 
 runner = CliRunner()
 

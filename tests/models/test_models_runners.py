@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
+from retest.datasets.predictions import write_predictions
 from retest.errors import ConfigError, InputValidationError, UnknownNameError
 from retest.models.base import (
     RUNNER_KINDS,
@@ -23,7 +24,6 @@ from retest.models.base import (
 from retest.models.prediction_files import PredictionFileRunner, runners_from_folders
 from retest.models.sklearn_runner import SklearnRunner, stratified_subset
 from retest.records import Predictions
-from retest.sources.predictions import write_predictions
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")

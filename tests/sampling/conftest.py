@@ -7,13 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from retest.store.base import (
-    AnnotationEvent,
-    CandidateRow,
-    ClassRow,
-    ReferenceRow,
-    Store,
-)
+from retest.store.base import Store
+from retest.store.rows import AnnotationEvent, CandidateRow, ClassRow, ReferenceRow
 
 CLASSES = ["cat", "dog", "fox"]
 # selected-out-of-10 counts giving one value per bin: 0.1, 0.3, 0.5, 0.7, 0.9

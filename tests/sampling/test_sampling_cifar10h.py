@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.build.sampling import CandidateInfo, sample_matched_frequency
-from retest.build.selection_frequency import (
+from retest.sampling.eligibility import CandidateInfo
+from retest.sampling.matched_frequency import sample_matched_frequency
+from retest.sampling.selection_frequency import (
     TargetHistogram,
     class_target_histograms,
     selection_frequency_from_counts,

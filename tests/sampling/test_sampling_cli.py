@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.pipeline.project import Project
-from retest.store.base import BlacklistEvent, Store
+from retest.store.base import Store
+from retest.store.rows import BlacklistEvent
 
 runner = CliRunner()
 

@@ -8,14 +8,14 @@ import importlib
 import pytest
 
 MODULES = [
-    "retest.build.histogram",
-    "retest.build.selection_frequency",
-    "retest.build.eligibility",
-    "retest.build.sampling",
-    "retest.build.basic_samplers",
-    "retest.build.matched_frequency",
-    "retest.build.keyword_sampling",
-    "retest.build.train_test",
+    "retest.sampling.histogram",
+    "retest.sampling.selection_frequency",
+    "retest.sampling.eligibility",
+    "retest.sampling",
+    "retest.sampling.basic",
+    "retest.sampling.matched_frequency",
+    "retest.sampling.keyword_counts",
+    "retest.sampling.split",
 ]
 
 

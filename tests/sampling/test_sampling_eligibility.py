@@ -122,7 +122,7 @@ def test_copies_and_groups_never_sampled_and_status_agrees(project) -> None:
     # a later blacklist makes the revision ineligible; export refuses it
     victim = sorted(members)[0]
     with Project.open(root) as proj:
-        from retest.store.base import BlacklistEvent
+        from retest.store.rows import BlacklistEvent
 
         proj.store.blacklist.add([BlacklistEvent(victim, "blurry", "me")])
         assert candidate_eligibility(proj).reasons[victim][0] == "blacklisted"
@@ -199,7 +199,7 @@ def test_evaluate_scores_only_releasable_revisions_and_undamaged_pixels(
     longer eligible is refused (skipped by default), and damaged pixels are never
     scored, even with --force."""
     from retest.store.artifacts import PixelArray
-    from retest.store.base import BlacklistEvent
+    from retest.store.rows import BlacklistEvent
 
     root, _ = project
     p = str(root)

@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.eligibility import (
+from retest.errors import InputValidationError
+from retest.sampling.eligibility import (
     CandidateInfo,
     EligibilityRules,
     check_candidate,
     split_eligible,
 )
-from retest.build.histogram import bin_index, bin_indices, round_histogram
-from retest.build.selection_frequency import (
+from retest.sampling.histogram import bin_index, bin_indices, round_histogram
+from retest.sampling.selection_frequency import (
     AssignmentRecord,
     FrequencyStat,
     TaskRecord,
@@ -24,7 +25,6 @@ from retest.build.selection_frequency import (
     compute_selection_frequencies,
     selection_frequency_from_counts,
 )
-from retest.errors import InputValidationError
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.sampling import CandidateInfo, build_train_test, sample_keyword_counts
+from retest.sampling.eligibility import CandidateInfo
+from retest.sampling.keyword_counts import sample_keyword_counts
+from retest.sampling.split import build_train_test
 
 KWS = [("cat", "tabby"), ("cat", "siamese"), ("dog", "pug")]
 

@@ -9,27 +9,30 @@ from typing import Any
 
 import pytest
 
-import retest.build.sampling_base as base
-from retest.build.sampling import (
+import retest.sampling.base as base
+from retest.errors import ConfigError, UnknownNameError
+from retest.sampling.base import (
     SAMPLER_INPUTS,
     SAMPLERS,
-    CandidateInfo,
+    SampleMember,
     SampleResult,
     describe_samplers,
+    finish,
     register_sampler,
     revision_strategies,
     run_sampler,
-    sample_class_balanced,
-    sample_keyword_counts,
-    sample_matched_frequency,
-    sample_threshold,
-    sample_top_images,
     sampler_spec,
     strategy_tag,
 )
-from retest.build.sampling_base import SampleMember, finish
-from retest.build.selection_frequency import TargetHistogram
-from retest.errors import ConfigError, UnknownNameError
+from retest.sampling.basic import (
+    sample_class_balanced,
+    sample_threshold,
+    sample_top_images,
+)
+from retest.sampling.eligibility import CandidateInfo
+from retest.sampling.keyword_counts import sample_keyword_counts
+from retest.sampling.matched_frequency import sample_matched_frequency
+from retest.sampling.selection_frequency import TargetHistogram
 
 POOL = [
     CandidateInfo(f"{k}{i:02d}", k, (i % 10) / 9, 12, keyword=f"kw{i % 2}")

@@ -23,13 +23,13 @@ from retest.pipeline.revisions import (
 )
 from retest.pipeline.sample import selection_frequencies, target_histograms
 from retest.store import open_store
-from retest.store.base import (
+from retest.store.base import Store
+from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
     CandidateRow,
     DuplicateVerdict,
     NeighbourList,
-    Store,
 )
 
 

@@ -10,20 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retest.build.eligibility import EligibilityRules, check_candidate
-from retest.build.histogram import bin_index, round_histogram
-from retest.build.sampling import (
-    SAMPLERS,
-    CandidateInfo,
-    build_train_test,
+from retest.errors import ConfigError, UnknownNameError
+from retest.sampling.base import SAMPLERS
+from retest.sampling.basic import (
     sample_class_balanced,
-    sample_keyword_counts,
-    sample_matched_frequency,
     sample_threshold,
     sample_top_images,
 )
-from retest.build.selection_frequency import TargetHistogram
-from retest.errors import ConfigError, UnknownNameError
+from retest.sampling.eligibility import CandidateInfo, EligibilityRules, check_candidate
+from retest.sampling.histogram import bin_index, round_histogram
+from retest.sampling.keyword_counts import sample_keyword_counts
+from retest.sampling.matched_frequency import sample_matched_frequency
+from retest.sampling.selection_frequency import TargetHistogram
+from retest.sampling.split import build_train_test
 
 FREQS = [0.0, 0.1, 0.3, 0.5, 0.7, 0.75, 0.9, 1.0]
 

@@ -23,7 +23,7 @@ from retest.pipeline.ingest import add_source
 from retest.pipeline.project import Project
 from retest.pipeline.reference import register_reference_arrays
 from retest.pipeline.revisions import create_revision
-from retest.store.base import content_id
+from retest.store.rows import content_id
 
 runner = CliRunner()
 

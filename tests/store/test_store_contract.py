@@ -11,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retest.errors import NotFoundError, StoreError
-from retest.store.base import (
+from retest.store._sqlite_schema import SCHEMA_VERSION
+from retest.store.base import Store
+from retest.store.memory import MemoryStore
+from retest.store.rows import (
     AnnotationEvent,
     ArtifactRecord,
     BlacklistEvent,
@@ -27,14 +30,12 @@ from retest.store.base import (
     Revision,
     RevisionMember,
     StageCheckpoint,
-    Store,
     TaskRow,
     content_id,
     reference_id,
     split_reference_id,
 )
-from retest.store.memory import MemoryStore
-from retest.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from retest.store.sqlite import SQLiteStore
 
 
 @pytest.fixture(params=["sqlite", "memory"])

@@ -17,7 +17,7 @@ import pytest
 from retest.errors import DataIntegrityError
 from retest.pipeline.export import export_revision
 from retest.pipeline.project import Project
-from retest.store.base import Revision, RevisionMember
+from retest.store.rows import Revision, RevisionMember
 from retest.store.sqlite import SQLiteStore
 
 

@@ -17,17 +17,17 @@ import pytest
 from retest.errors import DataIntegrityError, InputValidationError, StoreError
 from retest.store.artifacts import (
     PixelArray,
-    atomic_write_bytes,
     read_npy,
     save_json,
     save_npy,
     sha256_file,
     verify_file,
+    write_bytes,
     write_image_file,
     write_parquet,
 )
-from retest.store.base import content_id
 from retest.store.memory import MemoryStore
+from retest.store.rows import content_id
 from retest.store.sqlite import SQLiteStore
 
 
@@ -56,14 +56,14 @@ def test_atomic_write_keeps_old_file_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "f.bin"
-    atomic_write_bytes(target, b"old")
+    write_bytes(target, b"old")
 
     def boom(fd: int) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError, match="disk full"):
-        atomic_write_bytes(target, b"new")
+        write_bytes(target, b"new")
     monkeypatch.undo()
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
@@ -164,7 +164,7 @@ def test_pixel_array_bulk_appends_direct_and_through_the_cache(
 _WRITER = textwrap.dedent(
     """
     import sys
-    from retest.store.base import AnnotationEvent
+    from retest.store.rows import AnnotationEvent
     from retest.store.sqlite import SQLiteStore
 
     db, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -199,7 +199,7 @@ _INGEST = textwrap.dedent(
     import sys
     import numpy as np
     from retest.store.artifacts import PixelArray
-    from retest.store.base import CandidateRow, content_id
+    from retest.store.rows import CandidateRow, content_id
     from retest.store.sqlite import SQLiteStore
 
     root, total, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retest.store._sqlite_candidates import candidate_key
-from retest.store.base import AnnotationEvent, CandidateRow
-from retest.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from retest.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from retest.store.rows import AnnotationEvent, CandidateRow
+from retest.store.sqlite import SQLiteStore
 
 # The candidates table of schema version 1, verbatim: the frozen MIGRATIONS[0]
 # must still hold it (migrations are never edited once released).

@@ -17,7 +17,7 @@ from retest.cli.main import app
 from retest.config import ProjectConfig, dumps_toml, load_config, save_config
 from retest.errors import ConfigError
 from retest.pipeline.project import CLASS_PRESETS, Project
-from retest.store.base import (
+from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
     CandidateRow,

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 import retest.store._sqlite_candidates as sc
-from retest.store.base import CandidateRow
-from retest.store.sqlite import MIGRATIONS, SQLiteStore
+from retest.store._sqlite_schema import MIGRATIONS
+from retest.store.rows import CandidateRow
+from retest.store.sqlite import SQLiteStore
 
 
 def _hex(i: int) -> str:

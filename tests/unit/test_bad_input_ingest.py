@@ -26,9 +26,9 @@ from bad_input_helpers import (
     write_arrays,
 )
 
-from retest.sources.cifar10 import write_cifar_batch
-from retest.sources.idx import write_idx
-from retest.sources.tinyimages import write_tinyimages
+from retest.datasets.cifar10 import write_cifar_batch
+from retest.datasets.idx import write_idx
+from retest.datasets.tinyimages import write_tinyimages
 
 #: Owners of bugs this suite found in files its author could not change.
 INGEST = "ingest (pipeline/ingest*.py)"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
+from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.project import Project
-from retest.sources.tinyimages import write_tinyimages
 
 runner = CliRunner()
 

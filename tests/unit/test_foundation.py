@@ -83,15 +83,19 @@ _LAYER = {
     "registry": 0,
     "_validation": 0,
     "_progress": 0,
-    "build": 1,
+    "dedup": 1,
+    "sampling": 1,
+    "labeling": 1,
     "evaluate": 1,
-    "issues": 1,
+    "label_errors": 1,
+    "datasets": 2,
     "sources": 2,
     "models": 2,
     "store": 2,
     "pipeline": 3,
     "cli": 4,
     "web": 4,
+    "demo": 4,
 }
 
 

@@ -31,15 +31,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retest.build.tasks import image_token
+from retest.datasets.cifar10 import write_cifar_batch
+from retest.datasets.idx import write_idx
 from retest.errors import RetestError
+from retest.labeling.tasks import image_token
 from retest.models.prediction_files import runners_from_folders
 from retest.pipeline.crowd import create_tasks, import_mturk
-from retest.sources.candidates import ArraySource, CifarSource, IdxSource
-from retest.sources.cifar10 import write_cifar_batch
-from retest.sources.idx import write_idx
+from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 from retest.store import open_store
-from retest.store.base import CandidateRow, ClassRow, ReferenceRow
+from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 
 FUZZ = settings(
     max_examples=100,

@@ -16,7 +16,7 @@ import uvicorn
 from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
-from retest.store.base import (
+from retest.store.rows import (
     CandidateRow,
     KeywordRow,
     NeighbourList,

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from fastapi.testclient import TestClient
 
-from retest.build.tasks import image_token
+from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
-from retest.store.base import CandidateRow
+from retest.store.rows import CandidateRow
 
 TOKEN = "test-token-123"  # the web conftest's tokens
 REVIEWER = "test-reviewer-456"

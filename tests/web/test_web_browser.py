@@ -59,7 +59,9 @@ def _submit_and_wait(pg) -> None:  # type: ignore[no-untyped-def]
     """Submit the page's form; when a successful save moves on to the form's
     ``data-next`` page, wait for that page too (a ``goto`` issued before the
     app's own navigation lands would be aborted by it)."""
-    moves_on = pg.evaluate("() => !!document.querySelector('#submit').form?.dataset.next")
+    moves_on = pg.evaluate(
+        "() => !!document.querySelector('#submit').form?.dataset.next"
+    )
     if moves_on:
         with pg.expect_navigation(wait_until="load"):
             with pg.expect_response(lambda r: "/api/" in r.url) as resp:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retest.build.selection_frequency import aggregate_item_events
 from retest.pipeline.plan import verified_per_keyword
 from retest.pipeline.review_queue import label_error_queue
-from retest.store.base import AnnotationEvent
+from retest.sampling.selection_frequency import aggregate_item_events
+from retest.store.rows import AnnotationEvent
 from retest.store.sqlite import SQLiteStore
 from retest.web.live import EventAggregates, Live
 from retest.web.views import candidate_pool, keyword_progress, verified_counts

@@ -10,7 +10,6 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from retest.build.histogram import bin_index
 from retest.cli.main import app as cli
 from retest.errors import InputValidationError, NotFoundError
 from retest.pipeline.dedup import dedup_review_queue
@@ -22,8 +21,9 @@ from retest.pipeline.review_queue import (
     load_suspects,
     queue_label_errors,
 )
+from retest.sampling.histogram import bin_index
 from retest.store.artifacts import save_json
-from retest.store.base import AnnotationEvent, DuplicateVerdict, NeighbourList
+from retest.store.rows import AnnotationEvent, DuplicateVerdict, NeighbourList
 
 REVIEWER = "test-reviewer-456"  # the web conftest's reviewer token
 AUTH = {"X-Retest-Token": REVIEWER, "X-Retest-Annotator": "alice"}
@@ -298,7 +298,7 @@ def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> Non
     run = run_label_errors(inputs, tmp_path / "le", method="argmax")
     suspects, method = load_suspects(run.paths[fmt], split="test")
     assert method == ("argmax" if fmt == "json" else "")
-    # equal scores are ranked by index (retest.issues.rank_label_errors)
+    # equal scores are ranked by index (retest.label_errors.rank_label_errors)
     assert [s.item_id for s in suspects] == ["test:3", "test:11", "test:6"]
     store = web_project.project.store
     assert queue_label_errors(store, suspects, method=method) == 3

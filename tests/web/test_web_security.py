@@ -7,10 +7,10 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-from retest.build.tasks import image_token
+from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.pipeline.sample import selection_frequencies
-from retest.store.base import AnnotationEvent
+from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
 
 TOKEN, REVIEWER = "test-token-123", "test-reviewer-456"  # the web conftest's

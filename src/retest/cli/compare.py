@@ -77,7 +77,7 @@ def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any
 
     check_output_dir(out)
     if example:
-        from retest.pipeline.example import run_example
+        from retest.demo.example import run_example
 
         keep = ("metric", "axes", "confidence", "n_boot", "label_models")
         _, result = run_example(

@@ -32,7 +32,7 @@ VersionOpt = Annotated[
 def list_datasets(as_json: JsonOpt = False) -> None:
     """List the available datasets."""
     from retest.cli._console import print_json, print_table
-    from retest.sources.base import dataset_names, get_dataset
+    from retest.datasets.base import dataset_names, get_dataset
 
     rows: list[dict[str, Any]] = []
     for name in dataset_names():
@@ -74,7 +74,7 @@ def fetch(
 ) -> None:
     """Download (if needed), verify and unpack a dataset."""
     from retest.cli._console import console, print_json, progress_bar
-    from retest.sources.base import fetch_dataset
+    from retest.datasets.base import fetch_dataset
 
     with progress_bar(disable=as_json) as progress:
         src = fetch_dataset(
@@ -108,7 +108,7 @@ def info(
 ) -> None:
     """Provenance, file checksums status, classes and per-split counts."""
     from retest.cli._console import console, print_json, print_table
-    from retest.sources.base import get_dataset
+    from retest.datasets.base import get_dataset
 
     data = get_dataset(name, root=root, version=version).info(counts=counts)
     if as_json:

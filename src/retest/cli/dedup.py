@@ -86,8 +86,8 @@ def dedup(
     json_out: JsonOpt = False,
 ) -> None:
     """Find each candidate's nearest images per metric (resumable), optionally report."""
-    from retest.build.ssim import SSIMParams
     from retest.cli._console import escape, print_json, print_table, progress_bar
+    from retest.dedup.ssim import SSIMParams
     from retest.pipeline.cluster import cluster_client
     from retest.pipeline.dedup import dedup_report, run_dedup
     from retest.pipeline.project import Project
@@ -314,7 +314,7 @@ def dedup_verdict(
 def _known_items(proj: Any, candidate: str, shown: list[str]) -> None:
     """The candidate and every shown reference exist: no verdict about nothing."""
     from retest.errors import NotFoundError
-    from retest.store.base import split_reference_id
+    from retest.store.rows import split_reference_id
 
     try:
         proj.store.candidates.get(candidate)

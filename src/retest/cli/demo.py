@@ -10,7 +10,7 @@ import typer
 from retest.cli._options import JsonOpt
 
 if TYPE_CHECKING:
-    from retest.pipeline.demo import DemoResult
+    from retest.demo.run import DemoResult
 
 __all__ = ["register"]
 
@@ -51,8 +51,8 @@ def demo(
     """
     from retest._validation import check_input_path, check_output_dir
     from retest.cli._console import print_json, progress_bar
+    from retest.demo.run import DemoSettings, run_demo
     from retest.errors import ConfigError
-    from retest.pipeline.demo import DemoSettings, run_demo
 
     if workers < 0:
         raise ConfigError(f"--workers must be 0 or more. Got {workers}.")

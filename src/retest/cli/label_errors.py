@@ -73,7 +73,7 @@ def label_errors(
     """Find, rank and report suspected label errors (confident learning)."""
     from retest._validation import check_output_dir
     from retest.cli._console import console, print_json, print_table
-    from retest.issues import LABEL_ERROR_METHODS
+    from retest.label_errors.finders import LABEL_ERROR_METHODS
     from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
 
     LABEL_ERROR_METHODS.get(method)  # fail fast, with suggestions, before reading files

@@ -80,9 +80,9 @@ def predict_cmd(
 
     from retest._validation import check_input_path, check_output_dir, check_writable
     from retest.cli._console import print_json, progress_bar
+    from retest.datasets.predictions import PREDICTION_SUFFIXES, write_predictions
     from retest.errors import ConfigError, DataIntegrityError
     from retest.models.base import RUNNER_KINDS, _ensure_builtins, load_model
-    from retest.sources.predictions import PREDICTION_SUFFIXES, write_predictions
 
     _ensure_builtins()
     RUNNER_KINDS.get(kind)  # an unknown kind first, with suggestions (exit 2)

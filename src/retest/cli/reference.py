@@ -33,7 +33,7 @@ def _choice(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
 
 
 def _check_add(kind: str, split: str, labels: Path | None) -> None:
-    from retest.sources.base import DATASETS
+    from retest.datasets.base import DATASETS
 
     _choice(kind, [*REFERENCE_FORMATS, *DATASETS.names()], "reference kind")
     if split not in REFERENCE_SPLITS:

@@ -42,7 +42,7 @@ def _class_thresholds(values: list[str], classes: Any) -> dict[str, float]:
 
 
 def _strategy_help() -> str:
-    from retest.build.sampling import describe_samplers
+    from retest.sampling.base import describe_samplers
 
     return describe_samplers() + "."
 

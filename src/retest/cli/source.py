@@ -45,7 +45,7 @@ def _split(value: str | None, flag: str) -> list[str] | None:
 
 
 def _check_kind(kind: str) -> None:
-    from retest.sources.candidates import CANDIDATE_SOURCES
+    from retest.sources.base import CANDIDATE_SOURCES
 
     CANDIDATE_SOURCES.get(kind)  # unknown kinds get suggestions (exit 2)
 
@@ -62,7 +62,7 @@ def _check_kind_options(kind: str, given: dict[str, Any]) -> None:
 def _configured(config: ProjectConfig, name: str, root: Path) -> dict[str, Any]:
     """``[sources.NAME]`` with its paths made absolute (relative to the project)."""
     if name not in config.sources:
-        from retest.sources.candidates import CANDIDATE_SOURCES
+        from retest.sources.base import CANDIDATE_SOURCES
 
         if name in CANDIDATE_SOURCES:
             raise ConfigError(
@@ -258,7 +258,7 @@ def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
 def kinds() -> None:
     """Registered source kinds."""
     from retest.cli._console import console
-    from retest.sources.candidates import CANDIDATE_SOURCES
+    from retest.sources.base import CANDIDATE_SOURCES
 
     for k in CANDIDATE_SOURCES.names():
         console.print(k)

@@ -31,11 +31,11 @@ from retest._validation import (
     check_labels,
     check_random_state,
 )
-from retest.build.histogram import DEFAULT_BINS, bin_indices, check_bins
 from retest.errors import InputValidationError
 from retest.evaluate.intervals import clopper_pearson
 from retest.evaluate.metrics import correct
 from retest.records import Predictions
+from retest.sampling.histogram import DEFAULT_BINS, bin_indices, check_bins
 
 __all__ = [
     "BinnedAccuracy",

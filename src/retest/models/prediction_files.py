@@ -1,7 +1,7 @@
 """Models known only by their saved predictions (e.g. the 30 CIFAR-10.1 models).
 
 A :class:`PredictionFileRunner` maps dataset names to prediction files (formats
-of :mod:`retest.sources.predictions`); ``predict(images, dataset=...)`` reads the
+of :mod:`retest.datasets.predictions`); ``predict(images, dataset=...)`` reads the
 file of that dataset and checks it has one row per image. The images themselves
 are not looked at.
 """
@@ -17,10 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
+from retest.datasets.predictions import list_prediction_files, read_predictions
 from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.models.base import RUNNER_KINDS
 from retest.records import Predictions
-from retest.sources.predictions import list_prediction_files, read_predictions
 
 __all__ = ["PredictionFileRunner", "runners_from_folders"]
 

@@ -285,7 +285,7 @@ def calibrate_threshold(
     training images) is searched against all rows, each query's own row excluded;
     the threshold is the ``percentile``-th percentile of those squared distances.
     """
-    from retest.build.knn import knn
+    from retest.dedup.knn import knn
 
     f = np.asarray(features, np.float32)
     if f.shape[0] < 2:

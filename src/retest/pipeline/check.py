@@ -164,7 +164,8 @@ def _chunks(it: Iterator[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
 def _check_database(root: Path, rep: CheckReport) -> bool:
     """File, header, integrity_check, schema version; False when rows can't be used."""
     from retest.pipeline.project import DB_NAME
-    from retest.store.sqlite import SCHEMA_VERSION, check_db_header, inspect_database
+    from retest.store._sqlite_schema import SCHEMA_VERSION
+    from retest.store.sqlite import check_db_header, inspect_database
 
     db = root / DB_NAME
     if not db.exists():

@@ -4,7 +4,7 @@
 (``tcp://host:port``, e.g. one started with ``dask scheduler`` and ``dask worker``)
 or starts a ``LocalCluster`` on 127.0.0.1. :class:`ClusterReferences` splits the
 references into contiguous shards, runs the exact kernel
-(:func:`retest.build.knn.knn`) on the workers and merges the partial top-k lists;
+(:func:`retest.dedup.knn.knn`) on the workers and merges the partial top-k lists;
 because exact distances are computed per pair, the result is identical to the
 single-process run.
 
@@ -44,14 +44,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
-from retest.build.knn import (
-    DEFAULT_MEMORY_BUDGET,
-    Backend,
-    KnnResult,
-    knn,
-    merge_knn,
-    validate_knn_inputs,
-)
+from retest.dedup._knn_inputs import validate_knn_inputs
+from retest.dedup.knn import DEFAULT_MEMORY_BUDGET, Backend, KnnResult, knn, merge_knn
 from retest.errors import ConfigError, StageError
 
 __all__ = [
@@ -470,7 +464,7 @@ def dask_knn(
 ) -> KnnResult:
     """Exact kNN with reference shards processed on Dask workers.
 
-    Same contract and result as :func:`retest.build.knn.knn` (bit-identical
+    Same contract and result as :func:`retest.dedup.knn.knn` (bit-identical
     distances and indices). ``memory_budget`` applies per task; ``n_shards``
     defaults to twice the workers' threads; ``transfer`` as in the module
     docstring. For many query batches against the same references use

@@ -18,18 +18,18 @@ from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback
 from retest._validation import check_output_dir, looks_one_based, one_based_message
+from retest.datasets.predictions import (
+    list_prediction_files,
+    read_labels,
+    read_model_names,
+    read_predictions,
+)
 from retest.errors import InputValidationError, StageError
 from retest.evaluate.fits import LinearFit, fit_new_vs_orig
 from retest.evaluate.metrics import METRICS
 from retest.evaluate.table import ComparisonTable, compare
 from retest.pipeline.report import write_report
 from retest.records import Predictions
-from retest.sources.predictions import (
-    list_prediction_files,
-    read_labels,
-    read_model_names,
-    read_predictions,
-)
 
 __all__ = ["CompareResult", "fit_table", "run_compare"]
 

@@ -30,20 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from retest._atomic import atomic_write_bytes
-from retest.build.selection_frequency import aggregate_item_events
-from retest.build.tasks import (
+from retest.errors import DataIntegrityError, InputValidationError
+from retest.labeling.tasks import (
     Task,
     compose_tasks,
     control_accuracy,
     hash_worker_id,
     image_token,
 )
-from retest.errors import DataIntegrityError, InputValidationError
-from retest.store.base import (
+from retest.sampling.selection_frequency import aggregate_item_events
+from retest.store.base import Store
+from retest.store.rows import (
     ASSIGNMENT_STATUSES,
     AnnotationEvent,
     StageCheckpoint,
-    Store,
     TaskRow,
 )
 
@@ -75,7 +75,7 @@ REQUIRED_RESULT_COLUMNS = (
 
 
 def task_from_row(row: TaskRow) -> Task:
-    """The pure :class:`~retest.build.tasks.Task` view of a stored task."""
+    """The pure :class:`~retest.labeling.tasks.Task` view of a stored task."""
     pos = tuple(row.controls.get("pos", ()))
     neg = tuple(row.controls.get("neg", ()))
     controls = set(pos) | set(neg)

@@ -8,7 +8,7 @@ embeddings; by default of a small MLP trained on the project's original training
 images, :mod:`retest.models.reference_features`), and — on the union of the
 exact metrics' neighbour lists (:mod:`retest.pipeline.dedup_shortlist`) —
 ``dssim`` and ``warp`` (squared L2 up to a small shift/rescale/stretch,
-:mod:`retest.build.warp`). References are the original train and/or test images
+:mod:`retest.dedup.warp`). References are the original train and/or test images
 and the candidate pool itself (a candidate never lists itself).
 
 Run state lives in the store, one artifact record per metric
@@ -40,19 +40,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
-from retest.build.knn import (
+from retest.dedup.knn import (
     DEFAULT_MEMORY_BUDGET,
     Backend,
     KnnResult,
     knn,
 )
-from retest.build.neardup import (
-    CandidateInfo,
+from retest.dedup.rules import (
+    DedupCandidate,
     ReviewItem,
     review_queue,
 )
-from retest.build.ssim import SSIMParams
-from retest.build.warp import WarpParams
+from retest.dedup.ssim import SSIMParams
+from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.models.embedders import parse_embedder_spec
 from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
@@ -72,7 +72,7 @@ from retest.pipeline.dedup_shortlist import (
 )
 from retest.pipeline.project import Project
 from retest.store.artifacts import record_artifact, sha256_file, write_json
-from retest.store.base import (
+from retest.store.rows import (
     DuplicateVerdict,
     NeighbourList,
     NeighbourReview,
@@ -81,9 +81,9 @@ from retest.store.base import (
 
 __all__ = [
     "AGAINST",
+    "BUILTIN_METRICS",
     "DEDUP_STAGE",
     "DEFAULT_EMBEDDER",
-    "METRICS",
     "DedupResult",
     "candidate_infos",
     "dedup_image_shape",
@@ -99,7 +99,7 @@ __all__ = [
 ]
 
 DEDUP_STAGE = "dedup"
-METRICS = ("l2", "features", "dssim", "warp")
+BUILTIN_METRICS = ("l2", "features", "dssim", "warp")
 """The built-in metrics in computation order (``metric_names()`` adds plug-ins)."""
 AGAINST = ("original-train", "original-test", "pool")
 _STATE_PREFIX = "dedup/metric/"
@@ -219,7 +219,7 @@ def run_dedup(
     project: Project,
     *,
     against: Sequence[str] = AGAINST,
-    metrics: Sequence[str] = METRICS,
+    metrics: Sequence[str] = BUILTIN_METRICS,
     k: int = 30,
     resize: int | None = None,
     embedder: str = DEFAULT_EMBEDDER,
@@ -303,7 +303,7 @@ def run_dedup(
         "embedder": per_metric.get("features", {}).get("embedder"),
         "ssim": asdict(opts.ssim),
         "warp": asdict(opts.warp),
-        **{m: per_metric[m] for m in order if m not in METRICS and per_metric[m]},
+        **{m: per_metric[m] for m in order if m not in BUILTIN_METRICS and per_metric[m]},
     }
     fp = _fingerprint(inp, params)
     base = project.arrays_dir / "dedup" / fp
@@ -485,7 +485,7 @@ def load_neighbours(
     return out
 
 
-def candidate_infos(project: Project) -> dict[str, CandidateInfo]:
+def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
     """Class, selection frequency for its own class (the one aggregation of
     crowd votes the samplers use), blacklist state and source id."""
     from retest.pipeline.sample import selection_frequencies
@@ -496,7 +496,7 @@ def candidate_infos(project: Project) -> dict[str, CandidateInfo]:
     out = {}
     for c in store.candidates.iter():
         st = stats.get((c.id, c.class_id)) if c.class_id is not None else None
-        out[c.id] = CandidateInfo(
+        out[c.id] = DedupCandidate(
             class_id=c.class_id,
             selection_frequency=st.frequency if st and st.n_assignments else None,
             blacklisted=c.id in black,
@@ -520,13 +520,13 @@ def dedup_review_queue(
     *,
     thresholds: dict[str, float] | None = None,
     top: int = 30,
-    candidates: dict[str, CandidateInfo] | None = None,
+    candidates: dict[str, DedupCandidate] | None = None,
 ) -> list[ReviewItem]:
     """THE review queue: pairs under their metric's target not yet reviewed.
 
     Covers every metric run on the project with :func:`review_targets`;
     ``thresholds`` replaces them (only the metrics it names are queued). See
-    :func:`retest.build.neardup.review_queue` for the order. ``candidates``:
+    :func:`retest.dedup.rules.review_queue` for the order. ``candidates``:
     :func:`candidate_infos` when the caller already has it.
     """
     th = review_targets(project) if thresholds is None else dict(thresholds)

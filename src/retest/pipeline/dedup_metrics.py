@@ -42,8 +42,8 @@ from retest.models.reference_features import (
 from retest.registry import Registry
 
 if TYPE_CHECKING:  # the heavy modules load when a metric runs (a light CLI --help)
-    from retest.build.ssim import SSIMParams
-    from retest.build.warp import WarpParams
+    from retest.dedup.ssim import SSIMParams
+    from retest.dedup.warp import WarpParams
     from retest.pipeline.dedup_shortlist import DedupInputs
     from retest.pipeline.project import Project
 
@@ -65,19 +65,19 @@ the nearest distances a little; fewer keeps the cost bounded on big datasets).""
 
 
 def _ssim_params() -> SSIMParams:
-    from retest.build.ssim import SSIMParams
+    from retest.dedup.ssim import SSIMParams
 
     return SSIMParams()
 
 
 def _warp_params() -> WarpParams:
-    from retest.build.warp import WarpParams
+    from retest.dedup.warp import WarpParams
 
     return WarpParams()
 
 
 def _default_target(metric: str, shape: Sequence[int]) -> float:
-    from retest.build.neardup import default_thresholds
+    from retest.dedup.rules import default_thresholds
 
     return float(default_thresholds(shape)[metric])
 
@@ -215,7 +215,7 @@ def _train_nearest_pairs(
 def _compute_train_pairs(
     ctx: MetricContext,
 ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64], NDArray[Any]] | None:
-    from retest.build.knn import knn
+    from retest.dedup.knn import knn
 
     train = np.flatnonzero([r.startswith("train:") for r in ctx.inputs.ref_ids]).astype(
         np.int64
@@ -259,8 +259,8 @@ class PixelL2(DedupMetric):
 
     def space(self, ctx: MetricContext) -> Space:
         """Raw pixels; the run also stores the near-original threshold read off the
-        originals (:func:`retest.build.neardup.near_original_threshold`)."""
-        from retest.build.neardup import NEAR_ORIGINAL_PERCENTILE
+        originals (:func:`retest.dedup.rules.near_original_threshold`)."""
+        from retest.dedup.rules import NEAR_ORIGINAL_PERCENTILE
 
         state: dict[str, Any] = {}
         pairs = _train_nearest_pairs(ctx)
@@ -431,7 +431,7 @@ class DSSIM(DedupMetric):
         ra: NDArray[np.int64],
         options: DedupOptions,
     ) -> NDArray[np.float64]:
-        from retest.build.ssim import compute_ssim_stats, dssim_pairs
+        from retest.dedup.ssim import compute_ssim_stats, dssim_pairs
 
         qs = compute_ssim_stats(q, options.ssim, name="candidate images")
         rs = compute_ssim_stats(r, options.ssim, name="reference images")
@@ -463,7 +463,7 @@ class Warp(DedupMetric):
         return {"warp": asdict(options.warp)}
 
     def default_target(self, shape: Sequence[int]) -> float:
-        from retest.build.warp import warp_threshold
+        from retest.dedup.warp import warp_threshold
 
         return warp_threshold(list(shape))
 
@@ -475,7 +475,7 @@ class Warp(DedupMetric):
         ra: NDArray[np.int64],
         options: DedupOptions,
     ) -> NDArray[np.float64]:
-        from retest.build.warp import warped_sqdist_pairs
+        from retest.dedup.warp import warped_sqdist_pairs
 
         return warped_sqdist_pairs(q, r, qa, ra, **asdict(options.warp))
 

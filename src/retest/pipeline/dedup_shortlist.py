@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.build.knn import KnnResult, topk_from_pairs
+from retest.dedup.knn import KnnResult, topk_from_pairs
 from retest.errors import InputValidationError, StageError
 from retest.pipeline.project import Project
-from retest.store.base import CandidateRow, ReferenceRow
+from retest.store.rows import CandidateRow, ReferenceRow
 
 if TYPE_CHECKING:
     from retest.pipeline.dedup_metrics import DedupMetric, DedupOptions

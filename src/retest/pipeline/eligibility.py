@@ -14,7 +14,7 @@ A candidate is excluded for every reason that applies, reported in this order
 ``near_original``
     The automatic rule: its nearest original under a pixel metric (``l2`` or
     ``warp`` neighbour lists of the dedup stage) lies within the near-original
-    threshold (:func:`retest.build.neardup.near_original_threshold`: CIFAR-10.1's
+    threshold (:func:`retest.dedup.rules.near_original_threshold`: CIFAR-10.1's
     "plain L2 ≤ 1000 on 32×32×3", squared and scaled to the image's number of
     values; ``[thresholds] near_original`` in ``retest.toml`` overrides it).
 ``near_duplicate``
@@ -22,7 +22,7 @@ A candidate is excluded for every reason that applies, reported in this order
     source ids) that contains an original image.
 ``pool_duplicate``
     In a component of candidates only, and not the one member kept
-    (:func:`retest.build.neardup.resolve_near_duplicates`: highest selection
+    (:func:`retest.dedup.rules.resolve_near_duplicates`: highest selection
     frequency of the best-placed class; ties broken by a seeded hash of the id).
 ``unreviewed``
     Has a neighbour within a review target that nobody has reviewed yet
@@ -41,16 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from retest.build.neardup import (
-    CandidateInfo as NeardupInfo,
-)
-from retest.build.neardup import (
+from retest.dedup.rules import (
+    DedupCandidate,
     near_original_threshold,
     resolve_near_duplicates,
 )
 from retest.errors import StageError
 from retest.pipeline.project import Project
-from retest.store.base import content_id, split_reference_id
+from retest.store.rows import content_id, split_reference_id
 
 __all__ = [
     "AUTO_METRICS",
@@ -228,7 +226,7 @@ def pending_reviews(
     thresholds: dict[str, float] | None = None,
     auto: set[tuple[str, str]] | None = None,
     settled: set[str] | None = None,
-    infos: dict[str, NeardupInfo] | None = None,
+    infos: dict[str, DedupCandidate] | None = None,
 ) -> list[Any]:
     """The dedup review queue without what the automatic rule already decided: the
     pairs within the near-original threshold, and every row of a candidate that is
@@ -238,7 +236,7 @@ def pending_reviews(
     This is the queue the review page and ``retest dedup-queue`` show;
     ``thresholds`` overrides review targets per metric.
     """
-    from retest.build.neardup import ReviewItem
+    from retest.dedup.rules import ReviewItem
     from retest.pipeline.dedup import dedup_review_queue
 
     if infos is None:
@@ -282,7 +280,7 @@ def _near_threshold(project: Project) -> float | None:
     return threshold
 
 
-def _infos(project: Project) -> dict[str, NeardupInfo]:
+def _infos(project: Project) -> dict[str, DedupCandidate]:
     from retest.pipeline.dedup import candidate_infos
 
     return candidate_infos(project)
@@ -367,7 +365,7 @@ def _metrics_run(project: Project) -> tuple[str, ...]:
         return tuple(fn(project))
     return tuple(
         m
-        for m in dedup.METRICS
+        for m in dedup.BUILTIN_METRICS
         if next(iter(project.store.neardup.iter_neighbours(metric=m)), None)
     )
 

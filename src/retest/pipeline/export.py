@@ -80,13 +80,13 @@ from retest.errors import (
 from retest.names import validate_name
 from retest.pipeline.project import DB_NAME, Project
 from retest.store.artifacts import (
-    atomic_write_bytes,
     sha256_file,
+    write_bytes,
     write_json,
     write_npy,
     write_parquet,
 )
-from retest.store.base import (
+from retest.store.rows import (
     ArtifactRecord,
     Revision,
     RevisionMember,
@@ -350,9 +350,7 @@ def _write_cifar(ctx: _Ctx) -> None:
             "localfilename": [e["source_ref"] for e in imgs],
             "item_ids": [e["item_id"] for e in imgs],
         }
-        atomic_write_bytes(
-            ctx.stage / f"data_batch_{b + 1}", pickle.dumps(batch, protocol=2)
-        )
+        write_bytes(ctx.stage / f"data_batch_{b + 1}", pickle.dumps(batch, protocol=2))
         for i, e in enumerate(imgs):
             e.update(file=f"data_batch_{b + 1}", row=i)
     names = [c.name for c in ctx.project.store.classes.list()]
@@ -361,7 +359,7 @@ def _write_cifar(ctx: _Ctx) -> None:
         "num_cases_per_batch": bs,
         "num_vis": int(data.shape[1]) if n else 0,
     }
-    atomic_write_bytes(ctx.stage / "batches.meta", pickle.dumps(meta, protocol=2))
+    write_bytes(ctx.stage / "batches.meta", pickle.dumps(meta, protocol=2))
 
 
 def _encode(ctx: _Ctx, item_id: str, pixels: NDArray[np.uint8]) -> tuple[bytes, str]:
@@ -396,7 +394,7 @@ def _write_imagefolder(ctx: _Ctx) -> None:
             k = counter.get(m.class_id, 0)
             counter[m.class_id] = k + 1
             rel = f"{m.class_id}/{k}.{ext}"
-            atomic_write_bytes(ctx.stage / rel, data)
+            write_bytes(ctx.stage / rel, data)
             e["file"] = rel
     index = {str(c.id): c.name for c in ctx.project.store.classes.list()}
     write_json(ctx.stage / "class_index.json", index)

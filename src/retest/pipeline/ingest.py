@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from retest._progress import ProgressCallback, report
+from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.pipeline.ingest_log import (
     MAX_LISTED_DUPLICATES,
@@ -59,25 +60,16 @@ from retest.pipeline.ingest_writer import (
     batch_content_ids,
     resolve_class_ids,
 )
-from retest.sources.candidates import (
-    CandidateSource,
-    make_source,
-    read_keywords_file,
-)
-from retest.sources.tinyimages import KeywordIndex, build_keyword_index
+from retest.sources.base import CandidateSource, make_source, read_keywords_file
 from retest.store.artifacts import (
-    atomic_write_bytes,
     dumps_json,
     record_artifact,
+    write_bytes,
     write_json,
     writers_lock,
 )
-from retest.store.base import (
-    ClassRow,
-    StageCheckpoint,
-    Store,
-    utc_now,
-)
+from retest.store.base import Store
+from retest.store.rows import ClassRow, StageCheckpoint, utc_now
 
 if TYPE_CHECKING:
     from retest.pipeline.project import Project
@@ -271,7 +263,7 @@ def _ingest(
             resume, complete, desc, started, utc_now() if complete else "",
             command or resume_command(desc, name, root),
         )  # fmt: skip
-        atomic_write_bytes(root / report_rel, dumps_json(rep.to_json()).encode())
+        write_bytes(root / report_rel, dumps_json(rep.to_json()).encode())
         return rep
 
     _report(False)
@@ -478,7 +470,7 @@ def add_source(
     """Build the source ``kind`` at ``path`` and ingest it (``retest source add``).
 
     ``keywords`` / ``keywords_file`` select TinyImages records (the file may map
-    classes to keywords, see :func:`~retest.sources.candidates.read_keywords_file`);
+    classes to keywords, see :func:`~retest.sources.read_keywords_file`);
     the TinyImages keyword index is built once and kept in the project.
     ``labels_path`` is the IDX labels file, ``images_dir`` the Flickr download
     folder. Options that do not apply to ``kind`` are refused.

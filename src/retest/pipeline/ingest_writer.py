@@ -13,20 +13,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest.errors import StageError
-from retest.sources.candidates import (
-    ColumnItems,
-    SourceBatch,
-    SourceItem,
-)
+from retest.sources.base import ColumnItems, SourceBatch, SourceItem
 from retest.store.artifacts import (
     PixelArray,
     write_image_file,
 )
-from retest.store.base import (
-    CandidateRow,
-    ClassRow,
-    Store,
-)
+from retest.store.base import Store
+from retest.store.rows import CandidateRow, ClassRow
 
 __all__ = [
     "ARRAY_DIR",

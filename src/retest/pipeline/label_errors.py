@@ -34,22 +34,25 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._atomic import atomic_write_bytes
 from retest._validation import check_output_dir
+from retest.datasets.npy import load_npy
+from retest.datasets.predictions import read_labels, read_testbed
 from retest.errors import InputValidationError, StageError
-from retest.issues import (
-    DetectionReport,
-    LabelError,
+from retest.label_errors.ensemble import ensemble_pred_probs
+from retest.label_errors.finders import (
     ProbabilitySumWarning,
     check_label_error_inputs,
-    detection_report,
-    ensemble_pred_probs,
-    estimate_noise,
     find_label_errors,
+)
+from retest.label_errors.ranking import (
+    DetectionReport,
+    LabelError,
+    RankBy,
+    detection_report,
+    estimate_noise,
     rank_label_errors,
 )
-from retest.issues.ranking import RankBy
-from retest.sources.npy import load_npy
-from retest.sources.predictions import atomic_write_bytes, read_labels, read_testbed
 
 __all__ = [
     "LabelErrorInputs",
@@ -88,7 +91,7 @@ class LabelErrorRun:
 
 
 class NpyFoldCache:
-    """:class:`~retest.issues.crossval.FoldCache` backed by ``<dir>/<key>.npy`` files."""
+    """:class:`~retest.label_errors.crossval.FoldCache` backed by ``<dir>/<key>.npy`` files."""
 
     def __init__(self, directory: PathLike) -> None:
         self.directory = Path(directory)
@@ -125,8 +128,8 @@ def load_label_error_inputs(
     """Read the arrays a user brings (exactly one of ``pred_probs`` / ``predictions_dir``).
 
     ``predictions_dir`` is a testbed folder (one file per model, read by
-    :func:`retest.sources.predictions.read_testbed`); the models are pooled with
-    :func:`retest.issues.ensemble_pred_probs` (mean probabilities, else votes).
+    :func:`retest.datasets.predictions.read_testbed`); the models are pooled with
+    :func:`retest.label_errors.ensemble_pred_probs` (mean probabilities, else votes).
     """
     if (pred_probs is None) == (predictions_dir is None):
         raise InputValidationError(
@@ -219,7 +222,7 @@ def run_label_errors(
     """Find label errors with ``method``, rank them and write the stage's files.
 
     Probabilities are validated as cleanlab validates them; rows that do not sum
-    to 1 give one :class:`~retest.issues.ProbabilitySumWarning` (not one per pass).
+    to 1 give one :class:`~retest.label_errors.ProbabilitySumWarning` (not one per pass).
     """
     out = check_output_dir(out_dir)
     try:

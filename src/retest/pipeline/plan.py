@@ -3,7 +3,7 @@
 Reads the reference keyword histogram (first-occurrence order, train before test)
 — or, when the reference images carry no keywords, the configured keywords of
 each class (``[keywords]`` in ``retest.toml``, all weighted equally, v6 only) —
-applies a rule of :mod:`retest.build.keyword_plan`, adds the number of verified
+applies a rule of :mod:`retest.labeling.keyword_plan`, adds the number of verified
 candidates per keyword (latest ``verify`` annotation says yes), and saves the plan
 as ``reports/plan_<rule>.json`` (recorded in the artifact manifest).
 """
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retest.build.keyword_plan import (
+from retest.errors import ConfigError, StageError
+from retest.labeling.keyword_plan import (
     CIFAR10_V4_EXCLUDE,
     CIFAR10_V4_SKIP,
     KeywordPlan,
@@ -24,7 +25,6 @@ from retest.build.keyword_plan import (
     allocate_v6,
     needed_vs_available,
 )
-from retest.errors import ConfigError, StageError
 from retest.pipeline.reference import reference_keyword_histogram
 from retest.store.artifacts import save_json
 from retest.store.base import Store

@@ -33,8 +33,9 @@ import numpy as np
 from retest import __version__
 from retest.errors import RetestWarning
 from retest.records import LabeledSet, Predictions
-from retest.store.artifacts import atomic_write_bytes, sha256_file
-from retest.store.base import PredictionRecord, Store, utc_now
+from retest.store.artifacts import sha256_file, write_bytes
+from retest.store.base import Store
+from retest.store.rows import PredictionRecord, utc_now
 
 __all__ = ["PredictionCache", "dataset_fingerprint"]
 
@@ -114,7 +115,7 @@ class PredictionCache:
             arrays["probs"] = np.asarray(pred.probs)
         buf = io.BytesIO()
         np.savez(buf, allow_pickle=False, **arrays)
-        sha = atomic_write_bytes(npz, buf.getvalue())
+        sha = write_bytes(npz, buf.getvalue())
         meta = {
             "model": pred.model,
             "dataset": pred.dataset,
@@ -126,7 +127,7 @@ class PredictionCache:
             "created": utc_now(),
             "retest_version": __version__,
         }
-        atomic_write_bytes(
+        write_bytes(
             meta_path, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode()
         )
         if self.store is not None:

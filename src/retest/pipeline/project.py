@@ -29,7 +29,8 @@ from numpy.typing import NDArray
 from retest.config import CONFIG_NAME, ProjectConfig, load_config, save_config
 from retest.errors import ConfigError, DataIntegrityError, StoreError
 from retest.store.artifacts import PixelArray
-from retest.store.base import ClassRow, Store, split_reference_id
+from retest.store.base import Store
+from retest.store.rows import ClassRow, split_reference_id
 from retest.store.sqlite import SQLiteStore
 
 __all__ = ["CLASS_PRESETS", "DB_NAME", "Project"]

@@ -25,12 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
 from retest._validation import check_labels
-from retest.build.keywords import choose_unique_keywords, keyword_histogram
+from retest.datasets.tinyimages import KeywordIndex, TinyImages
 from retest.errors import ConfigError, StageError
-from retest.sources.candidates import CANDIDATE_SOURCES, make_source
-from retest.sources.tinyimages import KeywordIndex, TinyImages
+from retest.labeling.keywords import choose_unique_keywords, keyword_histogram
+from retest.sources.base import CANDIDATE_SOURCES, make_source
 from retest.store.artifacts import PixelArray, writers_lock
-from retest.store.base import ClassRow, KeywordRow, ReferenceRow, Store, content_id
+from retest.store.base import Store
+from retest.store.rows import ClassRow, KeywordRow, ReferenceRow, content_id
 
 __all__ = [
     "KeywordRecovery",
@@ -94,7 +95,7 @@ def load_reference_arrays(
 
     ``kind`` is a file-format source (``cifar``: the batches of ``split``;
     ``idx``; ``arrays``: an ``.npz`` with images, labels and optional keywords /
-    class_names) or a dataset name of :mod:`retest.sources.base` (``cifar10``,
+    class_names) or a dataset name of :mod:`retest.datasets.base` (``cifar10``,
     ``fashion_mnist``, …) with ``path`` as its data root.
     """
     if kind in ("cifar", "idx", "arrays"):
@@ -114,7 +115,7 @@ def load_reference_arrays(
             f"source kind {kind!r} cannot hold a reference dataset; use cifar, idx, "
             "arrays or a dataset name."
         )
-    from retest.sources.base import get_dataset
+    from retest.datasets.base import get_dataset
 
     ds = get_dataset(kind, root=path).load(split)
     if ds.images is None:

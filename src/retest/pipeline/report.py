@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from retest._atomic import atomic_write_bytes
 from retest.errors import ConfigError
 from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonRow, ComparisonTable
-from retest.sources.predictions import atomic_write_bytes
 
 if TYPE_CHECKING:
     from retest.evaluate.plots import Figure

@@ -31,12 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from retest.errors import DataIntegrityError, InputValidationError, NotFoundError
-from retest.store.base import (
-    AnnotationEvent,
-    Store,
-    reference_id,
-    split_reference_id,
-)
+from retest.store.base import Store
+from retest.store.rows import AnnotationEvent, reference_id, split_reference_id
 
 __all__ = [
     "SUSPECT_KIND",

@@ -20,8 +20,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from retest.build.histogram import DEFAULT_BINS, bin_index
-from retest.build.sampling import SampleResult, revision_strategies, strategy_tag
 from retest.errors import ConfigError, StoreError
 from retest.names import suggest_name, validate_name
 from retest.pipeline.sample import (
@@ -29,12 +27,10 @@ from retest.pipeline.sample import (
     draw_sample,
     selection_frequencies,
 )
-from retest.store.base import (
-    ReviewState,
-    Revision,
-    RevisionMember,
-    Store,
-)
+from retest.sampling.base import SampleResult, revision_strategies, strategy_tag
+from retest.sampling.histogram import DEFAULT_BINS, bin_index
+from retest.store.base import Store
+from retest.store.rows import ReviewState, Revision, RevisionMember
 
 __all__ = [
     "STRATEGY_TAGS",

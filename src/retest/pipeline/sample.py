@@ -10,22 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from retest.build.eligibility import CandidateInfo
-from retest.build.histogram import DEFAULT_BINS
-from retest.build.sampling import (
+from retest.errors import ConfigError, StageError
+from retest.pipeline.eligibility import Eligibility
+from retest.sampling.base import (
     SampleResult,
     revision_strategies,
     run_sampler,
     sampler_spec,
 )
-from retest.build.selection_frequency import (
+from retest.sampling.eligibility import CandidateInfo
+from retest.sampling.histogram import DEFAULT_BINS
+from retest.sampling.selection_frequency import (
     FrequencyStat,
     TargetHistogram,
     aggregate_item_events,
     class_target_histograms,
 )
-from retest.errors import ConfigError, StageError
-from retest.pipeline.eligibility import Eligibility
 from retest.store.base import Store
 
 __all__ = [
@@ -164,7 +164,7 @@ def draw_sample(
 ) -> SampleResult:
     """Run the registered sampler ``strategy`` on the project's current pool.
 
-    The sampler's registration (:func:`retest.build.sampling.sampler_spec`) says
+    The sampler's registration (:func:`retest.sampling.sampler_spec`) says
     what it needs; this function offers every input and the sampler takes its
     own (``min_annotations`` None means the sampler's default; ``keyword_counts``
     ``{class name: {keyword: n}}`` is required by ``keyword-count``).

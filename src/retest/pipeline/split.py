@@ -5,7 +5,7 @@ a revision (from the store, or from an export's ``manifest.json``). "Overlap"
 means an image that is in the original training set: a reference ``train:*``
 image itself, or a candidate whose nearest original training image lies within
 the near-original threshold of the project's eligibility rule (exact copies
-included). The builder (:func:`retest.build.train_test.build_train_test`) fills
+included). The builder (:func:`retest.sampling.split.build_train_test`) fills
 each class with non-overlapping images first and uses overlapping ones only to
 fill up, then splits each class at random (seeded).
 
@@ -27,9 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from retest.build.eligibility import CandidateInfo
-from retest.build.sampling_base import SampleResult
-from retest.build.train_test import build_train_test
 from retest.errors import ConfigError, DataIntegrityError, NotFoundError
 from retest.pipeline.eligibility import (
     AUTO_METRICS,
@@ -38,8 +35,11 @@ from retest.pipeline.eligibility import (
     check_fresh,
 )
 from retest.pipeline.project import Project
+from retest.sampling.base import SampleResult
+from retest.sampling.eligibility import CandidateInfo
+from retest.sampling.split import build_train_test
 from retest.store.artifacts import save_json, write_json
-from retest.store.base import content_id, split_reference_id
+from retest.store.rows import content_id, split_reference_id
 
 __all__ = ["SplitResult", "split_pool"]
 

@@ -1,439 +1,286 @@
-"""Dataset sources: describe → fetch (sha256-checked, idempotent) → load.
+"""The candidate-source interface: items, batches, the abstract source, the registry.
 
-Each source declares where its files come from as data (``RemoteFile``: URL,
-sha256, size), like torchvision's dataset classes, and implements ``load(split)``
-returning a :class:`~retest.records.LabeledSet`. ``fetch()`` downloads only what
-is missing or fails its checksum ("Using downloaded and verified file" otherwise),
-so a second call makes no request. Any directory holding the files can be used as
-``root`` (the local path option).
-
-Verified hashes are remembered per file in ``<root>/.retest-sha256.json``
-together with the file's size and mtime, so loading does not re-hash unchanged
-files; a file whose size or mtime changes is hashed again.
-
-Registry
---------
-``DATASETS`` maps a name to a factory ``(**options) -> DatasetSource``. Built-ins
-are registered lazily (their modules import only when used)::
-
-    src = DATASETS.get("cifar10_1")(root="data/c101", version="v4")
-    src.fetch(); test = src.load("test")
+Concrete sources live in :mod:`retest.sources.arrays` and
+:mod:`retest.sources.files`; :mod:`retest.sources` gathers
+them (importing it registers every built-in kind).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import time
-import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
-from retest._progress import ProgressCallback
-from retest.errors import ConfigError, DataIntegrityError
-from retest.records import LabeledSet
+from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.registry import Registry
-from retest.sources.download import HashCache as _HashCache
-from retest.sources.download import (
-    atomic_write_bytes,
-    download_url,
-    extract_archive,
-)
 
 __all__ = [
-    "DATASETS",
-    "DatasetSource",
-    "RemoteFile",
-    "dataset_names",
-    "default_data_root",
-    "fetch_dataset",
-    "get_dataset",
-    "load_dataset",
+    "CANDIDATE_SOURCES",
+    "IMAGE_SUFFIXES",
+    "CandidateSource",
+    "ColumnItems",
+    "SkippedItem",
+    "SourceBatch",
+    "SourceItem",
+    "read_keywords_file",
 ]
 
-_EXTRACT_RECORD = ".retest-extracted.json"
-
-
-def default_data_root() -> Path:
-    """``$RETEST_DATA_DIR`` or ``~/.cache/retest/datasets``."""
-    env = os.environ.get("RETEST_DATA_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "retest" / "datasets"
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteFile:
-    """One published file: where it lives and what it hashes to.
+class SourceItem:
+    """One candidate as a source delivers it.
 
-    ``sha256=None`` means no published checksum is known; the file is then
-    accepted if it exists and its format checks pass on load.
-    ``alt_sha256`` lists other known-good copies (e.g. a distribution's
-    re-compressed package of the same data).
+    ``ref`` is the source's own reference (TinyImages index, array row, file path
+    relative to the source root, Flickr photo id). ``class_name`` or ``class_id``
+    give the intended class when the source knows it. ``data`` holds file bytes
+    for file sources; array sources put pixels in :attr:`SourceBatch.pixels`.
     """
 
-    filename: str
-    url: str
-    sha256: str | None
-    size: int | None = None
-    alt_sha256: tuple[str, ...] = ()
-
-    def accepts(self, digest: str) -> bool:
-        if self.sha256 is None:
-            return True
-        return digest in (self.sha256, *self.alt_sha256)
-
-
-_MIRROR_SCHEMES = ("http", "https", "ftp", "file")
+    ref: str
+    class_name: str | None = None
+    class_id: int | None = None
+    keyword: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+    suffix: str = ""
+    width: int | None = None
+    height: int | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Extra files of a file item (e.g. ``scaled_256``), stored next to ``data``.
+    derived: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
 
-def _check_mirror(mirror: str) -> str:
-    """A mirror must be a URL the downloader can open (``http(s)://host/...``)."""
-    parts = urllib.parse.urlsplit(mirror)
-    ok = parts.scheme.lower() in _MIRROR_SCHEMES and (
-        bool(parts.netloc) or parts.scheme.lower() == "file"
-    )
-    if not ok:
-        raise ConfigError(
-            f"mirror {mirror!r} is not a URL; expected a base URL such as "
-            "https://example.org/datasets (schemes: http, https, ftp, file)."
-        )
-    return mirror
+@dataclass(frozen=True, slots=True)
+class SkippedItem:
+    """An item that could not be read, with the reason (goes to the ingest report)."""
+
+    ref: str
+    reason: str
 
 
-def _check_root(root: Path) -> Path:
-    """The data root is a folder (or not yet created) — never a file."""
-    if root.exists() and not root.is_dir():
-        raise ConfigError(
-            f"dataset root {root} is a file, not a folder; pass a folder with --root "
-            "(it is created when missing)."
-        )
-    blocker = next((q for q in root.absolute().parents if q.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise ConfigError(
-            f"dataset root {root}: {blocker} is a file, so the folder cannot be "
-            "created; pass another folder with --root."
-        )
-    return root
+class ColumnItems(Sequence[SourceItem]):
+    """Items of an array batch kept as columns; :class:`SourceItem` built on access.
 
-
-class DatasetSource(ABC):
-    """Base of every dataset source.
-
-    Parameters
-    ----------
-    root : path, optional
-        Directory holding (or receiving) the files; defaults to
-        ``default_data_root() / name``. Point it at an existing copy to use it
-        without downloading.
-    version : str, optional
-        For sources with versions/variants (``versions``).
-    mirror : str, optional
-        Base URL replacing the published one (``<mirror>/<filename>``).
-    checksums : mapping, optional
-        ``{filename: sha256 or None}`` overriding the published checksums.
-    retries, timeout, sleep
-        Passed to :func:`~retest.sources.download.download_url`.
+    Array sources with many small items (TinyImages) use this instead of a list so
+    that a batch costs no Python object per item; the ingest reads the columns
+    directly. Indexing, iteration and ``len`` behave like the equivalent list.
     """
 
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    homepage: ClassVar[str] = ""
-    license: ClassVar[str] = ""
-    citation: ClassVar[str] = ""
-    splits: ClassVar[tuple[str, ...]] = ("test",)
-    versions: ClassVar[tuple[str, ...]] = ()
-    default_version: ClassVar[str | None] = None
+    __slots__ = ("class_names", "height", "keywords", "refs", "width")
 
     def __init__(
         self,
-        root: str | os.PathLike[str] | None = None,
-        *,
-        version: str | None = None,
-        mirror: str | None = None,
-        checksums: Mapping[str, str | None] | None = None,
-        retries: int = 3,
-        timeout: float = 60.0,
-        sleep: Callable[[float], None] = time.sleep,
+        refs: Sequence[str],
+        class_names: Sequence[str | None],
+        keywords: Sequence[str | None],
+        width: int,
+        height: int,
     ) -> None:
-        if version is not None and version not in self.versions:
-            have = ", ".join(self.versions) if self.versions else "none"
-            raise ConfigError(
-                f"{self.name} has no version {version!r}; available versions: {have}."
-            )
-        self.version = version or self.default_version
-        self.root = _check_root(
-            Path(root) if root is not None else self._default_root()
-        )
-        self._mirror = _check_mirror(mirror) if mirror is not None else None
-        self._checksums = dict(checksums or {})
-        self._download_opts: dict[str, Any] = {
-            "retries": retries,
-            "timeout": timeout,
-            "sleep": sleep,
-        }
+        self.refs, self.class_names, self.keywords = refs, class_names, keywords
+        self.width, self.height = width, height
 
-    # ------------------------------------------------------------------ description
-    @property
-    def class_names(self) -> tuple[str, ...]:
-        return ()
+    def __len__(self) -> int:
+        return len(self.refs)
 
-    @abstractmethod
-    def _remote_files(self) -> list[RemoteFile]:
-        """The published files for this instance's version."""
+    def _item(self, i: int) -> SourceItem:
+        return SourceItem(
+            self.refs[i], class_name=self.class_names[i], keyword=self.keywords[i],
+            width=self.width, height=self.height,
+        )  # fmt: skip
 
-    @property
-    def files(self) -> dict[str, RemoteFile]:
-        """``{filename: RemoteFile}`` after mirror / checksum overrides."""
-        out: dict[str, RemoteFile] = {}
-        for f in self._remote_files():
-            if self._mirror is not None:
-                f = replace(f, url=f"{self._mirror.rstrip('/')}/{f.filename}")
-            if f.filename in self._checksums:
-                f = replace(f, sha256=self._checksums[f.filename], alt_sha256=())
-            out[f.filename] = f
-        return out
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._item(j) for j in range(len(self))[i]]
+        return self._item(range(len(self))[i])
 
-    def _default_root(self) -> Path:
-        return default_data_root() / self.name
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
 
-    def fetch_hint(self) -> str:
-        """The command that (re)creates the files."""
-        cmd = f"retest datasets fetch {self.name} --root {self.root}"
-        if self.versions and self.version:
-            cmd += f" --version {self.version}"
-        return cmd
+    __hash__ = None  # type: ignore[assignment]
 
-    # ------------------------------------------------------------------ integrity
-    def _file_state(self, f: RemoteFile, cache: _HashCache) -> str:
-        path = self.root / f.filename
-        if not path.is_file():
-            return "missing"
-        if f.sha256 is None:
-            return "unverified"
-        return "ok" if f.accepts(cache.sha256(path)) else "corrupt"
 
-    def status(self) -> dict[str, str]:
-        """``{filename: "ok" | "unverified" | "missing" | "corrupt"}``.
+@dataclass(frozen=True, slots=True)
+class SourceBatch:
+    """Items at source positions ``[start, stop)``.
 
-        ``unverified`` = present, but no published sha256 to compare with.
-        """
-        cache = _HashCache(self.root)
-        out = {name: self._file_state(f, cache) for name, f in self.files.items()}
-        cache.save()
-        return out
+    ``pixels`` (array sources) is aligned with ``items``: ``pixels[i]`` belongs to
+    ``items[i]``; it is ``None`` for items carrying file ``data``. ``skipped``
+    items are part of the range but not of ``items``.
+    """
 
-    def _integrity_error(self, problems: Mapping[str, str]) -> DataIntegrityError:
-        listed = ", ".join(f"{n}: {s}" for n, s in sorted(problems.items()))
-        return DataIntegrityError(
-            f"{self.name} files missing or corrupted under {self.root} ({listed}). "
-            f"Run `{self.fetch_hint()}`."
-        )
+    start: int
+    stop: int
+    items: Sequence[SourceItem]
+    pixels: NDArray[np.uint8] | None = field(default=None, repr=False)
+    skipped: list[SkippedItem] = field(default_factory=list)
 
-    def _require_files(self, names: list[str] | None = None) -> None:
-        """Raise DataIntegrityError unless the named (default: all remote) files are good."""
-        wanted = set(self.files) if names is None else set(names)
-        states = DatasetSource.status(self)
-        bad = {
-            n: ("sha256 mismatch" if s == "corrupt" else s)
-            for n, s in states.items()
-            if s in ("missing", "corrupt") and n in wanted
-        }
-        if bad:
-            raise self._integrity_error(bad)
 
-    def is_ready(self) -> bool:
-        """True when ``load`` can run without downloading anything."""
-        states = DatasetSource.status(self)
-        return all(s in ("ok", "unverified") for s in states.values())
+class CandidateSource(ABC):
+    """A source of candidate images.
 
-    # ------------------------------------------------------------------ fetch
-    def fetch(self, *, progress: ProgressCallback | None = None) -> Path:
-        """Download what is missing or corrupt, then prepare (e.g. extract).
+    Subclasses set :attr:`kind` and implement :meth:`__len__`,
+    :meth:`iter_batches` and (optionally) extend :meth:`describe`.
+    """
 
-        Idempotent: when everything is present and verified nothing is requested.
-        Returns ``root``.
-        """
-        if self.is_ready():
-            return self.root
-        self.root.mkdir(parents=True, exist_ok=True)
-        cache = _HashCache(self.root)
-        for f in self.files.values():
-            if self._file_state(f, cache) in ("ok", "unverified"):
-                continue
-            (self.root / f.filename).unlink(missing_ok=True)
-            download_url(
-                f.url,
-                self.root,
-                f.filename,
-                f.sha256,
-                progress=progress,
-                **self._download_opts,
-            )
-            cache.sha256(self.root / f.filename)
-        cache.save()
-        self._prepare(progress)
-        return self.root
+    kind: ClassVar[str]
+    #: ``"array"`` (pixels into arrays/) or ``"file"`` (bytes into images/).
+    storage: ClassVar[str] = "array"
+    #: Class names in label-id order when the source knows them (CIFAR meta).
+    label_names: list[str] | None = None
+    #: Items per ingest batch when the caller does not say (None: the stage default).
+    default_batch_size: ClassVar[int | None] = None
 
-    def _prepare(self, progress: ProgressCallback | None) -> None:
-        """Post-download step (extraction); default: nothing."""
-        return None
-
-    # ------------------------------------------------------------------ archives
-    def _extract(self, archive: str, marker_dir: str) -> None:
-        """Extract ``root/archive`` and record each member's sha256."""
-        src = self.root / archive
-        names = extract_archive(src, self.root)
-        cache = _HashCache(self.root)
-        record = {
-            "archive": archive,
-            "files": {n: cache.sha256(self.root / n) for n in sorted(names)},
-        }
-        cache.save()
-        atomic_write_bytes(
-            self.root / marker_dir / _EXTRACT_RECORD,
-            json.dumps(record, indent=1).encode(),
-        )
-
-    def _extracted_problems(
-        self, marker_dir: str, *, hash_files: bool
-    ) -> dict[str, str]:
-        """Problems with an extracted tree, judged against its extraction record.
-
-        A tree without a record (a copy the user unpacked) is trusted as is.
-        """
-        record_path = self.root / marker_dir / _EXTRACT_RECORD
-        if not record_path.is_file():
-            return {} if (self.root / marker_dir).is_dir() else {marker_dir: "missing"}
-        record = json.loads(record_path.read_text())
-        cache = _HashCache(self.root)
-        bad: dict[str, str] = {}
-        for name, digest in record["files"].items():
-            p = self.root / name
-            if not p.is_file():
-                bad[name] = "missing"
-            elif hash_files and cache.sha256(p) != digest:
-                bad[name] = "sha256 mismatch"
-        cache.save()
-        return bad
-
-    # ------------------------------------------------------------------ loading
-    def _check_split(self, split: str) -> None:
-        if split not in self.splits:
-            raise ConfigError(
-                f"{self.name} has no split {split!r}; available: {', '.join(self.splits)}."
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise DataIntegrityError(
+                f"{self.kind} source {self.path} does not exist. Check the path."
             )
 
     @abstractmethod
-    def load(self, split: str = "test") -> LabeledSet:
-        """Load one split as a LabeledSet (raises DataIntegrityError when not fetched)."""
+    def __len__(self) -> int:
+        """Number of positions (items + unreadable items)."""
 
-    def info(self, *, counts: bool = True) -> dict[str, Any]:
-        """Provenance, file status and (when the data is present) per-split counts."""
-        status = self.status()
-        out: dict[str, Any] = {
-            "name": self.name,
-            "version": self.version,
-            "versions": list(self.versions),
-            "description": self.description,
-            "homepage": self.homepage,
-            "license": self.license,
-            "citation": self.citation,
-            "root": str(self.root),
-            "splits": list(self.splits),
-            "classes": list(self.class_names),
-            "files": [
-                {
-                    "filename": f.filename,
-                    "url": f.url,
-                    "sha256": f.sha256,
-                    "size": f.size,
-                    "status": status[f.filename],
-                }
-                for f in self.files.values()
-            ],
-            "ready": self.is_ready(),
-            "counts": {},
+    @abstractmethod
+    def iter_batches(
+        self, *, start: int = 0, batch_size: int = 4096
+    ) -> Iterator[SourceBatch]:
+        """Batches covering positions ``[start, len(self))`` in order."""
+
+    def iter_batches_recycled(
+        self, *, start: int = 0, batch_size: int = 4096, depth: int = 2
+    ) -> Iterator[SourceBatch]:
+        """:meth:`iter_batches` for a consumer that drops batches promptly.
+
+        The caller promises to be done with batch *k*'s ``pixels`` before it asks
+        for batch *k + depth*, so a source may decode batch *k + depth* into the
+        same array (a fresh 200 MB array per batch costs more in page faults than
+        the decode itself). Same batches as :meth:`iter_batches` otherwise; this
+        default reuses nothing.
+        """
+        return self.iter_batches(start=start, batch_size=batch_size)
+
+    def options(self) -> dict[str, Any]:
+        """Options that change what the source yields (part of the ingest key)."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """Kind, resolved path, item count and options."""
+        return {
+            "kind": self.kind,
+            "path": str(self.path.resolve()),
+            "n_items": len(self),
+            "storage": self.storage,
+            **self.options(),
         }
-        if counts and out["ready"]:
-            for split in self.splits:
-                ls = self.load(split)
-                per_class = np.bincount(ls.labels, minlength=ls.n_classes)
-                out["counts"][split] = {"n": ls.n, "per_class": per_class.tolist()}
-        return out
 
 
-# ---------------------------------------------------------------------- registry
-
-DATASETS: Registry[Callable[..., DatasetSource]] = Registry(
-    "dataset", entry_point_group="retest.datasets"
+CANDIDATE_SOURCES: Registry[type[CandidateSource]] = Registry(
+    "candidate source", entry_point_group="retest.sources"
 )
 
-_BUILTINS = {
-    "cifar10": ("retest.sources.cifar10", "CIFAR10"),
-    "cifar10_1": ("retest.sources.cifar10_1", "CIFAR10_1"),
-    "fashion_mnist": ("retest.sources.fashion_mnist", "FashionMNIST"),
-    "imagenet_v2": ("retest.sources.imagenet_v2", "ImageNetV2"),
-}
 
+def read_keywords_file(path: str | os.PathLike[str]) -> dict[str, str | None]:
+    """Keywords (and their class, when given) from a file.
 
-def _lazy(module: str, attr: str) -> Callable[..., DatasetSource]:
-    def factory(**options: Any) -> DatasetSource:
-        cls = getattr(importlib.import_module(module), attr)
+    Accepted formats: JSON ``{class: [keyword, ...]}`` or ``{class: {keyword: n}}``
+    (the keyword-plan / ``keyword_counts_v6.json`` layout), a JSON list of
+    keywords, or text with one keyword per line (``#`` starts a comment).
+
+    Returns
+    -------
+    dict of str to (str or None)
+        ``keyword → class name`` (``None`` when the file does not say), in file
+        order.
+    """
+    p = Path(path)
+    formats = (
+        'expected JSON {"class": ["keyword", ...]}, a JSON list of keywords, or '
+        "text with one keyword per line"
+    )
+    try:
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise InputValidationError(
+            f"keywords file {p} is a directory; {formats}."
+        ) from None
+    except OSError as err:
+        raise InputValidationError(
+            f"cannot read keywords file {p} ({err.strerror}); {formats}."
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputValidationError(
+            f"keywords file {p} is not UTF-8 text (byte 0x{data[err.start]:02x} on "
+            f"line {line}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
+        ) from None
+    out: dict[str, str | None] = {}
+    if p.suffix.lower() == ".json":
         try:
-            return cls(**options)  # type: ignore[no-any-return]
-        except TypeError as err:
-            raise ConfigError(f"{cls.name}: {err}.") from err
+            doc = json.loads(text)
+        except ValueError as err:
+            where = (
+                f" (line {err.lineno}, column {err.colno}: {err.msg})"
+                if isinstance(err, json.JSONDecodeError)
+                else ""
+            )
+            raise InputValidationError(
+                f"keywords file {p} is not valid JSON{where}; {formats}. Fix or "
+                "complete the file."
+            ) from None
+        if isinstance(doc, dict):
+            for cls, kws in doc.items():
+                if isinstance(kws, dict):
+                    kws = list(kws)
+                if not isinstance(kws, list) or not all(
+                    isinstance(k, str) for k in kws
+                ):
+                    raise InputValidationError(
+                        f"keywords file {p}: class {cls!r} maps to "
+                        f"{type(kws).__name__} {json.dumps(kws)[:40]}; expected a "
+                        'list of keyword strings ["k1", "k2"] or an object '
+                        '{"k1": count}.'
+                    )
+                out.update((kw, str(cls)) for kw in kws)
+        elif isinstance(doc, list):
+            bad = [k for k in doc if not isinstance(k, str)]
+            if bad:
+                raise InputValidationError(
+                    f"keywords file {p}: {json.dumps(bad[0])[:40]} is not a keyword "
+                    "string; expected a JSON list of strings."
+                )
+            out.update(dict.fromkeys(doc))
+        else:
+            raise InputValidationError(
+                f"keywords file {p} holds a JSON {type(doc).__name__}; {formats}."
+            )
+    else:
+        for row in text.splitlines():
+            word = row.split("#", 1)[0].strip()
+            if word:
+                out[word] = None
+    if not out:
+        raise ConfigError(
+            f"keywords file {p} holds no keywords; {formats}, or pass --keywords a,b."
+        )
+    return out
 
-    factory.__name__ = attr
-    factory.__qualname__ = attr
-    return factory
 
-
-for _name, (_mod, _attr) in _BUILTINS.items():
-    DATASETS.add(_name, _lazy(_mod, _attr))
-
-
-def dataset_names() -> list[str]:
-    """Registered dataset names."""
-    return DATASETS.names()
-
-
-def get_dataset(name: str, **options: Any) -> DatasetSource:
-    """Instantiate the source ``name`` (unknown names get suggestions)."""
-    return DATASETS.get(name)(**options)
-
-
-def fetch_dataset(
-    name: str,
-    *,
-    root: str | os.PathLike[str] | None = None,
-    version: str | None = None,
-    progress: ProgressCallback | None = None,
-    **options: Any,
-) -> DatasetSource:
-    """Fetch dataset ``name`` (idempotent) and return its source, ready to load."""
-    src = get_dataset(name, root=root, version=version, **options)
-    src.fetch(progress=progress)
-    return src
-
-
-def load_dataset(
-    name: str,
-    split: str = "test",
-    *,
-    root: str | os.PathLike[str] | None = None,
-    version: str | None = None,
-    download: bool = False,
-    progress: ProgressCallback | None = None,
-    **options: Any,
-) -> LabeledSet:
-    """Load one split of dataset ``name``; with ``download=True`` fetch it first."""
-    src = get_dataset(name, root=root, version=version, **options)
-    if download:
-        src.fetch(progress=progress)
-    return src.load(split)
+def make_source(
+    kind: str, path: str | os.PathLike[str], **options: Any
+) -> CandidateSource:
+    """Build the source registered as ``kind`` (unknown kinds get suggestions)."""
+    cls = CANDIDATE_SOURCES.get(kind)
+    return cls(path, **options)

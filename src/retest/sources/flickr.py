@@ -51,9 +51,10 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
+from retest._atomic import atomic_write_bytes
 from retest._progress import ProgressCallback, report
+from retest.datasets.download import is_retryable
 from retest.errors import ConfigError, DataIntegrityError, RetestError
-from retest.sources.download import atomic_write_bytes, is_retryable
 from retest.sources.images import ImageDecodeError, decode_image, derive_sizes
 
 __all__ = [

@@ -38,7 +38,8 @@ import numpy as np
 from retest.errors import NotFoundError
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
-from retest.store.base import CandidateRepo, CandidateRow
+from retest.store.base import CandidateRepo
+from retest.store.rows import CandidateRow
 
 __all__ = [
     "TIER_MIN_ROWS",

@@ -23,22 +23,24 @@ from retest.store._sqlite_common import (
     Repo as _Repo,
 )
 from retest.store.base import (
-    ArtifactRecord,
     ArtifactRepo,
-    BlacklistEvent,
     BlacklistRepo,
-    DuplicateVerdict,
     NearDupRepo,
+    PredictionRepo,
+    RevisionRepo,
+    StageRepo,
+)
+from retest.store.rows import (
+    ArtifactRecord,
+    BlacklistEvent,
+    DuplicateVerdict,
     NeighbourList,
     NeighbourReview,
     PredictionRecord,
-    PredictionRepo,
     ReviewState,
     Revision,
     RevisionMember,
-    RevisionRepo,
     StageCheckpoint,
-    StageRepo,
     utc_now,
 )
 

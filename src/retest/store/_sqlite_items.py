@@ -17,15 +17,12 @@ from retest.store._sqlite_common import (
     _loads_extra,
     _where,
 )
-from retest.store.base import (
+from retest.store.base import AnnotationRepo, ClassRepo, ReferenceRepo, TaskRepo
+from retest.store.rows import (
     AnnotationEvent,
-    AnnotationRepo,
-    ClassRepo,
     ClassRow,
     KeywordRow,
-    ReferenceRepo,
     ReferenceRow,
-    TaskRepo,
     TaskRow,
     utc_now,
 )

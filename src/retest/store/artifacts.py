@@ -1,6 +1,6 @@
 """Files of a project: atomic writes with sha256, the manifest, and pixel arrays.
 
-* :func:`atomic_write_bytes` / :func:`write_npy` / :func:`write_json` /
+* :func:`write_bytes` / :func:`write_npy` / :func:`write_json` /
   :func:`write_parquet` write to a temporary file in the target directory, fsync, then
   ``os.replace`` — a reader never sees half a file — and return the sha256.
 * :func:`record_artifact` adds the manifest entry (path, sha256, stage, params,
@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from retest._atomic import atomic_write_bytes as _atomic_write
+from retest._atomic import atomic_write_bytes
 from retest.errors import DataIntegrityError, InputValidationError, StoreError
-from retest.store.base import ArtifactRecord, Store, file_content_id, utc_now
+from retest.store.base import Store
+from retest.store.rows import ArtifactRecord, file_content_id, utc_now
 
 __all__ = [
     "PixelArray",
-    "atomic_write_bytes",
     "dumps_json",
     "read_npy",
     "record_artifact",
@@ -54,6 +54,7 @@ __all__ = [
     "save_npy",
     "sha256_file",
     "verify_file",
+    "write_bytes",
     "write_image_file",
     "write_json",
     "write_npy",
@@ -84,9 +85,9 @@ def verify_file(path: str | Path, sha256: str) -> None:
         )
 
 
-def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> str:
+def write_bytes(path: str | Path, data: bytes | memoryview) -> str:
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename); returns sha256."""
-    _atomic_write(path, data)
+    atomic_write_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -94,7 +95,7 @@ def write_npy(path: str | Path, array: ArrayLike) -> str:
     """Save one array as ``.npy`` (no pickles) atomically; returns sha256."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(array), allow_pickle=False)
-    return atomic_write_bytes(path, buf.getbuffer())
+    return write_bytes(path, buf.getbuffer())
 
 
 def dumps_json(obj: Any) -> str:
@@ -114,7 +115,7 @@ def dumps_json(obj: Any) -> str:
 
 def write_json(path: str | Path, obj: Any) -> str:
     """Save ``obj`` as deterministic JSON (:func:`dumps_json`) atomically; returns sha256."""
-    return atomic_write_bytes(path, dumps_json(obj).encode())
+    return write_bytes(path, dumps_json(obj).encode())
 
 
 def write_parquet(path: str | Path, table: Any) -> str:
@@ -134,7 +135,7 @@ def write_parquet(path: str | Path, table: Any) -> str:
         table = pa.Table.from_pandas(table, preserve_index=False)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd", write_statistics=False)
-    return atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def read_npy(path: str | Path, *, mmap: bool = True) -> NDArray[Any]:
@@ -224,7 +225,7 @@ def write_image_file(images_dir: str | Path, data: bytes) -> tuple[str, Path]:
     sha = file_content_id(data)
     path = Path(images_dir) / sha
     if not path.is_file():
-        atomic_write_bytes(path, data)
+        write_bytes(path, data)
     return sha, path
 
 

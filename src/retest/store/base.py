@@ -35,8 +35,7 @@ Conventions
 * Every write is one transaction; iterables are inserted in batches.
 * All methods take keyword-only arguments except the one essential positional input.
 
-The row records and id helpers are defined in :mod:`retest.store.rows` and
-re-exported here. Implementations: :class:`retest.store.sqlite.SQLiteStore` (the project's ``retest.db``)
+The row records and id helpers are defined in :mod:`retest.store.rows`. Implementations: :class:`retest.store.sqlite.SQLiteStore` (the project's ``retest.db``)
 and :class:`retest.store.memory.MemoryStore`; both pass ``tests/store/test_store_contract.py``.
 """
 
@@ -49,9 +48,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from retest.store.rows import (
-    ANNOTATION_KINDS,
-    ASSIGNMENT_STATUSES,
-    MEMBER_ORIGINS,
     AnnotationEvent,
     ArtifactRecord,
     BlacklistEvent,
@@ -68,50 +64,21 @@ from retest.store.rows import (
     RevisionMember,
     StageCheckpoint,
     TaskRow,
-    content_id,
-    file_content_id,
-    reference_id,
-    split_reference_id,
-    utc_now,
 )
 
 __all__ = [
-    "ANNOTATION_KINDS",
-    "ASSIGNMENT_STATUSES",
-    "MEMBER_ORIGINS",
-    "AnnotationEvent",
     "AnnotationRepo",
-    "ArtifactRecord",
     "ArtifactRepo",
-    "BlacklistEvent",
     "BlacklistRepo",
     "CandidateRepo",
-    "CandidateRow",
     "ClassRepo",
-    "ClassRow",
-    "DuplicateVerdict",
-    "KeywordRow",
     "NearDupRepo",
-    "NeighbourList",
-    "NeighbourReview",
-    "PredictionRecord",
     "PredictionRepo",
     "ReferenceRepo",
-    "ReferenceRow",
-    "ReviewState",
-    "Revision",
-    "RevisionMember",
     "RevisionRepo",
-    "StageCheckpoint",
     "StageRepo",
     "Store",
     "TaskRepo",
-    "TaskRow",
-    "content_id",
-    "file_content_id",
-    "reference_id",
-    "split_reference_id",
-    "utc_now",
 ]
 
 

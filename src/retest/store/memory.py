@@ -14,33 +14,35 @@ from typing import Any, Literal, TypeVar
 
 from retest.errors import NotFoundError, StoreError
 from retest.store.base import (
-    AnnotationEvent,
     AnnotationRepo,
-    ArtifactRecord,
     ArtifactRepo,
-    BlacklistEvent,
     BlacklistRepo,
     CandidateRepo,
-    CandidateRow,
     ClassRepo,
+    NearDupRepo,
+    PredictionRepo,
+    ReferenceRepo,
+    RevisionRepo,
+    StageRepo,
+    Store,
+    TaskRepo,
+)
+from retest.store.rows import (
+    AnnotationEvent,
+    ArtifactRecord,
+    BlacklistEvent,
+    CandidateRow,
     ClassRow,
     DuplicateVerdict,
     KeywordRow,
-    NearDupRepo,
     NeighbourList,
     NeighbourReview,
     PredictionRecord,
-    PredictionRepo,
-    ReferenceRepo,
     ReferenceRow,
     ReviewState,
     Revision,
     RevisionMember,
-    RevisionRepo,
     StageCheckpoint,
-    StageRepo,
-    Store,
-    TaskRepo,
     TaskRow,
     utc_now,
 )
@@ -457,7 +459,7 @@ class MemoryStore(Store):
 
     Examples
     --------
-    >>> from retest.store.base import ClassRow
+    >>> from retest.store.rows import ClassRow
     >>> with MemoryStore() as s:
     ...     s.classes.put([ClassRow(0, "cat")])
     ...     s.classes.by_name("cat").id

@@ -359,7 +359,7 @@ class SQLiteStore(Store):
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from retest.store.base import ClassRow
+    >>> from retest.store.rows import ClassRow
     >>> with tempfile.TemporaryDirectory() as d:
     ...     with SQLiteStore(pathlib.Path(d) / "retest.db") as s:
     ...         s.classes.put([ClassRow(0, "cat")])

@@ -14,7 +14,7 @@ from PIL import Image
 
 from retest.errors import NotFoundError
 from retest.pipeline.project import Project
-from retest.store.base import split_reference_id
+from retest.store.rows import split_reference_id
 
 __all__ = ["ItemImages"]
 

@@ -5,7 +5,7 @@ takes seconds once a campaign holds a million events. :class:`EventAggregates`
 instead reads each event once, in id order, and keeps what the pages need:
 
 * selection frequency per (item, class), by the one vote-counting rule of
-  :func:`retest.build.selection_frequency.aggregate_item_events` (one counted
+  :func:`retest.sampling.selection_frequency.aggregate_item_events` (one counted
   assignment per worker and task, the latest valid one); a newer assignment of a
   worker replaces the previous one's contribution instead of adding to it;
 * the latest ``select`` / ``verify`` answer per item;
@@ -33,7 +33,6 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
-from retest.build.selection_frequency import VALID_STATUSES, FrequencyStat
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import (
     SUSPECT_KIND,
@@ -41,7 +40,9 @@ from retest.pipeline.review_queue import (
     LabelErrorItem,
     label_error_queue,
 )
-from retest.store.base import AnnotationEvent, Store
+from retest.sampling.selection_frequency import VALID_STATUSES, FrequencyStat
+from retest.store.base import Store
+from retest.store.rows import AnnotationEvent
 from retest.store.sqlite import SQLiteStore
 from retest.store.sqlite_reader import (
     SQLiteReadStore,

@@ -2,7 +2,7 @@
 
 Selection frequencies come from :func:`retest.pipeline.sample.selection_frequencies`
 (``kind="task"`` events, Rejected assignments ignored), keyed by (item, class id);
-the five-bin histograms use :data:`retest.build.histogram.DEFAULT_BINS`. The
+the five-bin histograms use :data:`retest.sampling.histogram.DEFAULT_BINS`. The
 keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json``).
 """
 
@@ -20,13 +20,14 @@ from urllib.parse import unquote
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from retest.build.histogram import DEFAULT_BINS, bin_index, round_histogram
-from retest.build.selection_frequency import FrequencyStat
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.plan import verified_per_keyword
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, target_histograms
-from retest.store.base import Store, split_reference_id
+from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
+from retest.sampling.selection_frequency import FrequencyStat
+from retest.store.base import Store
+from retest.store.rows import split_reference_id
 
 __all__ = [
     "BIN_LABELS",

@@ -15,15 +15,15 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from retest.build.tasks import image_token
+from retest.labeling.tasks import image_token
 from retest.pipeline.dedup import record_review
 from retest.pipeline.review_queue import record_label_verdict
-from retest.store.base import (
+from retest.store.base import Store
+from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
     DuplicateVerdict,
     ReviewState,
-    Store,
 )
 from retest.web.deps import (
     UI_VERSION,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
-from retest.build.tasks import image_token
 from retest.errors import RetestError
+from retest.labeling.tasks import image_token
 from retest.web.deps import ImagesDep, RoleDep, StateDep
 
 router = APIRouter(prefix="/img", tags=["images"])

@@ -18,11 +18,12 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from retest.build.histogram import bin_index
-from retest.build.selection_frequency import FrequencyStat
-from retest.build.tasks import image_token
+from retest.labeling.tasks import image_token
 from retest.pipeline.revisions import review_states
-from retest.store.base import DuplicateVerdict, Store
+from retest.sampling.histogram import bin_index
+from retest.sampling.selection_frequency import FrequencyStat
+from retest.store.base import Store
+from retest.store.rows import DuplicateVerdict
 from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep
 from retest.web.live import Live
 from retest.web.views import (

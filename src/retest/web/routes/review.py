@@ -2,7 +2,7 @@
 statistics per class, keyword progress against the plan, and the label-error queue.
 
 The near-duplicate queue and "sufficiently reviewed" come from
-:mod:`retest.pipeline.dedup` / :mod:`retest.build.neardup` (one implementation
+:mod:`retest.pipeline.dedup` / :mod:`retest.dedup.rules` (one implementation
 shared with ``retest dedup queue``).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from retest.build.neardup import is_sufficiently_reviewed, review_thresholds
+from retest.dedup.rules import is_sufficiently_reviewed, review_thresholds
 from retest.pipeline.dedup import (
     candidate_infos,
     load_neighbours,

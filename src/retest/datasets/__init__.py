@@ -1,0 +1,1 @@
+"""Reference datasets (describe, fetch, load) and the file formats they come in."""

@@ -1,0 +1,448 @@
+"""Chunk-level machinery of the exact kNN engine (see :mod:`retest.dedup.knn`).
+
+Reference chunks are copied into reusable float32 buffers (a memmap's pages are
+released after each chunk) and scored with one float32 GEMM; running shortlists
+keep each query's k' best scores. The selection after each GEMM is one fused C loop
+(``_knn_kernel.c``, built on first use by :mod:`retest._native`) that reads each
+score once; without a compiler, numpy passes select the same entries.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest import _native
+from retest._parallel import available_cpus
+from retest.errors import ConfigError, InputValidationError
+
+INNER_BLOCK = 4096
+
+
+def _check_finite32(block: NDArray[np.float32], name: str, offset: int) -> None:
+    if not np.isfinite(block).all():
+        rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + offset
+        raise InputValidationError(
+            f"{name} contains NaN or infinite values (or values beyond float32 range) "
+            f"in rows {rows[:5].tolist()}. Remove or impute them first."
+        )
+
+
+def torch_module() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is optional
+        return None
+    return torch
+
+
+def drop_pages(arr: Any, r0: int, r1: int) -> None:
+    """Tell the kernel we are done with rows r0:r1 of a memmap (keeps RSS bounded)."""
+    mm = getattr(arr, "_mmap", None)
+    if not isinstance(arr, np.memmap) or mm is None or r1 <= r0:
+        return
+    try:
+        base = np.frombuffer(mm, dtype=np.uint8, count=1).ctypes.data
+        start = arr[r0:r1].ctypes.data - base
+        stop = start + (r1 - r0) * abs(arr.strides[0])
+        lo = (start // mmap.PAGESIZE) * mmap.PAGESIZE
+        mm.madvise(mmap.MADV_DONTNEED, lo, max(0, min(stop, len(mm)) - lo))
+    except (ValueError, OSError, AttributeError, TypeError):  # pragma: no cover
+        pass
+
+
+class Scorer:
+    """Float32 scores ``ẽ = ‖y‖² − 2x·y`` (or faiss top lists) per reference chunk."""
+
+    def __init__(
+        self,
+        backend: str,
+        xq: NDArray[np.float32],
+        rows: int,
+        xq_m2: NDArray[np.float32] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.xq = xq
+        nq, self.d = xq.shape
+        # −2·x (exact: a power of two) makes the GEMM yield −2 x·y, saving a pass
+        self.xq_m2 = None
+        if backend == "numpy" and self.d <= INNER_BLOCK:
+            self.xq_m2 = scaled_queries(xq) if xq_m2 is None else xq_m2
+        self.buf = np.empty((rows, self.d), dtype=np.float32)
+        self.out = np.empty(nq * rows, dtype=np.float32)
+        if backend == "torch":
+            torch = torch_module()
+            self.t_xq = torch.from_numpy(xq)
+            self.t_buf = torch.from_numpy(self.buf)
+            self.t_out = torch.from_numpy(self.out)
+
+    def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
+        chunk = self.buf[: r1 - r0]
+        np.copyto(chunk, refs[r0:r1], casting="unsafe")
+        if refs.dtype.kind == "f":
+            _check_finite32(chunk, "references", r0)
+        return chunk
+
+    def scores(
+        self, chunk: NDArray[np.float32], rn: NDArray[np.float64]
+    ) -> NDArray[Any]:
+        n, nq = chunk.shape[0], self.xq.shape[0]
+        if self.d > INNER_BLOCK:
+            acc = np.zeros((nq, n), dtype=np.float64)
+            for b0 in range(0, self.d, INNER_BLOCK):
+                b1 = min(self.d, b0 + INNER_BLOCK)
+                acc += self.xq[:, b0:b1] @ chunk[:, b0:b1].T
+            acc *= -2.0
+            acc += rn[None, :]
+            return acc
+        out = self.out[: nq * n].reshape(nq, n)
+        rn32 = rn.astype(np.float32)
+        if self.backend == "torch":
+            torch = torch_module()
+            torch.addmm(
+                torch.from_numpy(rn32)[None, :],
+                self.t_xq,
+                self.t_buf[:n].T,
+                beta=1,
+                alpha=-2,
+                out=self.t_out[: nq * n].view(nq, n),
+            )
+            return out
+        assert self.xq_m2 is not None
+        np.matmul(self.xq_m2, chunk.T, out=out)
+        out += rn32[None, :]
+        return out
+
+    def partial_scores(
+        self, chunk: NDArray[np.float32], rn: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
+        """Scores for the native selection: ``(−2x·y, rn32)`` when the norms are
+        still to be added (numpy engine: the C loop adds them while it reads),
+        else ``(ẽ, None)``."""
+        if self.xq_m2 is None or self.backend != "numpy":
+            return self.scores(chunk, rn), None
+        n, nq = chunk.shape[0], self.xq.shape[0]
+        out = self.out[: nq * n].reshape(nq, n)
+        np.matmul(self.xq_m2, chunk.T, out=out)
+        return out, rn.astype(np.float32)
+
+
+def scaled_queries(xq: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``−2·xq``, shared by the chunk threads of one query block."""
+    return np.multiply(xq, np.float32(-2.0))
+
+
+def _chunk_norms(
+    chunk: NDArray[np.float32], exact_small_int: bool
+) -> NDArray[np.float64]:
+    """Squared row norms in float64 (exact for 8-bit integer data)."""
+    n, d = chunk.shape
+    out = np.empty(n, dtype=np.float64)
+    if exact_small_int and d % 128 == 0:
+        # squares ≤ 255², so float32 partial sums of 128 of them are exact integers
+        for s in range(0, n, 256):
+            sq = chunk[s : s + 256] * chunk[s : s + 256]
+            out[s : s + 256] = (
+                sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
+            )
+        return out
+    for s in range(0, n, 512):
+        out[s : s + 512] = np.einsum(
+            "ij,ij->i", chunk[s : s + 512], chunk[s : s + 512], dtype=np.float64
+        )
+    return out
+
+
+@dataclass
+class Plan:
+    q_block: int
+    chunk: int
+    threads: int = 1
+
+
+def make_plan(
+    nq: int,
+    nr: int,
+    d: int,
+    budget: int,
+    chunk_size: int | None,
+    n_threads: int | None = None,
+) -> Plan:
+    """Block sizes: each chunk thread holds a chunk buffer and a score block."""
+    if budget < 2**20:
+        raise ConfigError(f"memory_budget must be at least 1 MiB. Got {budget} bytes.")
+    if n_threads is not None and n_threads < 1:
+        raise ConfigError(f"n_threads must be at least 1. Got {n_threads}.")
+    threads = n_threads or min(4, available_cpus())
+    chunk = min(nr, chunk_size or 8192)
+    chunk = max(1, min(chunk, budget // (4 * 4 * d * threads)))
+    n_chunks = -(-nr // chunk)
+    threads = max(1, min(threads, n_chunks))
+    # equal chunks, a multiple of the thread count: no thread idles at the end
+    n_chunks = -(-n_chunks // threads) * threads
+    chunk = max(1, -(-nr // n_chunks))
+    # queries + their −2·x copy + scores (+ mask and selection temporaries
+    # unless the native loop selects while it reads float32 scores)
+    per_q = 8 * d + (4 if native_selection(d) else 20) * chunk * threads
+    q_block = max(1, min(nq, (budget // 2) // per_q))
+    return Plan(q_block=q_block, chunk=chunk, threads=threads)
+
+
+@dataclass
+class Shortlist:
+    """Running k' smallest float32 scores per query (ties by index)."""
+
+    vals: NDArray[np.float64]
+    idx: NDArray[np.int64]
+    bnd: NDArray[np.float64]
+
+    @classmethod
+    def empty(cls, nq: int, kp: int) -> Shortlist:
+        return cls(
+            np.full((nq, kp), np.inf),
+            np.full((nq, kp), -1, np.int64),
+            np.zeros((nq, kp)),
+        )
+
+    def tau(self) -> NDArray[np.float64]:
+        return self.vals[:, -1]
+
+    def merge(
+        self,
+        rows: NDArray[np.int64],
+        idx: NDArray[np.int64],
+        vals: NDArray[np.float64],
+        bnd: NDArray[np.float64],
+    ) -> None:
+        if rows.size == 0:
+            return
+        kp = self.vals.shape[1]
+        ar, local = _groups(rows)
+        nloc = ar.size
+        r_all = np.concatenate([np.repeat(np.arange(nloc), kp), local])
+        v_all = np.concatenate([self.vals[ar].ravel(), vals])
+        i_all = np.concatenate([self.idx[ar].ravel(), idx])
+        b_all = np.concatenate([self.bnd[ar].ravel(), bnd])
+        order = _row_val_idx_order(r_all, v_all, i_all)
+        rs = r_all[order]
+        first = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+        rank = np.arange(rs.size) - np.repeat(first, np.diff(np.r_[first, rs.size]))
+        keep = order[rank < kp]
+        pos = (r_all[keep], rank[rank < kp])
+        for arr, src in ((self.vals, v_all), (self.idx, i_all), (self.bnd, b_all)):
+            sub = arr[ar]
+            sub[pos] = src[keep]
+            arr[ar] = sub
+
+    def absorb(
+        self,
+        scores: NDArray[np.float32],
+        rn32: NDArray[np.float32] | None,
+        rn: NDArray[np.float64],
+        r0: int,
+        ex: NDArray[np.int64] | None,
+        qn: NDArray[np.float64],
+        c: float,
+    ) -> None:
+        """Native selection + merge of one score block (``scores + rn32``)."""
+        fn = native_kernel()
+        assert fn is not None and scores.dtype == np.float32
+        nq, n = scores.shape
+        ex_p = None if ex is None else np.ascontiguousarray(ex, np.int64).ctypes.data
+        rn64 = np.ascontiguousarray(rn, np.float64)
+        fn.select(
+            nq, n, scores.ctypes.data, scores.strides[0] // 4,
+            None if rn32 is None else rn32.ctypes.data, rn64.ctypes.data, r0,
+            ex_p, qn.ctypes.data, c, self.vals.shape[1],
+            self.vals.ctypes.data, self.idx.ctypes.data, self.bnd.ctypes.data,
+        )  # fmt: skip
+
+    def merge_list(self, other: Shortlist) -> None:
+        """Merge another thread's shortlist (disjoint references) into this one."""
+        fn = native_kernel()
+        if fn is None:
+            rows, col = np.nonzero(other.idx >= 0)
+            self.merge(
+                rows, other.idx[rows, col], other.vals[rows, col], other.bnd[rows, col]
+            )
+            return
+        nq, kp = self.vals.shape
+        tmp = (np.empty(kp), np.empty(kp, np.int64), np.empty(kp))
+        arrays = (self.vals, self.idx, self.bnd, other.vals, other.idx, other.bnd)
+        fn.merge(nq, kp, *(a.ctypes.data for a in (*arrays, *tmp)))
+
+
+class _NativeFns:
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        p, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+        self.select = _native.function(
+            lib,
+            "knn_select_merge",
+            [i64, i64, p, i64, p, p, i64, p, p, f64, i64, p, p, p],
+        )
+        self.merge = _native.function(lib, "knn_merge_lists", [i64, i64, *[p] * 9])
+        self.sqdist = _native.function(
+            lib, "sqdist_u8", [i64, p, i64, p, i64, p, p, i64, p]
+        )
+
+    def sqdist_u8(
+        self,
+        queries: NDArray[np.uint8],
+        references: NDArray[np.uint8],
+        qi: NDArray[np.int64],
+        ri: NDArray[np.int64],
+        out: NDArray[np.float64],
+    ) -> bool:
+        """Exact integer ``Σ (x − y)²`` into ``out``; False if the layout does not fit
+        (rows must be byte-contiguous uint8)."""
+        arrays = (queries, references)
+        if any(a.dtype != np.uint8 or a.ndim != 2 or a.strides[1] != 1 for a in arrays):
+            return False
+        qi = np.ascontiguousarray(qi, np.int64)
+        ri = np.ascontiguousarray(ri, np.int64)
+        self.sqdist(
+            qi.size, queries.ctypes.data, queries.strides[0],
+            references.ctypes.data, references.strides[0],
+            qi.ctypes.data, ri.ctypes.data, queries.shape[1], out.ctypes.data,
+        )  # fmt: skip
+        return True
+
+
+_NATIVE_FNS: list[_NativeFns | None] = []
+
+
+def native_selection(d: int) -> bool:
+    """Whether the C loop selects: it reads float32 scores, and rows longer than
+    one float32 block are scored in float64."""
+    return d <= INNER_BLOCK and native_kernel() is not None
+
+
+def native_kernel() -> _NativeFns | None:
+    """The compiled selection loop (``_knn_kernel.c``), or ``None`` without a compiler
+    or with ``RETEST_NATIVE=0`` (the numpy selection gives the same shortlists)."""
+    if not _NATIVE_FNS:
+        lib = _native.load("dedup/_knn_kernel")
+        _NATIVE_FNS.append(None if lib is None else _NativeFns(lib))
+    return _NATIVE_FNS[0]
+
+
+def _groups(rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``np.unique(rows, return_inverse=True)``, without a sort when rows are sorted
+    (they are: selections come out in row-major order)."""
+    if rows.size > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+        return np.unique(rows, return_inverse=True)
+    new = np.r_[True, rows[1:] != rows[:-1]]
+    return rows[new], np.cumsum(new) - 1
+
+
+def _row_val_idx_order(
+    rows: NDArray[np.int64], vals: NDArray[np.float64], idx: NDArray[np.int64]
+) -> NDArray[np.intp]:
+    """Sort order by (row, value, index); −1 padding sorts after real indices.
+
+    Scores that are float32 values (all but the faiss backend's) pack value and
+    index into one uint64 key (IEEE bits made order-preserving), so the sort takes
+    two keys instead of three — about twice as fast on the merge's ~500k entries.
+    """
+    pad = np.where(idx < 0, np.iinfo(np.int64).max, idx)
+    v32 = vals.astype(np.float32) + np.float32(0.0)  # −0.0 → +0.0: they tie
+    if idx.size == 0 or int(idx.max()) >= 2**32 - 1 or not np.array_equal(v32, vals):
+        return np.lexsort((pad, vals, rows))
+    bits = v32.view(np.uint32).astype(np.uint64)
+    key = np.where(
+        bits >> np.uint64(31), ~bits & np.uint64(0xFFFFFFFF), bits | np.uint64(2**31)
+    )
+    key <<= np.uint64(32)
+    key |= np.where(idx < 0, 2**32 - 1, idx).astype(np.uint64)
+    return np.lexsort((key, rows))
+
+
+def nonzero2d(mask: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``np.nonzero`` of a C-ordered 2-d mask, ~10× faster for large sparse masks."""
+    flat = np.flatnonzero(mask).astype(np.int64, copy=False)
+    return flat // mask.shape[1], flat % mask.shape[1]
+
+
+def select_topk(
+    scores: NDArray[Any], tau: NDArray[np.float64], kp: int, backend: str
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row, col) of entries that may enter the shortlists."""
+    nq, n = scores.shape
+    t = tau.astype(scores.dtype)
+    mask = scores < t[:, None]
+    count = int(np.count_nonzero(mask))
+    if count <= 2 * nq * kp + (nq * n) // 16 or kp >= n:
+        return nonzero2d(mask)
+    if backend == "torch":
+        torch = torch_module()
+        _, ti = torch.topk(
+            torch.from_numpy(scores), kp, dim=1, largest=False, sorted=False
+        )
+        cols = ti.numpy().astype(np.int64)
+    else:
+        cols = np.argpartition(scores, kp - 1, axis=1)[:, :kp].astype(np.int64)
+    rows = np.repeat(np.arange(nq, dtype=np.int64), kp)
+    cols = cols.ravel()
+    ok = mask[rows, cols]
+    return rows[ok], cols[ok]
+
+
+def faiss_select(
+    xq: NDArray[np.float32],
+    qn: NDArray[np.float64],
+    chunk: NDArray[np.float32],
+    kp: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    import faiss
+
+    n = chunk.shape[0]
+    dist, ind = faiss.knn(xq, chunk, min(kp + 1, n))
+    rows = np.repeat(np.arange(xq.shape[0], dtype=np.int64), dist.shape[1])
+    cols = ind.ravel().astype(np.int64)
+    vals = dist.ravel().astype(np.float64) - qn[rows]
+    ok = cols >= 0
+    return rows[ok], cols[ok], vals[ok]
+
+
+class RefNorms:
+    """Reference norms computed once per row and reused by later query blocks."""
+
+    def __init__(self, nr: int, small_int: bool) -> None:
+        self.small_int = small_int
+        self.rn = np.zeros(nr)
+        self.done = np.zeros(nr, dtype=bool)
+
+    def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
+        r1 = r0 + chunk.shape[0]
+        if not self.done[r0:r1].all():
+            self.rn[r0:r1] = _chunk_norms(chunk, self.small_int)
+            self.done[r0:r1] = True
+        return self.rn[r0:r1]
+
+
+def mask_excluded(
+    scores: NDArray[Any], ex: NDArray[np.int64] | None, r0: int, r1: int
+) -> None:
+    if ex is None:
+        return
+    hit = np.flatnonzero((ex >= r0) & (ex < r1))
+    scores[hit, ex[hit] - r0] = np.inf
+
+
+def is_small_int(a: Any) -> bool:
+    return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
+
+
+def load_queries(
+    q: Any, q0: int, q1: int
+) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
+    np.copyto(xq, q[q0:q1], casting="unsafe")
+    if q.dtype.kind == "f":
+        _check_finite32(xq, "queries", q0)
+    return xq, _chunk_norms(xq, is_small_int(q))

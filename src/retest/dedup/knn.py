@@ -1,0 +1,613 @@
+"""Exact k-nearest neighbours under squared L2, streamed over large reference sets.
+
+The fast pass computes ``‖y‖² − 2 x·y`` with float32 matrix products (torch, numpy
+or faiss) over reference chunks sized to a memory budget and keeps a running
+shortlist per query. A float64 re-ranking of a provably safe shortlist then makes
+the returned top-k equal to a float64 brute force (bit-exact for integer pixel data).
+
+Error bound relied on
+---------------------
+Let ``u = 2**-24`` and ``m = min(d, 4096)`` (longer inner dimensions are split into
+float32 blocks of at most 4096 terms accumulated in float64). For any summation
+order of the float32 inner product (no Strassen, no reduced precision), the float32
+score ``ẽ`` of the exact ``e = ‖y‖² − 2 x·y`` satisfies::
+
+    |ẽ − e| ≤ B(x, y) = c · (‖x‖² + 2 ‖y‖²),   c = 1.1 (m + 4) u / (1 − (m + 4) u)
+
+(Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1: ``|fl(x·y) − x·y|
+≤ γ_m Σ|x_i y_i|``, plus input rounding ``(2u + u²) Σ|x_i y_i|``, the rounding of the
+norm and the final subtraction; ``2 Σ|x_i y_i| ≤ ‖x‖² + ‖y‖²``; the factor 1.1 covers
+the float64 steps). With ``T`` the k-th smallest ``ẽ`` of a query and ``B_T`` the
+largest bound among those k, every true top-k neighbour ``j`` has
+``ẽ_j ≤ T + B_T + B(x, y_j)``; all such candidates are re-ranked exactly. If a
+candidate may have been dropped from the bounded running shortlist, that query is
+re-scanned with a range pass, so the guarantee never depends on luck. The faiss
+backend computes ``‖x‖² + ‖y‖² − 2x·y`` with float32 norms; its bound is taken as
+``2c (‖x‖² + ‖y‖²)``.
+
+Exact distances are ``Σ (x_i − y_i)²`` accumulated in float64, per pair, so results
+do not depend on chunking (which is what makes a Dask run identical).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from retest._parallel import available_cpus
+from retest._progress import ProgressCallback, report
+from retest.dedup._knn_chunks import (
+    INNER_BLOCK,
+    Plan,
+    RefNorms,
+    Scorer,
+    Shortlist,
+    drop_pages,
+    faiss_select,
+    is_small_int,
+    load_queries,
+    make_plan,
+    mask_excluded,
+    native_kernel,
+    native_selection,
+    nonzero2d,
+    scaled_queries,
+    select_topk,
+    torch_module,
+)
+from retest.dedup._knn_inputs import validate_knn_inputs
+from retest.errors import ConfigError, InputValidationError
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "KnnResult",
+    "RangeResult",
+    "error_bound_constant",
+    "exact_sqdist",
+    "knn",
+    "knn_range",
+    "merge_knn",
+    "topk_from_pairs",
+    "validate_knn_inputs",
+]
+
+Backend = Literal["auto", "numpy", "torch", "faiss"]
+DEFAULT_MEMORY_BUDGET = 4 * 2**30
+_U = 2.0**-24
+
+
+@dataclass(frozen=True, slots=True)
+class KnnResult:
+    """Top-k neighbours per query, nearest first (ties by reference index).
+
+    ``indices`` (n_queries, k) int64 reference rows (−1 where ``pad`` left a gap);
+    ``distances`` (n_queries, k) float64 squared L2 (inf in gaps).
+    """
+
+    indices: NDArray[np.int64]
+    distances: NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """Pairs with ``low ≤ d ≤ high`` sorted by (query, distance, reference)."""
+
+    query: NDArray[np.int64]
+    reference: NDArray[np.int64]
+    distances: NDArray[np.float64]
+
+
+def error_bound_constant(d: int) -> float:
+    """The constant ``c`` of the module-level error bound for dimension ``d``."""
+    m = min(d, INNER_BLOCK) + 4
+    return 1.1 * m * _U / (1.0 - m * _U)
+
+
+# ----------------------------------------------------------------------------- input
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+_ENGINE: list[str] = []
+
+
+def _fastest_engine() -> str:
+    """'torch' or 'numpy', whichever single-threaded float32 GEMM is faster here.
+
+    Measured once per process (~0.1 s, best of 3 on a kernel-shaped product); the
+    choice only affects speed, never results (both passes are re-ranked exactly).
+    On the 2-core AMD EPYC used for the benchmarks, numpy's OpenBLAS beat torch's
+    MKL by ~10 % per thread.
+    """
+    if _ENGINE:
+        return _ENGINE[0]
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    torch = torch_module()
+    rng = np.random.default_rng(0)
+    a = rng.random((256, 1024), dtype=np.float32)
+    b = rng.random((2048, 1024), dtype=np.float32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    best = {"torch": np.inf, "numpy": np.inf}
+    with _one_thread_each("torch"), threadpool_limits(limits=1):
+        for _ in range(3):
+            for name, fn in (
+                ("torch", lambda: torch.mm(ta, tb.T)),
+                ("numpy", lambda: a @ b.T),
+            ):
+                t = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t)
+    _ENGINE.append("numpy" if best["numpy"] < best["torch"] else "torch")
+    return _ENGINE[0]
+
+
+def _pick_backend(backend: str) -> str:
+    if backend not in ("auto", "numpy", "torch", "faiss"):
+        raise ConfigError(
+            f"backend must be 'auto', 'numpy', 'torch' or 'faiss'. Got {backend!r}."
+        )
+    if backend == "auto":
+        return _fastest_engine() if torch_module() is not None else "numpy"
+    if backend == "torch" and torch_module() is None:
+        raise ConfigError("backend 'torch' needs torch: pip install 'retest[torch]'.")
+    if backend == "faiss":
+        try:
+            import faiss  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "backend 'faiss' needs faiss: pip install 'retest[faiss]'."
+            ) from None
+    return backend
+
+
+def _norms64(block: NDArray[Any]) -> NDArray[np.float64]:
+    if block.dtype == np.float32 and block.flags.c_contiguous:
+        b64 = block.astype(np.float64)
+    else:
+        b64 = np.asarray(block, dtype=np.float64)
+    return np.einsum("ij,ij->i", b64, b64)
+
+
+def exact_sqdist(
+    queries: NDArray[Any],
+    references: NDArray[Any],
+    qi: NDArray[np.int64],
+    ri: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """Float64 ``Σ (x − y)²`` for the pairs ``(queries[qi], references[ri])``.
+
+    Per-pair computation: the value does not depend on which other pairs are in the
+    batch. Exact for integer data (all partial sums are integers below 2**53).
+    """
+    out = np.empty(qi.shape[0], dtype=np.float64)
+    parts = min(available_cpus(), 4, qi.size // 20_000)
+    if parts > 1:  # per-pair values: splitting the pairs cannot change them
+        cuts = np.linspace(0, qi.size, parts + 1).astype(int)
+        sl = [slice(a, b) for a, b in itertools.pairwise(cuts)]
+
+        def one(s: slice) -> None:
+            out[s] = exact_sqdist(queries, references, qi[s], ri[s])
+
+        with ThreadPoolExecutor(parts) as pool:
+            list(pool.map(one, sl))
+        return out
+    if qi.size == 0:
+        return out
+    small_int = {queries.dtype.kind, references.dtype.kind} <= {"u", "i"} and max(
+        queries.dtype.itemsize, references.dtype.itemsize
+    ) == 1
+    order = np.argsort(ri, kind="stable")  # sorted reads are kind to memmaps
+    fns = native_kernel()
+    if fns is not None and out.flags.c_contiguous:
+        sorted_out = np.empty_like(out)
+        if fns.sqdist_u8(queries, references, qi[order], ri[order], sorted_out):
+            out[order] = sorted_out
+            return out
+    step = 256 if small_int else max(1, (16 * 2**20) // (8 * max(1, queries.shape[1])))
+    for s in range(0, order.size, step):
+        sel = order[s : s + step]
+        if small_int:  # int16 differences and int64 sums: exact and cache-friendly
+            rows16 = np.asarray(references[ri[sel]]).astype(np.int16)
+            rows16 -= np.asarray(queries[qi[sel]])
+            out[sel] = np.einsum("ij,ij->i", rows16, rows16, dtype=np.int64)
+            continue
+        rows = np.asarray(references[ri[sel]], dtype=np.float64)
+        rows -= np.asarray(queries[qi[sel]], dtype=np.float64)
+        out[sel] = np.einsum("ij,ij->i", rows, rows)
+    return out
+
+
+def _scan(
+    qdata: tuple[NDArray[np.float32], NDArray[np.float64]],
+    refs: Any,
+    plan: Plan,
+    backend: str,
+    norms: RefNorms,
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    ex: NDArray[np.int64] | None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """All pairs whose float32 score may lie in [lo, hi] (per query, plus bounds)."""
+    xq, qn = qdata
+    be = "numpy" if backend == "numpy" else ("torch" if torch_module() else "numpy")
+    sc = Scorer(be, xq, plan.chunk)
+    c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    out_q, out_r = [], []
+    for r0 in range(0, refs.shape[0], plan.chunk):
+        r1 = min(refs.shape[0], r0 + plan.chunk)
+        chunk = sc.load(refs, r0, r1)
+        rn = norms.get(chunk, r0)
+        s = sc.scores(chunk, rn)
+        mask_excluded(s, ex, r0, r1)
+        b = c * (qn[:, None] + 2.0 * rn[None, :])
+        qi, ri = nonzero2d((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
+        out_q.append(qi.astype(np.int64))
+        out_r.append(ri.astype(np.int64) + r0)
+        drop_pages(refs, r0, r1)
+    return np.concatenate(out_q), np.concatenate(out_r)
+
+
+def topk_from_pairs(
+    qi: NDArray[np.int64],
+    ri: NDArray[np.int64],
+    dist: NDArray[np.float64],
+    nq: int,
+    k: int,
+) -> KnnResult:
+    """Top-k per query from scored (query, reference) pairs; ties → smaller index.
+
+    Rows with fewer than ``k`` pairs are padded with index −1 and distance inf.
+    """
+    order = np.lexsort((ri, dist, qi))
+    qs = qi[order]
+    rank = np.arange(qs.size) - np.searchsorted(qs, qs, side="left")
+    keep = order[rank < k]
+    idx = np.full((nq, k), -1, dtype=np.int64)
+    dd = np.full((nq, k), np.inf)
+    pos = (qi[keep], rank[rank < k])
+    idx[pos] = ri[keep]
+    dd[pos] = dist[keep]
+    return KnnResult(indices=idx, distances=dd)
+
+
+def _knn_block(
+    q: Any,
+    q0: int,
+    q1: int,
+    refs: Any,
+    k: int,
+    plan: Plan,
+    backend: str,
+    norms: RefNorms,
+    ex: NDArray[np.int64] | None,
+    tick: Callable[[], None],
+) -> KnnResult:
+    """Top-k of queries q0:q1; reference chunks are shared out to ``plan.threads``.
+
+    Each thread keeps its own shortlist (own GEMM, selection and merge, so one
+    thread's selection overlaps the other's GEMM); the lists are merged at the end.
+    A candidate a thread dropped scored at or above that thread's k'-th value, which
+    is at or above the merged k'-th value, so the rescan rule of :func:`_finalize`
+    still covers it.
+    """
+    xq, qn = load_queries(q, q0, q1)
+    nr = refs.shape[0]
+    kp = min(nr, k + max(16, k))
+    c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    starts = list(range(0, nr, plan.chunk))
+    nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
+
+    be = backend if backend != "faiss" else "numpy"
+    fused = backend != "faiss" and native_selection(xq.shape[1])
+    xq_m2 = scaled_queries(xq) if be == "numpy" and xq.shape[1] <= INNER_BLOCK else None
+
+    def work(worker: int) -> Shortlist:
+        sl = Shortlist.empty(q1 - q0, kp)
+        sc = Scorer(be, xq, plan.chunk, xq_m2)
+        for n, r0 in enumerate(starts[worker::nt]):
+            r1 = min(nr, r0 + plan.chunk)
+            first = n == 0 and backend != "faiss" and not fused
+            for p0, p1 in _pieces(r0, r1, kp, first=first):
+                _scan_piece(sl, sc, p0, p1)
+            drop_pages(refs, r0, r1)
+            tick()
+        return sl
+
+    def _scan_piece(sl: Shortlist, sc: Scorer, r0: int, r1: int) -> None:
+        chunk = sc.load(refs, r0, r1)
+        rn = norms.get(chunk, r0)
+        if fused:
+            s, rn32 = sc.partial_scores(chunk, rn)
+            sl.absorb(s, rn32, rn, r0, ex, qn, c)
+            return
+        if backend == "faiss":
+            rows, cols, vals = faiss_select(xq, qn, chunk, kp)
+            if ex is not None:
+                ok = cols + r0 != ex[rows]
+                rows, cols, vals = rows[ok], cols[ok], vals[ok]
+        else:
+            s = sc.scores(chunk, rn)
+            mask_excluded(s, ex, r0, r1)
+            rows, cols = select_topk(s, sl.tau(), kp, backend)
+            vals = s[rows, cols].astype(np.float64)
+        sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+
+    if nt == 1:
+        sl = work(0)
+    else:
+        with _one_thread_each(backend), ThreadPoolExecutor(nt) as pool:
+            lists = list(pool.map(work, range(nt)))
+        sl = lists[0]
+        for other in lists[1:]:
+            sl.merge_list(other)
+    return _finalize(q, (xq, qn), refs, k, sl, plan, backend, norms, ex, q0, c)
+
+
+def _pieces(r0: int, r1: int, kp: int, *, first: bool) -> list[tuple[int, int]]:
+    """A thread's first chunk is scanned in doubling pieces (numpy selection only:
+    the native loop inserts into sorted shortlists and needs no warm-up).
+
+    With empty shortlists every score of the first chunk would need a full
+    per-row partition; a first piece of ``max(1024, 32·k')`` references sets each
+    query's threshold cheaply, and each doubling piece passes only about
+    ``k'/(references seen)`` of its scores on to the merge.
+    """
+    if not first:
+        return [(r0, r1)]
+    out, w = [], max(1024, 32 * kp)
+    while r1 - r0 > 2 * w:
+        out.append((r0, r0 + w))
+        r0, w = r0 + w, 2 * w
+    return [*out, (r0, r1)]
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_USERS = [0, 0]  # active single-threaded sections, saved torch thread count
+
+
+@contextmanager
+def _one_thread_each(backend: str) -> Iterator[None]:
+    """BLAS/torch at one thread per calling thread while chunk threads run.
+
+    Independent single-threaded GEMMs degrade gracefully when the cores are shared;
+    barrier-synchronised multi-threaded GEMMs stall whenever one of their threads is
+    descheduled. Nested/concurrent sections share one saved torch setting.
+    """
+    from threadpoolctl import threadpool_limits
+
+    torch = torch_module() if backend == "torch" else None
+    if torch is not None:
+        with _THREADS_LOCK:
+            if _THREADS_USERS[0] == 0:
+                _THREADS_USERS[1] = torch.get_num_threads()
+                torch.set_num_threads(1)
+            _THREADS_USERS[0] += 1
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        if torch is not None:
+            with _THREADS_LOCK:
+                _THREADS_USERS[0] -= 1
+                if _THREADS_USERS[0] == 0:
+                    torch.set_num_threads(_THREADS_USERS[1])
+
+
+def _finalize(
+    q: Any,
+    qdata: tuple[NDArray[np.float32], NDArray[np.float64]],
+    refs: Any,
+    k: int,
+    sl: Shortlist,
+    plan: Plan,
+    backend: str,
+    norms: RefNorms,
+    ex: NDArray[np.int64] | None,
+    q0: int,
+    c: float,
+) -> KnnResult:
+    xq, qn = qdata
+    nq = xq.shape[0]
+    kk = min(k, sl.vals.shape[1])
+    t = sl.vals[:, kk - 1]
+    bt = np.where(np.isfinite(sl.vals[:, :kk]), sl.bnd[:, :kk], 0.0).max(axis=1)
+    limit = t + bt
+    maxrn = float(norms.rn.max())
+    flagged = np.isfinite(t) & (sl.vals[:, -1] <= limit + c * (qn + 2.0 * maxrn))
+    cand = np.isfinite(sl.vals) & (sl.vals <= (limit[:, None] + sl.bnd))
+    cand[flagged] = False
+    qi, col = np.nonzero(cand)
+    ri = sl.idx[qi, col]
+    if flagged.any():
+        fl = np.flatnonzero(flagged)
+        sub_ex = None if ex is None else ex[fl]
+        fq, fr = _scan(
+            (xq[fl], qn[fl]),
+            refs,
+            plan,
+            backend,
+            norms,
+            np.full(fl.size, -np.inf),
+            limit[fl],
+            sub_ex,
+        )
+        qi = np.concatenate([qi, fl[fq]])
+        ri = np.concatenate([ri, fr])
+    dist = exact_sqdist(q, refs, qi + q0, ri)
+    return topk_from_pairs(qi, ri, dist, nq, k)
+
+
+def knn(
+    queries: ArrayLike,
+    references: ArrayLike,
+    k: int,
+    *,
+    exclude: ArrayLike | None = None,
+    exclude_self: bool = False,
+    pad: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+    n_threads: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> KnnResult:
+    """Exact k nearest references of each query under squared L2.
+
+    Parameters
+    ----------
+    queries : array of shape (n_queries, d) or (n_queries, H, W[, C])
+        uint8 / integer / float; may be a memmap.
+    references : array of shape (n_refs, d) or (n_refs, H, W[, C])
+        May be a memory-mapped array larger than RAM; it is streamed in chunks.
+    k : int
+        Neighbours per query.
+    exclude : array of shape (n_queries,), optional
+        Reference index to skip for each query (−1 for none), e.g. the query's own
+        row when the queries are part of the references.
+    exclude_self : bool
+        Shorthand for ``exclude=arange(n)`` when queries and references are the same.
+    pad : bool
+        Allow ``k`` above the available references; gaps get index −1 and
+        distance inf (used when merging partial results over reference shards).
+    memory_budget : int
+        Bytes the working buffers may use (default 4 GiB); sets the chunk sizes.
+    backend : {'auto', 'numpy', 'torch', 'faiss'}
+        Engine of the float32 pass; 'auto' takes whichever of torch and numpy
+        has the faster single-threaded GEMM on this machine (measured once).
+    chunk_size : int, optional
+        Reference rows per chunk (default from the budget, at most 8192).
+    n_threads : int, optional
+        Threads that each score their share of the reference chunks with a
+        single-threaded GEMM (default: CPU count, at most 4; faiss: 1, it threads
+        itself). The result does not depend on it.
+    progress : ProgressCallback, optional
+        Called as ``progress("knn", chunks_done, chunks_total)``.
+
+    Returns
+    -------
+    KnnResult
+        ``indices`` (n_queries, k) int64 and ``distances`` (n_queries, k) float64,
+        ascending, ties broken by the smaller reference index. Equal to a float64
+        brute force (see the module docstring for the bound that guarantees it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0, 0], [1, 0], [5, 5]], dtype=np.uint8)
+    >>> r = knn(x, x, 1, exclude_self=True, backend="numpy")
+    >>> r.indices.ravel().tolist(), r.distances.ravel().tolist()
+    ([1, 0, 1], [1.0, 1.0, 41.0])
+    """
+    q, refs, ex = validate_knn_inputs(
+        queries, references, k, exclude=exclude, exclude_self=exclude_self, pad=pad
+    )
+    be = _pick_backend(backend)
+    plan = make_plan(
+        q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size, n_threads
+    )
+    nq, nr = q.shape[0], refs.shape[0]
+    n_chunks = -(-nr // plan.chunk)
+    total = n_chunks * -(-nq // plan.q_block)
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        report(progress, "knn", done[0], total)
+
+    norms = RefNorms(nr, is_small_int(refs))
+    parts = []
+    for q0 in range(0, nq, plan.q_block):
+        q1 = min(nq, q0 + plan.q_block)
+        sub_ex = None if ex is None else ex[q0:q1]
+        parts.append(_knn_block(q, q0, q1, refs, int(k), plan, be, norms, sub_ex, tick))
+    return KnnResult(
+        indices=np.concatenate([p.indices for p in parts]),
+        distances=np.concatenate([p.distances for p in parts]),
+    )
+
+
+def merge_knn(parts: Sequence[KnnResult], k: int) -> KnnResult:
+    """Merge top-k lists computed over disjoint reference shards (global indices).
+
+    Entries with index −1 (padding) are ignored; the result keeps the ``k`` smallest
+    distances per query with ties broken by reference index.
+    """
+    if not parts:
+        raise InputValidationError("merge_knn needs at least one partial result.")
+    nq = parts[0].indices.shape[0]
+    if any(p.indices.shape[0] != nq for p in parts):
+        raise InputValidationError(
+            "partial kNN results disagree on the number of queries: "
+            f"{[p.indices.shape[0] for p in parts]}."
+        )
+    idx = np.concatenate([p.indices for p in parts], axis=1)
+    dist = np.concatenate([p.distances for p in parts], axis=1)
+    qi, col = np.nonzero(idx >= 0)
+    return topk_from_pairs(qi.astype(np.int64), idx[qi, col], dist[qi, col], nq, k)
+
+
+def knn_range(
+    queries: ArrayLike,
+    references: ArrayLike,
+    *,
+    low: float,
+    high: float,
+    exclude: ArrayLike | None = None,
+    exclude_self: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> RangeResult:
+    """All (query, reference) pairs with ``low ≤ squared L2 ≤ high``, exactly.
+
+    The CIFAR-10.1 helper ``find_near_self_duplicates(images, ind, low, high)`` works
+    on plain L2; pass ``low**2`` and ``high**2``. Candidates from the float32 pass
+    are widened by the error bound of the module docstring and checked in float64.
+    """
+    q, refs, ex = validate_knn_inputs(
+        queries, references, None, exclude=exclude, exclude_self=exclude_self
+    )
+    if not low <= high:
+        raise ConfigError(f"knn_range needs low ≤ high. Got low={low}, high={high}.")
+    be = _pick_backend(backend)
+    plan = make_plan(
+        q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size
+    )
+    norms = RefNorms(refs.shape[0], is_small_int(refs))
+    out_q, out_r, out_d = [], [], []
+    nq = q.shape[0]
+    for q0 in range(0, nq, plan.q_block):
+        q1 = min(nq, q0 + plan.q_block)
+        xq, qn = load_queries(q, q0, q1)
+        qi, ri = _scan(
+            (xq, qn),
+            refs,
+            plan,
+            be,
+            norms,
+            low - qn,
+            high - qn,
+            None if ex is None else ex[q0:q1],
+        )
+        dist = exact_sqdist(q, refs, qi + q0, ri)
+        ok = (dist >= low) & (dist <= high)
+        out_q.append(qi[ok] + q0)
+        out_r.append(ri[ok])
+        out_d.append(dist[ok])
+        report(progress, "knn_range", q1, nq)
+    qa, ra, da = np.concatenate(out_q), np.concatenate(out_r), np.concatenate(out_d)
+    order = np.lexsort((ra, da, qa))
+    return RangeResult(query=qa[order], reference=ra[order], distances=da[order])

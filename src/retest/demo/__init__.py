@@ -1,0 +1,1 @@
+"""The showcase runs behind `retest demo` and `retest compare --example`."""

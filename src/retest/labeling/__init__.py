@@ -1,0 +1,1 @@
+"""Keywords, keyword plans and crowd labeling tasks."""

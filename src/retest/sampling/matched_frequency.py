@@ -1,0 +1,233 @@
+"""MatchedFrequency sampler (ImageNetV2 ``b``, SPEC §5.4).
+
+Per class, the new images reproduce the original images' histogram over five
+selection-frequency bins:
+
+1. target = :func:`~retest.sampling.histogram.round_histogram` of the class's
+   original-image histogram to ``per_class`` (invalid class when the histogram
+   rests on fewer than 20 annotated originals);
+2. carry-over: still-eligible previous members grouped by their *current* bin;
+   a bin keeps all of them if they fit its target, else a random subset;
+3. fill: each bin draws its missing images from its id-sorted eligible pool;
+4. upward sampling: every slot a bin could not fill takes one image from the
+   first higher bin with images left, preferring a previous member (smallest
+   id — the original took "the first element of a set intersection", whose order
+   is arbitrary), else a random one. All bins are filled (step 3) before any
+   upward sampling, so a lower bin never takes images a higher bin needs;
+5. metadata records the targets, exclusions, carry-over and every upward draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from retest._validation import RandomStateLike
+from retest.errors import ConfigError
+from retest.sampling.base import (
+    ClassShortfall,
+    SampleMember,
+    SampleResult,
+    check_per_class,
+    class_generators,
+    draw,
+    finish,
+    register_sampler,
+    required_classes,
+)
+from retest.sampling.eligibility import CandidateInfo, EligibilityRules, split_eligible
+from retest.sampling.histogram import (
+    DEFAULT_BINS,
+    bin_index,
+    check_bins,
+    round_histogram,
+)
+from retest.sampling.selection_frequency import TargetHistogram
+
+__all__ = ["sample_matched_frequency"]
+
+
+@register_sampler(
+    "matched-frequency",
+    summary="per_class images matching the originals' selection-frequency histogram",
+    revision=True,
+    tag="b",
+    inputs=(
+        "targets",
+        "per_class",
+        "previous",
+        "classes",
+        "min_annotations",
+        "allow_upward",
+    ),
+)
+def sample_matched_frequency(
+    pool: Sequence[CandidateInfo],
+    targets: Mapping[str, TargetHistogram],
+    *,
+    random_state: RandomStateLike,
+    per_class: int = 10,
+    min_annotations: int = 10,
+    require_reviewed: bool = True,
+    allow_upward: bool = True,
+    previous: Iterable[str] | None = None,
+    classes: Iterable[str] | None = None,
+    bins: Sequence[float] = DEFAULT_BINS,
+) -> SampleResult:
+    """Sample ``per_class`` images per class matching the original histogram.
+
+    Parameters
+    ----------
+    pool : sequence of CandidateInfo
+        All candidates; ineligible ones are excluded and counted in the report.
+    targets : mapping of class name to TargetHistogram
+        From :func:`~retest.sampling.selection_frequency.class_target_histograms`.
+    random_state : int or numpy.random.Generator
+    per_class : int
+    min_annotations : int
+        Candidates need this many valid assignments.
+    allow_upward : bool
+        Fill short bins from higher bins (step 4); otherwise the class is short.
+    previous : iterable of str, optional
+        Member ids of the parent revision (carry-over).
+    classes : iterable of str, optional
+        Classes to sample; default: every class in ``targets`` or ``pool``.
+
+    Returns
+    -------
+    SampleResult
+        Invalid, with a per-class shortfall (missing count per bin), when a class
+        has an invalid target histogram or too few candidates.
+    """
+    per_class = check_per_class(per_class)
+    edges = check_bins(bins)
+    rules = EligibilityRules(min_annotations, None, {}, require_reviewed)
+    eligible, report = split_eligible(pool, rules, bins=edges)
+    names = (
+        required_classes(pool, classes)
+        if classes is not None
+        else sorted(set(targets) | {c.class_name for c in pool})
+    )
+    rngs = class_generators(random_state, names)
+    prev = frozenset(previous or ())
+    members: list[SampleMember] = []
+    short: list[ClassShortfall] = []
+    meta: dict[str, Any] = {"targets": {}, "carried_over": {}, "upward_sampled": {}}
+    for name in names:
+        hist = targets.get(name)
+        if hist is None or not hist.is_valid:
+            n = 0 if hist is None else hist.n_images
+            short.append(
+                ClassShortfall(
+                    name, per_class, 0, "invalid_target_histogram", (("originals", n),)
+                )
+            )
+            continue
+        target = round_histogram(hist.counts, per_class)
+        if len(target) != len(edges) + 1:
+            raise _bins_mismatch(name, hist, edges)
+        chosen, missing = _sample_class(
+            name, eligible.get(name, []), target, prev, rngs[name], edges, allow_upward
+        )
+        members += chosen
+        meta["targets"][name] = {
+            "original_counts": list(hist.counts),
+            "n_originals": hist.n_images,
+            "target": target,
+        }
+        meta["carried_over"][name] = sum(m.how == "carried" for m in chosen)
+        meta["upward_sampled"][name] = [
+            [m.id, m.target_bin, m.bin] for m in chosen if m.how == "upward"
+        ]
+        if any(missing):
+            short.append(
+                ClassShortfall(
+                    name,
+                    per_class,
+                    len(chosen),
+                    "too_few_eligible",
+                    tuple((f"bin {b}", k) for b, k in enumerate(missing) if k),
+                )
+            )
+    meta["exclusions"] = report.as_dict()
+    params = {
+        "per_class": per_class,
+        "histogram_bins": list(edges),
+        "allow_upward_sampling": allow_upward,
+        **rules.as_dict(),
+    }
+    return finish(
+        "matched-frequency",
+        members,
+        short,
+        parameters=params,
+        metadata=meta,
+        random_state=random_state,
+    )
+
+
+def _bins_mismatch(
+    name: str, hist: TargetHistogram, edges: tuple[float, ...]
+) -> ConfigError:
+    return ConfigError(
+        f"target histogram of class {name!r} has {len(hist.counts)} bins but the "
+        f"sampler uses {len(edges) + 1} (edges {list(edges)}); compute both with the "
+        "same bins."
+    )
+
+
+def _sample_class(
+    name: str,
+    cands: Sequence[CandidateInfo],
+    target: Sequence[int],
+    prev: frozenset[str],
+    rng: np.random.Generator,
+    edges: tuple[float, ...],
+    allow_upward: bool,
+) -> tuple[list[SampleMember], list[int]]:
+    """Steps 2–4 for one class; returns the members and the missing count per bin."""
+    nb = len(target)
+    pools: list[list[str]] = [[] for _ in range(nb)]
+    for c in sorted(cands, key=lambda c: c.id):
+        pools[bin_index(c.frequency, edges)].append(c.id)
+    out: list[SampleMember] = []
+    missing = [0] * nb
+    for b in range(nb):
+        prev_here = [i for i in pools[b] if i in prev]
+        carried = (
+            prev_here
+            if len(prev_here) <= target[b]
+            else draw(rng, prev_here, target[b])
+        )
+        taken = frozenset(carried)
+        pools[b] = [i for i in pools[b] if i not in taken]
+        out += [SampleMember(i, name, "carried", b, b) for i in carried]
+        need = target[b] - len(carried)
+        new = draw(rng, pools[b], need)
+        got = frozenset(new)
+        pools[b] = [i for i in pools[b] if i not in got]
+        out += [SampleMember(i, name, "sampled", b, b) for i in new]
+        missing[b] = need - len(new)
+    if allow_upward:
+        for b in range(nb):
+            while missing[b]:
+                pick = _pick_upward(pools, b, prev, rng)
+                if pick is None:
+                    break
+                src, cid = pick
+                pools[src].remove(cid)
+                out.append(SampleMember(cid, name, "upward", src, b))
+                missing[b] -= 1
+    return out, missing
+
+
+def _pick_upward(
+    pools: list[list[str]], b: int, prev: frozenset[str], rng: np.random.Generator
+) -> tuple[int, str] | None:
+    for src in range(b + 1, len(pools)):
+        if pools[src]:
+            preferred = [i for i in pools[src] if i in prev]
+            return src, preferred[0] if preferred else draw(rng, pools[src], 1)[0]
+    return None
