@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from retest.store.artifacts import PixelArray
-from retest.store.memory import MemoryStore
 from retest.store.rows import AnnotationEvent, CandidateRow, content_id
 from retest.store.sqlite import SQLiteStore
 
@@ -98,9 +97,6 @@ def main() -> None:
 
     res["sqlite_candidates_add_per_s"] = _median_rate(n, store_add)
     res["raw_sqlite_executemany_per_s"] = _median_rate(n, raw_sqlite)
-    res["memory_candidates_add_per_s"] = _median_rate(
-        n, lambda d: MemoryStore().candidates.add(rows)
-    )
 
     def reingest(d: Path) -> None:  # the idempotent re-run: everything is a duplicate
         with SQLiteStore(d / "retest.db") as s:

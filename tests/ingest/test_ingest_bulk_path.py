@@ -18,7 +18,6 @@ from retest.sources.arrays import TinyImagesSource
 from retest.sources.base import ColumnItems, SourceItem
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
-from retest.store.memory import MemoryStore
 from retest.store.rows import CandidateRow
 
 KWS = ["ant"] * 70 + ["bee"] * 50 + ["cow"] * 80
@@ -57,7 +56,7 @@ def test_column_items_behave_like_the_list_of_items() -> None:
         items[3]
 
 
-@pytest.mark.parametrize("batch", [16, 64, 1000])
+@pytest.mark.parametrize("batch", [16, 32, 64, 1000])
 def test_bulk_ingest_stores_each_content_once_in_source_order(
     tmp_path: Path, ti, batch: int
 ) -> None:
@@ -86,29 +85,21 @@ def test_bulk_ingest_stores_each_content_once_in_source_order(
         assert store.candidates.count() == len(want) and again.new == rep.new
 
 
-def test_bulk_ingest_into_the_memory_store_matches(tmp_path: Path, ti) -> None:
-    folder, _ = ti
-    mem = MemoryStore()
-    rep = ingest_source(mem, tmp_path, _source(folder), batch_size=32)
-    assert rep.new == 197 and mem.candidates.count() == 197
-
-
 def test_existing_and_add_tuples_over_many_ids(tmp_path: Path) -> None:
     ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2500)]
     rows = [(c, "s", str(i), None, None, None, None, None, None, 1, 1, "a", i,
              None, {"k": i} if i % 2 else None) for i, c in enumerate(ids)]  # fmt: skip
-    for store in (open_store(tmp_path / "x.db"), MemoryStore()):
-        with store:
-            assert store.candidates.add_tuples(rows[::2]) == 1250
-            probe = [*ids, "nope", ids[0]]
-            assert store.candidates.existing(probe) == set(ids[::2])
-            assert store.candidates.existing([]) == set()
-            assert store.candidates.add_tuples(rows) == 1250
-            assert store.candidates.get(ids[3]) == CandidateRow(*rows[3])
-            assert store.candidates.get(ids[4]).extra == {}
+    with open_store(tmp_path / "x.db") as store:
+        assert store.candidates.add_tuples(rows[::2]) == 1250
+        probe = [*ids, "nope", ids[0]]
+        assert store.candidates.existing(probe) == set(ids[::2])
+        assert store.candidates.existing([]) == set()
+        assert store.candidates.add_tuples(rows) == 1250
+        assert store.candidates.get(ids[3]) == CandidateRow(*rows[3])
+        assert store.candidates.get(ids[4]).extra == {}
 
 
-def test_add_columns_equals_add_in_both_stores(tmp_path: Path) -> None:
+def test_add_columns_equals_add(tmp_path: Path) -> None:
     ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3000)]
     refs = [str(i) for i in range(3000)]
     classes = [None if i % 7 == 0 else i % 3 for i in range(3000)]
@@ -119,23 +110,22 @@ def test_add_columns_equals_add_in_both_stores(tmp_path: Path) -> None:
                      array_row=n)
         for c, r, k, w, n in zip(ids, refs, classes, kws, rows, strict=True)
     ]  # fmt: skip
-    for store in (open_store(tmp_path / "x.db"), MemoryStore()):
-        with store:
-            cand = store.candidates
-            half = slice(0, 3000, 2)
-            n = cand.add_columns(ids[half], refs[half], classes[half], kws[half],
-                                 rows[half], source="ti", width=32, height=32,
-                                 array_name="a")  # fmt: skip
-            assert n == 1500
-            # already stored ids are ignored; new ones keep column order
-            n = cand.add_columns(ids[::-1], refs[::-1], classes[::-1], kws[::-1],
-                                 rows[::-1], source="ti", width=32, height=32,
-                                 array_name="a")  # fmt: skip
-            assert n == 1500 and cand.add_columns([], [], [], [], [], source="ti",
-                width=32, height=32, array_name="a") == 0  # fmt: skip
-            got = list(cand.iter())
-            assert got == want[half] + want[1::2][::-1]
-            assert cand.get(ids[5]) == want[5] and cand.get(ids[0]).class_id is None
+    with open_store(tmp_path / "x.db") as store:
+        cand = store.candidates
+        half = slice(0, 3000, 2)
+        n = cand.add_columns(ids[half], refs[half], classes[half], kws[half],
+                             rows[half], source="ti", width=32, height=32,
+                             array_name="a")  # fmt: skip
+        assert n == 1500
+        # already stored ids are ignored; new ones keep column order
+        n = cand.add_columns(ids[::-1], refs[::-1], classes[::-1], kws[::-1],
+                             rows[::-1], source="ti", width=32, height=32,
+                             array_name="a")  # fmt: skip
+        assert n == 1500 and cand.add_columns([], [], [], [], [], source="ti",
+            width=32, height=32, array_name="a") == 0  # fmt: skip
+        got = list(cand.iter())
+        assert got == want[half] + want[1::2][::-1]
+        assert cand.get(ids[5]) == want[5] and cand.get(ids[0]).class_id is None
 
 
 def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:

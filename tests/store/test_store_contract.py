@@ -1,4 +1,4 @@
-"""One contract suite for every Store implementation (SQLite file and memory)."""
+"""The Store contract: every repository method, on a SQLite store in a temporary folder."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from retest.errors import NotFoundError, StoreError
 from retest.store._sqlite_schema import SCHEMA_VERSION
 from retest.store.base import Store
-from retest.store.memory import MemoryStore
 from retest.store.rows import (
     AnnotationEvent,
     ArtifactRecord,
@@ -38,13 +37,9 @@ from retest.store.rows import (
 from retest.store.sqlite import SQLiteStore
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store = (
-        SQLiteStore(tmp_path / "retest.db")
-        if request.param == "sqlite"
-        else MemoryStore()
-    )
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s: Store = SQLiteStore(tmp_path / "retest.db")
     yield s
     s.close()
 
@@ -304,6 +299,58 @@ def test_artifacts_stages_predictions(store: Store) -> None:
         store.predictions.get("vgg", dataset="r-0")
 
 
+def test_array_and_file_refs(store: Store) -> None:
+    """What ``check`` and ingest's resume read: rows per pixel array, file paths."""
+    assert store.references.max_array_row("ref") == -1
+    store.references.add(
+        [ReferenceRow("train", i, 0, f"c{i}", array_name=a, array_row=r)
+         for i, (a, r) in enumerate([("ref", 4), ("ref", 9), ("other", 30)])]
+        + [ReferenceRow("test", 0, 0, "c", array_name="ref")]
+    )  # fmt: skip
+    assert store.references.max_array_row("ref") == 9
+    assert store.references.max_array_row("other") == 30
+    derived = {"thumb": "images/x.t", "big": "images/x.b"}
+    rows = [
+        _cand(0, array_name="a", array_row=5),
+        _cand(1, array_name="b", array_row=50),
+        _cand(2, array_name="a", array_row=2),
+        _cand(3, file_path="images/x", extra={"derived": derived}),
+        _cand(4, file_path="images/y"),
+        _cand(5, array_name="a"),  # no row: not a pixel reference
+    ]
+    store.candidates.add(rows)
+    assert list(store.candidates.array_refs("a")) == [(rows[0].id, 5), (rows[2].id, 2)]
+    assert store.candidates.max_array_row("a") == 5
+    assert store.candidates.max_array_row("b") == 50
+    assert store.candidates.max_array_row("ref") == -1
+    assert sorted(store.candidates.file_refs()) == sorted(
+        [(rows[3].id, "images/x", ["images/x.b", "images/x.t"]),
+         (rows[4].id, "images/y", [])]
+    )  # fmt: skip
+
+
+def test_record_import_adds_events_and_sets_statuses(store: Store) -> None:
+    store.annotations.add([AnnotationEvent("w", "task", 0, "a", 1, assignment_id="s1")])
+    store.annotations.record_import(
+        [AnnotationEvent("v", "task", 0, "a", 0, assignment_id="s2"),
+         AnnotationEvent("v", "task", 0, "b", 1, assignment_id="s2")],
+        {"s1": "Approved", "s2": "Rejected"},
+    )  # fmt: skip
+    got = [(e.item_id, e.assignment_status) for e in store.annotations.list()]
+    assert got == [("a", "Approved"), ("a", "Rejected"), ("b", "Rejected")]
+    assert store.annotations.item_counts(kinds=["task"]) == {"a": (1, 1)}
+
+
+def test_stages_forget_one_checkpoint(store: Store) -> None:
+    store.stages.mark(StageCheckpoint("dedup", "k1"))
+    store.stages.mark(StageCheckpoint("dedup", "k2"))
+    store.stages.mark(StageCheckpoint("ingest", "k1"))
+    assert store.stages.forget("dedup", "k1") is True
+    assert store.stages.forget("dedup", "k1") is False
+    assert store.stages.done_keys("dedup") == {"k2"}
+    assert store.stages.done_keys("ingest") == {"k1"}
+
+
 _events = st.lists(
     st.tuples(
         st.sampled_from(["a", "b", "c"]), st.booleans(), st.sampled_from(["x", "y"])
@@ -315,7 +362,7 @@ _events = st.lists(
 @settings(max_examples=40, deadline=None)
 @given(events=_events)
 def test_blacklist_current_matches_replay(events: list[tuple[str, bool, str]]) -> None:
-    """Property: the derived blacklist equals a replay of the events, in both stores."""
+    """Property: the derived blacklist equals a replay of the events."""
     expected: dict[str, str] = {}
     for item, undo, reason in events:
         if undo:
@@ -325,12 +372,9 @@ def test_blacklist_current_matches_replay(events: list[tuple[str, bool, str]]) -
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        for s in (MemoryStore(), SQLiteStore(Path(d) / "retest.db")):
-            with s:
-                s.blacklist.add(
-                    BlacklistEvent(i, r, "me", undo=u) for i, u, r in events
-                )
-                assert s.blacklist.current() == dict(sorted(expected.items()))
+        with SQLiteStore(Path(d) / "retest.db") as s:
+            s.blacklist.add(BlacklistEvent(i, r, "me", undo=u) for i, u, r in events)
+            assert s.blacklist.current() == dict(sorted(expected.items()))
 
 
 def test_sqlite_persists_and_refuses_newer_schema(tmp_path: Path) -> None:

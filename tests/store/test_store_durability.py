@@ -26,30 +26,31 @@ from retest.store.artifacts import (
     write_image_file,
     write_parquet,
 )
-from retest.store.memory import MemoryStore
 from retest.store.rows import content_id
 from retest.store.sqlite import SQLiteStore
 
 
 def test_atomic_write_and_manifest(tmp_path: Path) -> None:
-    store = MemoryStore()
-    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
-    rec = save_npy(store, tmp_path, "arrays/a.npy", a, stage="t", params={"x": 1})
-    assert rec.path == "arrays/a.npy" and rec.version
-    assert store.artifacts.get("arrays/a.npy") == rec
-    assert rec.sha256 == sha256_file(tmp_path / "arrays/a.npy")
-    m = read_npy(tmp_path / "arrays/a.npy")
-    assert isinstance(m, np.memmap) and np.array_equal(m, a)
-    rec2 = save_json(store, tmp_path, "reports/x.json", {"b": 1, "a": [1]}, stage="t")
-    text = (tmp_path / "reports/x.json").read_text()
-    assert text.index('"a"') < text.index('"b"') and text.endswith("\n")
-    verify_file(tmp_path / rec2.path, rec2.sha256)
-    (tmp_path / rec2.path).write_text("{}")
-    with pytest.raises(DataIntegrityError, match="sha256 mismatch"):
+    with SQLiteStore(tmp_path / "retest.db") as store:
+        a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+        rec = save_npy(store, tmp_path, "arrays/a.npy", a, stage="t", params={"x": 1})
+        assert rec.path == "arrays/a.npy" and rec.version
+        assert store.artifacts.get("arrays/a.npy") == rec
+        assert rec.sha256 == sha256_file(tmp_path / "arrays/a.npy")
+        m = read_npy(tmp_path / "arrays/a.npy")
+        assert isinstance(m, np.memmap) and np.array_equal(m, a)
+        rec2 = save_json(
+            store, tmp_path, "reports/x.json", {"b": 1, "a": [1]}, stage="t"
+        )
+        text = (tmp_path / "reports/x.json").read_text()
+        assert text.index('"a"') < text.index('"b"') and text.endswith("\n")
         verify_file(tmp_path / rec2.path, rec2.sha256)
-    with pytest.raises(DataIntegrityError, match="missing"):
-        read_npy(tmp_path / "nope.npy")
-    assert not list(tmp_path.rglob("*.tmp"))  # no temp files left behind
+        (tmp_path / rec2.path).write_text("{}")
+        with pytest.raises(DataIntegrityError, match="sha256 mismatch"):
+            verify_file(tmp_path / rec2.path, rec2.sha256)
+        with pytest.raises(DataIntegrityError, match="missing"):
+            read_npy(tmp_path / "nope.npy")
+        assert not list(tmp_path.rglob("*.tmp"))  # no temp files left behind
 
 
 def test_atomic_write_keeps_old_file_on_failure(

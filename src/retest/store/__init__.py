@@ -1,5 +1,6 @@
-"""The project store: repository interfaces (:mod:`retest.store.base`), a SQLite and an
-in-memory implementation, and on-disk artifacts (:mod:`retest.store.artifacts`)."""
+"""The project store: repository interfaces (:mod:`retest.store.base`), their SQLite
+implementation (:mod:`retest.store.sqlite`), and on-disk artifacts
+(:mod:`retest.store.artifacts`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from retest.store.base import Store
 __all__ = ["Store", "open_store"]
 
 
-def open_store(path: str | Path | None = None) -> Store:
-    """Open the SQLite store at ``path`` (created if missing), or a fresh in-memory
-    store when ``path`` is None."""
-    if path is None:
-        from retest.store.memory import MemoryStore
+def open_store(path: str | Path) -> Store:
+    """Open the SQLite store at ``path`` (created if missing; its folder must exist).
 
-        return MemoryStore()
+    Tests and notebooks that want a throwaway store open one in a temporary folder.
+    """
+    # imported here so that retest.store.SQLiteStore is not a second import path
     from retest.store.sqlite import SQLiteStore
 
     return SQLiteStore(path)

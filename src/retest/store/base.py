@@ -35,8 +35,9 @@ Conventions
 * Every write is one transaction; iterables are inserted in batches.
 * All methods take keyword-only arguments except the one essential positional input.
 
-The row records and id helpers are defined in :mod:`retest.store.rows`. Implementations: :class:`retest.store.sqlite.SQLiteStore` (the project's ``retest.db``)
-and :class:`retest.store.memory.MemoryStore`; both pass ``tests/store/test_store_contract.py``.
+The row records and id helpers are defined in :mod:`retest.store.rows`. The
+implementation is :class:`retest.store.sqlite.SQLiteStore` (the project's ``retest.db``);
+``tests/store/test_store_contract.py`` checks it against these conventions.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import builtins
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from retest.store.rows import (
     AnnotationEvent,
@@ -487,7 +488,6 @@ class Store(ABC):
     Use as a context manager or call :meth:`close`.
     """
 
-    kind: Literal["sqlite", "memory"]
     classes: ClassRepo
     references: ReferenceRepo
     candidates: CandidateRepo

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from retest.errors import DataIntegrityError, StoreError
 from retest.store._sqlite_candidates import (
@@ -366,8 +366,6 @@ class SQLiteStore(Store):
     ...         s.classes.list()[0].name
     'cat'
     """
-
-    kind: Literal["sqlite", "memory"] = "sqlite"
 
     def __init__(
         self, path: str | Path, *, timeout: float = 60.0, verify: bool = True
