@@ -96,6 +96,7 @@ _LAYER = {
     "cli": 4,
     "web": 4,
     "demo": 4,
+    "api": 4,
 }
 
 

@@ -429,7 +429,48 @@ def load_dataset(
     progress: ProgressCallback | None = None,
     **options: Any,
 ) -> LabeledSet:
-    """Load one split of dataset ``name``; with ``download=True`` fetch it first."""
+    """Load one split of dataset ``name``; with ``download=True`` fetch it first.
+
+    Parameters
+    ----------
+    name : str
+        A registered dataset: ``cifar10``, ``cifar10_1``, ``fashion_mnist``,
+        ``imagenet_v2`` (:func:`dataset_names`).
+    split : str
+        ``"test"`` or, where the dataset has one, ``"train"``.
+    root : path-like, optional
+        Folder holding the files; default the dataset's own (Debian's copy of
+        Fashion-MNIST when installed, else under :func:`default_data_root`).
+    version : str, optional
+        Version or variant (``cifar10_1``: v4, v6; ``imagenet_v2``: three).
+    download : bool
+        Fetch the files first (idempotent, sha256-checked).
+    progress : ProgressCallback, optional
+        Download progress.
+    **options
+        Passed to the dataset source (mirror, checksums, retries, timeout).
+
+    Returns
+    -------
+    LabeledSet
+        ``labels`` (int64), ``class_names`` and uint8 ``images`` (N, H, W[, C]).
+
+    Raises
+    ------
+    UnknownNameError
+        No dataset called ``name`` (with close matches).
+    ConfigError
+        An unknown split or version.
+    DataIntegrityError
+        The files are missing or fail their checksum (the message gives the
+        ``retest datasets fetch`` command).
+
+    Examples
+    --------
+    >>> test = load_dataset("fashion_mnist", "test")  # dataset-fashion-mnist
+    >>> test.images.shape, test.labels[:5].tolist(), test.class_names[9]
+    ((10000, 28, 28), [9, 2, 1, 1, 6], 'Ankle boot')
+    """
     src = get_dataset(name, root=root, version=version, **options)
     if download:
         src.fetch(progress=progress)

@@ -420,7 +420,44 @@ def read_testbed(
     n_classes: int | None = None,
     k: int = 5,
 ) -> dict[str, Predictions]:
-    """Read every prediction file in ``directory`` into ``{model: Predictions}``."""
+    """Read every prediction file in ``directory`` into ``{model: Predictions}``.
+
+    Parameters
+    ----------
+    directory : path-like
+        A folder with one ``.json``, ``.npy`` or ``.csv`` file per model (the
+        CIFAR-10.1 and ImageNetV2 layouts; see the module docstring).
+    dataset : str
+        Name of the test set; default the folder name.
+    model_names : mapping of str to str, optional
+        Renames models (file-derived name → display name).
+    n_classes : int, optional
+        If given, every class id must lie in ``[0, n_classes)``.
+    k : int
+        Top classes kept from score matrices.
+
+    Returns
+    -------
+    dict of str to Predictions
+        One entry per file, sorted by file name.
+
+    Raises
+    ------
+    DataIntegrityError
+        The folder is missing, holds no prediction files, or a file is damaged.
+    InputValidationError
+        Invalid file content, or two files giving the same model name.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = write_testbed({"a": Predictions.from_labels("a", "t", [0, 1]),
+    ...                        "b": Predictions.from_labels("b", "t", [1, 1])}, d)
+    ...     testbed = read_testbed(d)
+    >>> {m: p.top1.tolist() for m, p in testbed.items()}
+    {'a': [0, 1], 'b': [1, 1]}
+    """
     files = list_prediction_files(directory, model_names=model_names)
     ds = dataset or Path(directory).name
     return {
@@ -430,7 +467,36 @@ def read_testbed(
 
 
 def read_labels(path: PathLike, *, n_classes: int | None = None) -> NDArray[np.int64]:
-    """Read class labels from ``.npy`` (1-d ints), ``.json`` (list) or ``.csv``."""
+    """Read class labels from ``.npy`` (1-d ints), ``.json`` (list) or ``.csv``.
+
+    Parameters
+    ----------
+    path : path-like
+        The labels file; a ``.csv`` needs a column ``label`` or a single column.
+    n_classes : int, optional
+        If given, every label must lie in ``[0, n_classes)``.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+
+    Raises
+    ------
+    InputValidationError
+        An unknown suffix, or labels that are not whole numbers in range (the
+        message names the file).
+    DataIntegrityError
+        A missing, empty or damaged file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = Path(d, "labels.csv").write_text("id,label\\n7,2\\n8,0\\n")
+    ...     read_labels(Path(d, "labels.csv")).tolist()
+    [2, 0]
+    """
     p = Path(path)
     suffix = p.suffix.lower()
     loaders: dict[str, Callable[[Path], Any]] = {

@@ -502,6 +502,15 @@ def knn(
         ascending, ties broken by the smaller reference index. Equal to a float64
         brute force (see the module docstring for the bound that guarantees it).
 
+    Raises
+    ------
+    InputValidationError
+        Empty or non-numeric inputs, queries and references of
+        different dimensions, ``k`` above the number of references (without
+        ``pad``) or a bad ``exclude``.
+    ConfigError
+        ``k`` below 1, or an unknown or unavailable ``backend``.
+
     Examples
     --------
     >>> import numpy as np

@@ -80,13 +80,23 @@ def clopper_pearson(
     Returns
     -------
     lo, hi : ndarray of float64
-        Bounds as fractions in [0, 1].
+        Bounds as fractions in [0, 1] (floats for scalar input).
+
+    Raises
+    ------
+    InputValidationError
+        Counts that are not integers with ``0 ≤ k ≤ n`` and ``n ≥ 1``.
+    ConfigError
+        ``confidence`` outside (0, 1).
 
     Examples
     --------
     >>> lo, hi = clopper_pearson(425, 500)
     >>> round(100 * lo, 1), round(100 * hi, 1)
     (81.6, 88.0)
+    >>> lo, hi = clopper_pearson([0, 10], 10)  # vectorised; exact at the edges
+    >>> lo.round(3).tolist(), hi.round(3).tolist()
+    ([0.0, 0.692], [0.308, 1.0])
     """
     conf = check_fraction(confidence, "confidence", closed="neither")
     kk, nn = _check_counts(k, n)

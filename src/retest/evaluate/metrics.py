@@ -120,11 +120,38 @@ def accuracy(
 ) -> Accuracy:
     """Accuracy with exact counts and a confidence interval.
 
+    Parameters
+    ----------
+    labels : array-like of int, shape (n,)
+        True classes.
+    predictions : Predictions or array-like of int, shape (n,) or (n, k)
+        Predicted classes, best first.
+    metric : {"top1", "top5"}
+        Correctness criterion (a name in :data:`METRICS`).
+    confidence : float
+        Level of the interval.
+    interval : {"clopper-pearson", "wilson"}
+        Interval method (a name in ``INTERVALS``).
+
+    Returns
+    -------
+    Accuracy
+        ``k`` correct of ``n``, ``value`` = k / n, bounds ``lo`` and ``hi``
+        (fractions).
+
+    Raises
+    ------
+    InputValidationError
+        Lengths differ, class ids are invalid, or the predictions rank too few
+        classes for ``metric``.
+
     Examples
     --------
     >>> a = accuracy([0, 1, 1, 2], [0, 1, 2, 2])
     >>> (a.k, a.n, a.value)
     (3, 4, 0.75)
+    >>> str(accuracy([0] * 425 + [1] * 75, [0] * 500))  # percent [95% interval]
+    '85.0 [81.6, 88.0]'
     """
     c = correct(labels, predictions, metric=metric)
     k, n = int(c.sum()), int(c.size)

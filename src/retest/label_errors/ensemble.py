@@ -95,6 +95,21 @@ def ensemble_pred_probs(
     smoothing : float
         Additive smoothing α for vote shares (≥ 0; 0 allows zero entries).
 
+    Returns
+    -------
+    Ensemble
+        ``pred_probs`` (n_samples, n_classes) float32, rows summing to 1, ready
+        for :func:`~retest.label_errors.finders.find_label_errors`; ``mode``,
+        ``models`` and, for votes, the vote counts.
+
+    Raises
+    ------
+    InputValidationError
+        No predictions, models of different lengths or class counts, a class id
+        out of range, or ``mean-probs`` with a model that has no scores.
+    ConfigError
+        An unknown ``mode`` or a negative ``smoothing``.
+
     Examples
     --------
     >>> ps = [Predictions.from_labels(m, "t", l) for m, l in

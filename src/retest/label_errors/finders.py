@@ -543,6 +543,24 @@ def find_label_errors(
     atol : float
         Row sums further than this from 1 give a :class:`ProbabilitySumWarning`
         (they are still used, as cleanlab uses them).
+    chunk_rows : int
+        Rows read at a time by the validation scan and the chunked engine.
+
+    Returns
+    -------
+    ndarray of bool, shape (n_samples,)
+        True where the given label is probably wrong; order the flagged rows
+        with :func:`~retest.label_errors.ranking.rank_label_errors`.
+
+    Raises
+    ------
+    InputValidationError
+        Labels and probabilities that do not match in length or classes, a class
+        that never occurs, or entries that are not finite values in [0, 1].
+    UnknownNameError
+        ``method`` is not a registered method (with close matches).
+    ConfigError
+        A negative ``min_examples_per_class`` or ``chunk_rows`` below 1.
 
     Examples
     --------

@@ -115,6 +115,44 @@ def rank_label_errors(
     Order: ascending ``rank_by`` score, ties broken by the other score
     (normalized margin / self-confidence), then by index — so discrete
     probabilities such as ensemble vote shares still give a total order.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (n_samples,)
+        Given labels.
+    pred_probs : ndarray of shape (n_samples, n_classes)
+        The probabilities the mask was found with.
+    mask : array-like of bool, shape (n_samples,)
+        Rows to rank, e.g. the result of
+        :func:`~retest.label_errors.finders.find_label_errors`.
+    rank_by : {"self_confidence", "normalized_margin"}
+        Label-quality score to sort by (lower = more suspicious).
+    chunk_rows : int
+        Rows scored at a time.
+
+    Returns
+    -------
+    tuple of LabelError
+        One per flagged row: ``rank`` (from 1), ``index``, ``given``,
+        ``suggested`` (most probable other class), ``score``; empty when
+        nothing is flagged.
+
+    Raises
+    ------
+    InputValidationError
+        Labels, probabilities and mask that do not describe the same rows.
+    ConfigError
+        An unknown ``rank_by``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from retest.label_errors.finders import find_label_errors
+    >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8], [0.6, 0.4]])
+    >>> y = [0, 1, 1, 1, 1]
+    >>> mask = find_label_errors(y, p, method="argmax")
+    >>> [(e.rank, e.index, e.given, e.suggested) for e in rank_label_errors(y, p, mask)]
+    [(1, 1, 1, 0), (2, 4, 1, 0)]
     """
     y, probs = check_label_error_inputs(labels, pred_probs, chunk_rows=chunk_rows)
     m = np.asarray(mask, dtype=bool)
