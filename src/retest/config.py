@@ -54,6 +54,7 @@ import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,17 @@ def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _plugin_threshold_keys() -> dict[str, str]:
+    """Review targets of the dedup metrics installed packages provide: the names of
+    their ``retest.dedup_metrics`` entry points (read without importing them)."""
+    return {
+        ep.name: "dedup review target of a plug-in metric"
+        for ep in entry_points(group="retest.dedup_metrics")
+    }
+
+
 def _check_thresholds(values: Mapping[str, Any]) -> dict[str, float]:
-    _check_keys(values, "thresholds", THRESHOLD_KEYS)
+    _check_keys(values, "thresholds", {**THRESHOLD_KEYS, **_plugin_threshold_keys()})
     out = {}
     for k, v in values.items():
         if not _is_number(v) or not math.isfinite(v) or v < 0:

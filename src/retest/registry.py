@@ -11,6 +11,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
+from types import ModuleType
 from typing import Generic, TypeVar
 
 from retest.errors import ConfigError, UnknownNameError
@@ -78,13 +79,29 @@ class Registry(Generic[T]):
         self._entries[name] = obj
 
     def _load_plugins(self) -> None:
+        """Load the entry points of the group, once.
+
+        An entry point names either the object (``pkg.mod:obj``, stored under the
+        entry point's name) or the module (``pkg.mod``) whose import registers
+        its entries itself, as a module of built-ins does.
+        """
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
         assert self._group is not None
         for ep in entry_points(group=self._group):
-            if ep.name not in self._entries:
-                self._entries[ep.name] = ep.load()
+            if ep.name in self._entries:
+                continue
+            try:
+                obj = ep.load()
+            except Exception as err:
+                raise ConfigError(
+                    f"{self.kind} plug-in {ep.name!r} (entry point {ep.value!r} in "
+                    f"group {self._group}) failed to load: {type(err).__name__}: "
+                    f"{err}. Fix or uninstall the package that provides it."
+                ) from err
+            if not isinstance(obj, ModuleType) and ep.name not in self._entries:
+                self._entries[ep.name] = obj
 
     def get(self, name: str) -> T:
         """Return the entry called ``name`` or raise with suggestions."""

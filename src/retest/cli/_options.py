@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-__all__ = ["JsonOpt", "ProjectOpt"]
+__all__ = ["JsonOpt", "ProjectOpt", "live_help"]
 
 ProjectOpt = Annotated[
     Path | None,
@@ -19,3 +21,21 @@ ProjectOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def live_help(**helps: Callable[[], str]) -> type[TyperCommand]:
+    """A command class whose named parameters' help is computed when shown.
+
+    Help that lists registered names (samplers, dedup metrics) then includes the
+    plug-ins registered after this package was imported, e.g.
+    ``app.command("sample", cls=live_help(strategy=describe))``.
+    """
+
+    class _LiveHelp(TyperCommand):
+        def get_params(self, ctx: Any) -> list[Any]:
+            for param in self.params:
+                if param.name in helps:
+                    param.help = helps[param.name]()  # type: ignore[attr-defined]
+            return super().get_params(ctx)  # type: ignore[no-any-return]
+
+    return _LiveHelp

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, live_help
 from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
 from retest.pipeline.dedup_metrics import (
@@ -52,9 +52,7 @@ def dedup(
     against: Annotated[
         str, typer.Option(help="Reference sets: original-train,original-test,pool.")
     ] = "original-train,original-test,pool",
-    metrics: Annotated[str, typer.Option(help=_metrics_help())] = ",".join(
-        metric_names()
-    ),
+    metrics: Annotated[str, typer.Option()] = ",".join(metric_names()),
     k: Annotated[int, typer.Option("--k", help="Neighbours per metric.")] = 30,
     resize: Annotated[
         int | None, typer.Option(help="Compare images at N×N (needed if sizes differ).")
@@ -339,6 +337,6 @@ def _known_items(proj: Any, candidate: str, shown: list[str]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dedup")(dedup)
+    app.command("dedup", cls=live_help(metrics=_metrics_help))(dedup)
     app.command("dedup-queue")(dedup_queue)
     app.command("dedup-verdict")(dedup_verdict)

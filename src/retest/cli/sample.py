@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, live_help
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
@@ -88,7 +88,7 @@ def _keyword_counts(
 def sample(
     strategy: Annotated[
         str,
-        typer.Option("--strategy", help=_strategy_help()),
+        typer.Option("--strategy"),  # help: _strategy_help, when shown
     ],
     seed: Annotated[
         int | None,
@@ -402,6 +402,6 @@ def print_revision_statistics(data: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sample")(sample)
+    app.command("sample", cls=live_help(strategy=_strategy_help))(sample)
     app.command("revisions")(revisions)
     app.command("diff")(diff)

@@ -7,6 +7,7 @@ them (importing it registers every built-in kind).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from abc import ABC, abstractmethod
@@ -281,6 +282,19 @@ def read_keywords_file(path: str | os.PathLike[str]) -> dict[str, str | None]:
 def make_source(
     kind: str, path: str | os.PathLike[str], **options: Any
 ) -> CandidateSource:
-    """Build the source registered as ``kind`` (unknown kinds get suggestions)."""
+    """Build the source registered as ``kind`` (unknown kinds get suggestions).
+
+    An option the kind's constructor does not take (e.g. ``--class`` for a
+    plug-in source without ``class_name``) is a one-line error, not a TypeError.
+    """
     cls = CANDIDATE_SOURCES.get(kind)
+    params = inspect.signature(cls).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        bad = sorted(set(options) - set(params))
+        if bad:
+            takes = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
+            raise ConfigError(
+                f"source kind {kind!r} does not take {', '.join(bad)}; its options: "
+                f"{', '.join(takes) or 'none'}."
+            )
     return cls(path, **options)

@@ -27,7 +27,7 @@ from retest.web.deps import (
 )
 from retest.web.images import ItemImages
 from retest.web.live import Live
-from retest.web.routes import api, images, pages, review
+from retest.web.pages import include_pages
 
 __all__ = ["MAX_BODY", "create_app", "new_token"]
 
@@ -152,10 +152,7 @@ def create_app(
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     app.state.templates = templates
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
-    app.include_router(pages.router)
-    app.include_router(review.router)
-    app.include_router(api.router)
-    app.include_router(images.router)
+    include_pages(app)  # the built-in pages and every registered one
     app.add_middleware(_Limits, max_body=max_body, hosts=hosts)
 
     @app.middleware("http")
