@@ -44,6 +44,7 @@ from retest.datasets.tinyimages import (
     build_keyword_index,
 )
 from retest.pipeline.ingest import ingest_source
+from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 from retest.store.rows import content_id
@@ -114,7 +115,7 @@ def bench_ingest(folder: Path, work: Path, kws: list[str], index) -> int:
     proj.mkdir()
     with open_store(proj / "retest.db") as store:
         src = TinyImagesSource(folder, keywords=dict.fromkeys(kws, "c"), index=index)
-        rep = ingest_source(store, proj, src, add_classes=True)
+        rep = ingest_source(Project.from_store(proj, store), src, add_classes=True)
     shutil.rmtree(proj)
     return rep.new
 

@@ -156,9 +156,8 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     with Project.init(root, name="scale", classes=CLASSES) as proj:
         t0, c0 = time.perf_counter(), time.process_time()
         rep = ingest_source(
-            proj.store, root, _synthetic_source(spec, args.n, 0), name="synthetic",
-            progress=progress,
-        )  # fmt: skip
+            proj, _synthetic_source(spec, args.n, 0), name="synthetic", progress=progress
+        )
         wall = time.perf_counter() - t0
     per_million = []
     prev_n, prev_t, prev_c = 0, 0.0, 0.0

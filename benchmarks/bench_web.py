@@ -89,7 +89,7 @@ def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
                      array_name="pool", array_row=i, date_taken=f"2013-01-{i % 28 + 1:02d}")
         for i, cid in enumerate(ids)
     )  # fmt: skip
-    tasks = create_tasks(store, images_per_task=48, pos_controls=3, neg_controls=3,
+    tasks = create_tasks(proj, images_per_task=48, pos_controls=3, neg_controls=3,
                          min_assignments=10, seed=seed)  # fmt: skip
     # stage-1/2 labels: 5 % of the events
     label_events = []
@@ -133,7 +133,7 @@ def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
         for i in range(0, 4000, 2)
     )  # fmt: skip
     queue_label_errors(
-        store, [Suspect(f"test:{i}", i % N_CLASSES, (i + 1) % N_CLASSES, rank=i)
+        proj, [Suspect(f"test:{i}", i % N_CLASSES, (i + 1) % N_CLASSES, rank=i)
                 for i in range(300)], method="both")  # fmt: skip
     n = store.annotations.count()
     proj.close()

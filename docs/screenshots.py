@@ -105,7 +105,7 @@ def build(root: Path, seed: int = 0) -> Project:
     )  # fmt: skip
     _neighbours(st, xr, xc, cands)
     _dedup_config(root)
-    _answers(st, yc, cands, rng, seed)
+    _answers(proj, yc, cands, rng, seed)
     _original_answers(st, yr, rng)
     st.annotations.add(
         AnnotationEvent("alice", "select", int(yc[i]), cands[i], int(rng.random() < 0.7),
@@ -129,7 +129,7 @@ def build(root: Path, seed: int = 0) -> Project:
     st.blacklist.add([BlacklistEvent(members[1].item_id, "not a photograph", "bob")])
     st.revisions.set_review(ReviewState("fashion-demo-a-0", 1, True, who="bob"))
     queue_label_errors(
-        st,
+        proj,
         [Suspect(f"test:{i}", int(yr[i]), (int(yr[i]) + 2) % 4, r + 1, 0.05 * (r + 1))
          for r, i in enumerate((3, 35, 64, 97, 110))],
         method="prune-by-noise-rate",
@@ -156,10 +156,11 @@ def _dedup_config(root: Path) -> None:
     cfg.write_text(json.dumps({"shape": [28, 28], "metrics": ["l2"]}))
 
 
-def _answers(st, yc, cands, rng, seed) -> None:  # type: ignore[no-untyped-def]
+def _answers(proj, yc, cands, rng, seed) -> None:  # type: ignore[no-untyped-def]
     """Simulated workers: each candidate/control is checked with a per-image rate."""
+    st = proj.store
     tasks = create_tasks(
-        st, images_per_task=24, pos_controls=3, neg_controls=3, seed=seed
+        proj, images_per_task=24, pos_controls=3, neg_controls=3, seed=seed
     )
     rate = {c: float(rng.beta(4, 1.5)) for c in cands}
     events = []
@@ -212,7 +213,7 @@ def shoot(out: Path) -> list[Path]:
         proj = build(Path(tmp) / "fashion-demo")
         task = proj.store.tasks.list()[0]
         app = create_app(proj, token=TOKEN, reviewer_token=REVIEWER,
-                         secret=project_secret(proj.root))  # fmt: skip
+                         secret=project_secret(proj))  # fmt: skip
         server, url = _serve(app)
         pages = {
             "index": "/",

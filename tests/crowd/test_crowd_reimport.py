@@ -59,7 +59,7 @@ class Crowd:
 
     def frequencies(self) -> dict[tuple[str, int], tuple[float, int]]:
         with Project.open(self.root) as proj:
-            stats = selection_frequencies(proj.store)
+            stats = selection_frequencies(proj)
         return {k: (v.frequency, v.n_assignments) for k, v in stats.items()}
 
 

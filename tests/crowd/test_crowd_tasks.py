@@ -17,6 +17,7 @@ from retest.pipeline.crowd import (
     import_mturk,
     worker_report,
 )
+from retest.pipeline.project import Project
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 
@@ -107,6 +108,11 @@ def store(tmp_path: Path):
     s.close()
 
 
+@pytest.fixture
+def project(tmp_path: Path, store) -> Project:
+    return Project.from_store(tmp_path, store)
+
+
 def _results(path: Path, rows: list[dict[str, str]], drop: str | None = None) -> Path:
     cols = [
         "HITId",
@@ -133,13 +139,13 @@ def _tok(task_id: str, item: str) -> str:
     return image_token(f"{task_id}|{item}", SECRET)
 
 
-def test_mturk_round_trip(store, tmp_path: Path) -> None:
+def test_mturk_round_trip(store, project, tmp_path: Path) -> None:
     tasks = create_tasks(
-        store, images_per_task=16, pos_controls=3, neg_controls=3, seed=4
+        project, images_per_task=16, pos_controls=3, neg_controls=3, seed=4
     )
     assert len(tasks) == 2  # 10 candidates per class, one grid each
     files = export_mturk(
-        store,
+        project,
         tasks,
         tmp_path / "batch",
         secret=SECRET,
@@ -181,14 +187,14 @@ def test_mturk_round_trip(store, tmp_path: Path) -> None:
             "Answer.selected": good,
         },
     ]
-    res = import_mturk(store, _results(tmp_path / "r.csv", rows), secret=SECRET)
+    res = import_mturk(project, _results(tmp_path / "r.csv", rows), secret=SECRET)
     assert res.assignments == 3 and not res.rejected_rows
     assert res.assignment_control_accuracy == {"A1": 1.0, "A2": 0.0, "A3": 1.0}
     counts = store.annotations.item_counts(kinds=["task"])  # rejected A3 excluded
     assert counts[cands[0]] == (2, 2)  # selected by A1 and A2 → frequency 1.0
     assert counts[cands[1]] == (2, 1)  # selected by A1 only → 0.5
     assert counts[cands[9]] == (2, 0)
-    report = {r["worker"][:4]: r for r in worker_report(store)}
+    report = {r["worker"][:4]: r for r in worker_report(project)}
     accs = sorted((r["control_accuracy"], r["decision"]) for r in report.values())
     assert accs == [(0.0, "reject"), (1.0, "approve"), (1.0, "approve")]
     # raw worker ids never reach the store
@@ -197,8 +203,10 @@ def test_mturk_round_trip(store, tmp_path: Path) -> None:
     )
 
 
-def test_bad_rows_are_listed_and_the_rest_imported(store, tmp_path: Path) -> None:
-    tasks = create_tasks(store, images_per_task=16, seed=1)
+def test_bad_rows_are_listed_and_the_rest_imported(
+    store, project, tmp_path: Path
+) -> None:
+    tasks = create_tasks(project, images_per_task=16, seed=1)
     t = tasks[0]
     ok = _tok(t.id, t.items[0])
     rows = [
@@ -231,7 +239,7 @@ def test_bad_rows_are_listed_and_the_rest_imported(store, tmp_path: Path) -> Non
             "Answer.selected": ok,
         },
     ]
-    res = import_mturk(store, _results(tmp_path / "r.csv", rows), secret=SECRET)
+    res = import_mturk(project, _results(tmp_path / "r.csv", rows), secret=SECRET)
     assert res.assignments == 1
     reasons = dict(res.rejected_rows)
     assert "unknown task id" in reasons[3]
@@ -239,14 +247,14 @@ def test_bad_rows_are_listed_and_the_rest_imported(store, tmp_path: Path) -> Non
     assert "duplicate assignment id" in reasons[5]
     assert store.annotations.count(kind="task") == len(t.items)
     # importing the same file again adds nothing
-    again = import_mturk(store, tmp_path / "r.csv", secret=SECRET)
+    again = import_mturk(project, tmp_path / "r.csv", secret=SECRET)
     assert again.assignments == 0 and store.annotations.count(kind="task") == len(
         t.items
     )
 
 
-def test_missing_columns_write_nothing(store, tmp_path: Path) -> None:
-    tasks = create_tasks(store, images_per_task=16, seed=1)
+def test_missing_columns_write_nothing(store, project, tmp_path: Path) -> None:
+    tasks = create_tasks(project, images_per_task=16, seed=1)
     rows = [
         {
             "AssignmentId": "A1",
@@ -260,5 +268,5 @@ def test_missing_columns_write_nothing(store, tmp_path: Path) -> None:
     with pytest.raises(
         InputValidationError, match=r"missing columns \['Answer.selected'\]"
     ):
-        import_mturk(store, path, secret=SECRET)
+        import_mturk(project, path, secret=SECRET)
     assert store.annotations.count(kind="task") == 0

@@ -240,7 +240,7 @@ def rep(
     with _project(rep) as proj:  # read-only: the votes counted after the first import
         from retest.pipeline.sample import selection_frequencies
 
-        rep.freq_first_import = selection_frequencies(proj.store)
+        rep.freq_first_import = selection_frequencies(proj)
     rep.cli("crowd import 2", "crowd", "import", str(rep.results_second), "--json")
     for strategy, per_class in (
         ("matched-frequency", PER_CLASS_MATCHED),
@@ -405,9 +405,9 @@ def _token_map(rep: Replication) -> dict[tuple[str, str], tuple[str, int]]:
     from retest.labeling.tasks import image_token
     from retest.pipeline.crowd import project_secret
 
-    secret = project_secret(rep.project)
     out = {}
     with _project(rep) as proj:
+        secret = project_secret(proj)
         for t in proj.store.tasks.list():
             for item in t.items:
                 out[(t.id, image_token(f"{t.id}|{item}", secret))] = (item, t.class_id)
@@ -453,7 +453,7 @@ def test_rejected_worker_votes_do_not_count(rep: Replication) -> None:
     # before the review every submitted vote counts, the spammer's too
     assert _stats(rep.freq_first_import) == _rounded(everyone)
     with _project(rep) as proj:
-        now = _stats(selection_frequencies(proj.store))
+        now = _stats(selection_frequencies(proj))
     wrong = {k: (now.get(k), v) for k, v in _rounded(honest).items() if now.get(k) != v}
     assert not wrong, (
         f"{len(wrong)} of {len(honest)} (item, class) frequencies still count the "

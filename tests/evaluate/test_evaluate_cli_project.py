@@ -160,7 +160,7 @@ def test_a_second_revision_reuses_the_cache_for_the_others(demo: DemoResult) -> 
     root, rev = demo.root, demo.revision
     with Project.open(root) as project:
         second = create_revision(
-            project, project="fashion-mnist-demo", strategy="class-balanced", seed=1,
+            project, strategy="class-balanced", seed=1,
             per_class=50, min_annotations=0,
             eligibility=candidate_eligibility(project, include_unreviewed=True),
         ).revision.name  # fmt: skip

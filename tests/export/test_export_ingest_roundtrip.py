@@ -40,7 +40,7 @@ def test_cifar_pickles_ingest_export_npy_exact(tmp_path: Path) -> None:
     write_cifar_meta(src / "batches.meta", CLASS_PRESETS["cifar10"])
 
     with Project.init(tmp_path / "proj", classes_from="cifar10") as p:
-        add_source(p.store, p.root, "cifar", src)
+        add_source(p, "cifar", src)
         assert p.store.candidates.count() == 90
         _take_all(p, "all-0")
         export_revision(p, "all-0", format="npy", out=tmp_path / "npy")
@@ -52,7 +52,7 @@ def test_cifar_pickles_ingest_export_npy_exact(tmp_path: Path) -> None:
 
     # the exported CIFAR batches read back through the CIFAR source
     with Project.init(tmp_path / "again", classes_from="cifar10") as q:
-        add_source(q.store, q.root, "cifar", tmp_path / "cifar")
+        add_source(q, "cifar", tmp_path / "cifar")
         _take_all(q, "all-0")
         export_revision(q, "all-0", format="npy", out=tmp_path / "npy2")
     assert np.array_equal(np.load(tmp_path / "npy2" / "all-0_data.npy"), imgs)

@@ -14,6 +14,7 @@ import pytest
 
 from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source
+from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.sources.base import ColumnItems, SourceItem
 from retest.store import open_store
@@ -64,7 +65,9 @@ def test_bulk_ingest_stores_each_content_once_in_source_order(
     proj = tmp_path / "p"
     proj.mkdir()
     with open_store(proj / "retest.db") as store:
-        rep = ingest_source(store, proj, _source(folder), batch_size=batch)
+        rep = ingest_source(
+            Project.from_store(proj, store), _source(folder), batch_size=batch
+        )
         rows = list(store.candidates.iter())
     # positions: ant 0..69, cow 120..199, bee 70..119 (keyword order of the source)
     order = [*range(70), *range(120, 200), *range(70, 120)]
@@ -81,7 +84,9 @@ def test_bulk_ingest_stores_each_content_once_in_source_order(
     with open_store(proj / "retest.db") as store:
         names = {c.id: c.name for c in store.classes.list()}
         assert {names[r.class_id] for r in rows if r.keyword == "cow"} == {"c"}
-        again = ingest_source(store, proj, _source(folder), batch_size=batch)
+        again = ingest_source(
+            Project.from_store(proj, store), _source(folder), batch_size=batch
+        )
         assert store.candidates.count() == len(want) and again.new == rep.new
 
 
@@ -146,12 +151,13 @@ def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
 _HELPER = """
 import sys
 from retest.pipeline.ingest import ingest_source
+from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 proj, folder = sys.argv[1], sys.argv[2]
 with open_store(proj + "/retest.db") as store:
     src = TinyImagesSource(folder, keywords={"ant": "a", "cow": "c", "bee": "b"})
-    ingest_source(store, proj, src, batch_size=16)
+    ingest_source(Project.from_store(proj, store), src, batch_size=16)
 """
 
 
@@ -169,7 +175,10 @@ def test_sigkill_mid_ingest_then_resume_stores_everything_once(
     with open_store(proj / "retest.db") as store:
         assert 0 < store.candidates.count() < 197
         rep = ingest_source(
-            store, proj, _source(folder), batch_size=16, add_classes=True
+            Project.from_store(proj, store),
+            _source(folder),
+            batch_size=16,
+            add_classes=True,
         )
         rows = list(store.candidates.iter())
     assert rep.complete and rep.new == 197 and rep.duplicates == 3
@@ -192,7 +201,7 @@ def test_copies_in_batches_still_in_flight_are_duplicates(
     proj.mkdir()
     with open_store(proj / "retest.db") as store:
         src = TinyImagesSource(tmp_path / "ti", keywords={"ant": "a"})
-        rep = ingest_source(store, proj, src, batch_size=8)
+        rep = ingest_source(Project.from_store(proj, store), src, batch_size=8)
         rows = list(store.candidates.iter())
     assert sorted(rep.duplicate_refs) == ["12", "21", "30", "79"]
     assert [r.source_ref for r in rows] == [

@@ -62,9 +62,9 @@ def test_failed_validation_writes_no_pixels_and_leaves_no_job(tmp_path: Path) ->
             folder / f"{i}.png"
         )
     with Project.init(tmp_path / "p", classes=["cat", "dog"]) as p:
-        add_source(p.store, p.root, "arrays", _npz(tmp_path / "a.npz", _images(1, 30)))
+        add_source(p, "arrays", _npz(tmp_path / "a.npz", _images(1, 30)))
         with pytest.raises(StageError, match="zebra"):
-            add_source(p.store, p.root, "folder", tmp_path / "folder")
+            add_source(p, "folder", tmp_path / "folder")
         assert _rows(p.root) == 30 == p.store.candidates.count()
         assert interrupted_ingests(p) == []
         assert not list((p.root / "images").iterdir())
@@ -110,7 +110,7 @@ def test_redone_batch_does_not_append_its_pixels_twice(tmp_path: Path) -> None:
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     with Project.open(proj) as p:
-        rep = add_source(p.store, p.root, "arrays", src, batch_size=100)
+        rep = add_source(p, "arrays", src, batch_size=100)
         assert (rep.new, rep.duplicates) == (250, 0)
         assert p.store.candidates.count() == 250
     assert _rows(proj) == 250
@@ -124,11 +124,11 @@ def test_rows_another_process_stored_first_count_as_duplicates(
     a = _npz(tmp_path / "a.npz", imgs)
     b = _npz(tmp_path / "b.npz", imgs[::-1].copy())
     with Project.init(tmp_path / "p", classes=["cat", "dog"]) as p:
-        writer = BatchWriter(p.store, p.root, "late", add_classes=False)
+        writer = BatchWriter(p, "late", add_classes=False)
         batch = next(make_source("arrays", b).iter_batches(batch_size=50))
         prep = writer.prepare(batch)  # nothing stored yet: all 50 kept
         assert prep.kept == 50
-        first = add_source(p.store, p.root, "arrays", a, name="first")
+        first = add_source(p, "arrays", a, name="first")
         assert first.new == 50
         rows = prep.append()
         assert prep.insert(rows) == 0  # the other ingest stored them meanwhile

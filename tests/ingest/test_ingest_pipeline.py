@@ -18,6 +18,7 @@ from PIL import Image
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source, list_ingests
+from retest.pipeline.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
@@ -67,7 +68,9 @@ def test_cifar_ingest_dedups_and_keeps_provenance(tmp_path, cifar_data) -> None:
     src, images, labels = cifar_data
     project = _proj(tmp_path)
     with open_store(project / "retest.db") as store:
-        rep = ingest_source(store, project, make_source("cifar", src), batch_size=64)
+        rep = ingest_source(
+            Project.from_store(project, store), make_source("cifar", src), batch_size=64
+        )
         assert (rep.new, rep.duplicates, rep.processed, rep.total) == (498, 2, 500, 500)
         assert set(rep.duplicate_refs) == {"7", "450"}
         assert [c.name for c in store.classes.list()] == list(CIFAR10_CLASSES)
@@ -79,9 +82,13 @@ def test_cifar_ingest_dedups_and_keeps_provenance(tmp_path, cifar_data) -> None:
         for i in (0, 3, 399, 400, 499):
             np.testing.assert_array_equal(pixels[content_id(images[i])], images[i])
         # idempotent: a second run stores nothing new
-        again = ingest_source(store, project, make_source("cifar", src), batch_size=64)
+        again = ingest_source(
+            Project.from_store(project, store), make_source("cifar", src), batch_size=64
+        )
         assert again.new == 498 and store.candidates.count() == 498
-        assert [r["name"] for r in list_ingests(store, project)] == ["cifar"]
+        assert [
+            r["name"] for r in list_ingests(Project.from_store(project, store))
+        ] == ["cifar"]
 
 
 def test_tinyimages_ingest_by_keyword(tmp_path: Path, rng) -> None:
@@ -94,7 +101,7 @@ def test_tinyimages_ingest_by_keyword(tmp_path: Path, rng) -> None:
         from retest.pipeline.ingest import load_tinyimages_index
 
         index = load_tinyimages_index(
-            store, project, tmp_path / "ti" / "tiny_metadata.bin"
+            Project.from_store(project, store), tmp_path / "ti" / "tiny_metadata.bin"
         )
         assert any(
             a.name.startswith("tinyimages-index:") for a in store.artifacts.list()
@@ -106,7 +113,7 @@ def test_tinyimages_ingest_by_keyword(tmp_path: Path, rng) -> None:
             index=index,
         )
         assert source.missing == ["yak"]
-        rep = ingest_source(store, project, source, batch_size=32)
+        rep = ingest_source(Project.from_store(project, store), source, batch_size=32)
         assert rep.total == 160 and rep.new == 159 and rep.duplicate_refs == ("100",)
         refs = sorted(int(r.source_ref) for r in store.candidates.iter())
         assert refs == [i for i in range(160) if i != 100]
@@ -134,13 +141,16 @@ def test_arrays_and_idx_sources(tmp_path: Path, rng) -> None:
     project = _proj(tmp_path)
     with open_store(project / "retest.db") as store:
         rep = ingest_source(
-            store, project, make_source("idx", tmp_path / "train-images-idx3-ubyte.gz")
+            Project.from_store(project, store),
+            make_source("idx", tmp_path / "train-images-idx3-ubyte.gz"),
         )
         assert rep.new == len({content_id(a) for a in x})
         row = store.candidates.get(content_id(x[5]))
         assert row.class_id == y[5] and (row.width, row.height) == (28, 28)
         rep2 = ingest_source(
-            store, project, make_source("arrays", tmp_path / "pool.npz"), name="npz"
+            Project.from_store(project, store),
+            make_source("arrays", tmp_path / "pool.npz"),
+            name="npz",
         )
         assert rep2.new == 0 and rep2.duplicates == 10  # same pixels as the IDX ones
         np.save(tmp_path / "bad.npy", np.zeros((3, 4, 4), np.float32))
@@ -178,7 +188,9 @@ def test_folder_source_exif_and_corrupt_file(tmp_path: Path, rng) -> None:
     (root / "dog" / "d.png").write_bytes(_jpeg_with_orientation(big, 1))
     project = _proj(tmp_path)
     with open_store(project / "retest.db") as store:
-        rep = ingest_source(store, project, make_source("folder", root))
+        rep = ingest_source(
+            Project.from_store(project, store), make_source("folder", root)
+        )
         assert rep.new == 4 and [s["ref"] for s in rep.skipped] == ["dog/broken.jpg"]
         assert "not a decodable image" in rep.skipped[0]["reason"]
         rows = {r.source_ref: r for r in store.candidates.iter()}
@@ -215,8 +227,7 @@ def _run_helper(
 def _check_complete(project: Path, images: np.ndarray, n_dups: int):
     with open_store(project / "retest.db") as store:
         rep = ingest_source(
-            store,
-            project,
+            Project.from_store(project, store),
             make_source("cifar", project.parent / "cifar"),
             batch_size=37,
         )
@@ -281,7 +292,9 @@ def test_crash_with_skipped_items_keeps_them_in_the_report(tmp_path: Path, rng) 
     assert proc.wait(timeout=60) == -signal.SIGKILL
     with open_store(project / "retest.db") as store:
         rep = ingest_source(
-            store, project, make_source("folder", tmp_path / "folder"), batch_size=4
+            Project.from_store(project, store),
+            make_source("folder", tmp_path / "folder"),
+            batch_size=4,
         )
         assert sorted(s["ref"] for s in rep.skipped) == ["cls/005x.png", "cls/021x.png"]
         assert rep.new == 30 == store.candidates.count() and rep.duplicates == 0

@@ -61,29 +61,23 @@ def world(tmp_path: Path, rng: np.random.Generator):
 
 def test_reference_keywords_recovered_by_exact_match(world) -> None:
     project, tmp, _ti, keywords, _train, test, planted = world
-    rep = register_reference(
-        project.store, project.root, "cifar", tmp / "cifar", split="train"
-    )
+    rep = register_reference(project, "cifar", tmp / "cifar", split="train")
     assert rep.n == 40 and rep.new == 40 and rep.class_counts["cat"] == 4
-    register_reference(
-        project.store, project.root, "cifar", tmp / "cifar", split="test"
-    )
-    again = register_reference(
-        project.store, project.root, "cifar", tmp / "cifar", split="test"
-    )
+    register_reference(project, "cifar", tmp / "cifar", split="test")
+    again = register_reference(project, "cifar", tmp / "cifar", split="test")
     assert again.new == 0 and project.store.references.count() == 61
     row = project.store.references.get("test:3")
     assert row.content_id == content_id(test[3]) and row.class_id == 1
     np.testing.assert_array_equal(project.pixels(["test:3"])[0], test[3])
 
-    rec = recover_keywords(project.store, project.root, tmp / "ti")
+    rec = recover_keywords(project, tmp / "ti")
     assert rec.matched == 60 and rec.n_reference == 61 and rec.scanned == len(keywords)
     got = [r.keyword for r in project.store.references.list(split="train")]
     assert got == [kw for is_train, kw in planted if is_train]
     # the double-matched image: airplane_a count (4+1) beats airplane_b (2+1)
     assert project.store.references.get("train:0").keyword == "airplane_a"
     assert project.store.references.get("test:20").keyword is None  # no match
-    hist = reference_keyword_histogram(project.store)
+    hist = reference_keyword_histogram(project)
     assert hist["cat"] == {"cat_a": 4, "cat_b": 2}
     kw_rows = project.store.classes.keywords(class_id=3)
     assert {(k.keyword, k.original_count) for k in kw_rows} == {
@@ -94,38 +88,32 @@ def test_reference_keywords_recovered_by_exact_match(world) -> None:
 
 def test_keyword_recovery_restricted_to_keywords(world) -> None:
     project, tmp, *_ = world
-    register_reference(
-        project.store, project.root, "cifar", tmp / "cifar", split="train"
-    )
-    rec = recover_keywords(
-        project.store, project.root, tmp / "ti", keywords=["CAT_A", "dog_b"]
-    )
+    register_reference(project, "cifar", tmp / "cifar", split="train")
+    rec = recover_keywords(project, tmp / "ti", keywords=["CAT_A", "dog_b"])
     assert rec.scanned == 30 and rec.matched == 4  # 3 cat_a + 1 dog_b in train
-    assert reference_keyword_histogram(project.store)["cat"] == {"cat_a": 3}
+    assert reference_keyword_histogram(project)["cat"] == {"cat_a": 3}
 
 
 def test_plan_stage_with_verified_counts(world) -> None:
     project, tmp, *_ = world
     store = project.store
     for split in ("train", "test"):
-        register_reference(store, project.root, "cifar", tmp / "cifar", split=split)
-    recover_keywords(store, project.root, tmp / "ti")
-    add_source(
-        store, project.root, "tinyimages", tmp / "ti", keywords_file=_kw_file(tmp)
-    )
+        register_reference(project, "cifar", tmp / "cifar", split=split)
+    recover_keywords(project, tmp / "ti")
+    add_source(project, "tinyimages", tmp / "ti", keywords_file=_kw_file(tmp))
     cat_a = [r.id for r in store.candidates.iter(keyword="cat_a")]
     store.annotations.add(
         [AnnotationEvent("ann", "verify", 3, i, 1) for i in cat_a[:3]]
         + [AnnotationEvent("ann", "verify", 3, cat_a[0], 0)]  # latest says no
     )
-    res = make_plan(store, project.root, rule="v6", size=60)
+    res = make_plan(project, rule="v6", size=60)
     assert res.plan.totals() == dict.fromkeys(CIFAR10_CLASSES, 6)
     assert res.plan.allocation["cat"] == {"cat_a": 4, "cat_b": 2}
     row = next(r for r in res.table if r["keyword"] == "cat_a")
     assert (row["needed"], row["available"], row["missing"]) == (4, 2, 2)
     saved = json.loads((project.root / res.path).read_text())
     assert saved["totals"]["cat"] == 6
-    v4 = make_plan(store, project.root, rule="v4", size=61)  # r = 1
+    v4 = make_plan(project, rule="v4", size=61)  # r = 1
     assert v4.plan.allocation["cat"] == {"cat_a": 4, "cat_b": 2}
 
 
@@ -223,7 +211,7 @@ def test_round_trip_cifar_pickles_to_npy_export(tmp_path: Path, rng) -> None:
     write_cifar_batch(src / "test_batch", images[80:], labels[80:])
     write_cifar_meta(src / "batches.meta")
     with Project.init(tmp_path / "proj", classes_from="cifar10") as project:
-        add_source(project.store, project.root, "cifar", src, batch_size=32)
+        add_source(project, "cifar", src, batch_size=32)
         rows = list(project.store.candidates.iter())
         assert [int(r.source_ref) for r in rows] == list(range(120))
         # "sample nothing": a revision holding every ingested candidate, in order
@@ -244,8 +232,7 @@ def test_fashion_mnist_reference_and_candidates(
 
     with Project.init(tmp_path / "fm", classes_from="fashion-mnist") as project:
         rep = register_reference(
-            project.store,
-            project.root,
+            project,
             "fashion_mnist",
             fashion_mnist_dir,
             split="test",
@@ -255,8 +242,7 @@ def test_fashion_mnist_reference_and_candidates(
         np.testing.assert_array_equal(project.pixels(["test:1234"])[0], x[1234])
         # the same images as a candidate pool: every one is a duplicate-free candidate
         ing = add_source(
-            project.store,
-            project.root,
+            project,
             "idx",
             fashion_mnist_dir / "t10k-images-idx3-ubyte.gz",
         )

@@ -26,12 +26,13 @@ import sys
 import retest.store._sqlite_candidates as sc
 sc.TIER_MIN_ROWS = int(sys.argv[4])
 from retest.pipeline.ingest import ingest_source
+from retest.pipeline.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
 project, path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open_store(f"{project}/retest.db") as store:
-    ingest_source(store, project, make_source("arrays", path, class_name="a"),
-                  batch_size=batch)
+    ingest_source(Project.from_store(project, store),
+                  make_source("arrays", path, class_name="a"), batch_size=batch)
 """
 
 

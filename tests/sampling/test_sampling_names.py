@@ -193,9 +193,7 @@ def test_concurrent_unnamed_samples_get_distinct_names(
     with Project.open(root) as p, SQLiteStore(p.db_path) as other:
         late = _LateRevisions(p.store.revisions, other)
         p.store.revisions = late  # type: ignore[misc]
-        out = create_revision(
-            p, project="demo", strategy="matched-frequency", seed=3, per_class=5
-        )
+        out = create_revision(p, strategy="matched-frequency", seed=3, per_class=5)
         assert late.stolen == ["demo-b-0"]
         assert out.revision.name == "demo-b-1"
         names = [r.name for r in other.revisions.list()]
@@ -206,11 +204,9 @@ def test_concurrent_unnamed_samples_get_distinct_names(
 def test_explicit_name_conflict_is_not_renamed(tmp_path: Path, populate) -> None:
     root = _project(tmp_path, populate)
     with Project.open(root) as p:
-        create_revision(p, project="demo", strategy="threshold", seed=1, name="mine")
+        create_revision(p, strategy="threshold", seed=1, name="mine")
         with pytest.raises(StoreError, match="'mine' already exists"):
-            create_revision(
-                p, project="demo", strategy="threshold", seed=2, name="mine"
-            )
+            create_revision(p, strategy="threshold", seed=2, name="mine")
         assert [r.name for r in p.store.revisions.list()] == ["mine"]
 
 

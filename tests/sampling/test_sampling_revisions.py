@@ -40,11 +40,16 @@ def store(tmp_path: Path, populate: Callable[[Store], None]):
         yield st
 
 
-def test_selection_frequencies_and_targets_from_store(store: Store) -> None:
-    stats = selection_frequencies(store)
+@pytest.fixture
+def project(tmp_path: Path, store: Store) -> Project:
+    return Project.from_store(tmp_path, store, name="demo")
+
+
+def test_selection_frequencies_and_targets_from_store(project: Project) -> None:
+    stats = selection_frequencies(project)
     assert stats[("cat-3-0", 0)].frequency == pytest.approx(0.7)
     assert stats[("cat-3-0", 0)].n_assignments == 10  # 2 rejected ignored
-    th = target_histograms(store)
+    th = target_histograms(project)
     assert th["dog"].counts == (0, 5, 5, 5, 10) and th["dog"].target(10) == (
         0,
         2,
@@ -54,8 +59,8 @@ def test_selection_frequencies_and_targets_from_store(store: Store) -> None:
     )
 
 
-def test_sample_blacklist_resample_loop(store: Store) -> None:
-    first = create_revision(store, project="demo", strategy="matched-frequency", seed=5)
+def test_sample_blacklist_resample_loop(store: Store, project: Project) -> None:
+    first = create_revision(project, strategy="matched-frequency", seed=5)
     rev0 = first.revision
     assert rev0.name == "demo-b-0" and rev0.valid and rev0.parent is None
     members0 = store.revisions.members(rev0.name)
@@ -72,7 +77,7 @@ def test_sample_blacklist_resample_loop(store: Store) -> None:
     # review every class; fox is marked problematic
     for cid in range(3):
         set_class_review(
-            store, rev0.name, cid, reviewed=True, problematic=cid == 2, who="rev"
+            project, rev0.name, cid, reviewed=True, problematic=cid == 2, who="rev"
         )
     # blacklist two cat members (one in bin 4, one in bin 1)
     cat = sorted(m.item_id for m in members0 if m.class_id == 0)
@@ -82,11 +87,11 @@ def test_sample_blacklist_resample_loop(store: Store) -> None:
     ]
     store.blacklist.add([BlacklistEvent(i, "drawing", "rev") for i in bad])
 
-    stats0 = revision_statistics(store, rev0.name)
+    stats0 = revision_statistics(project, rev0.name)
     assert [c.blacklisted for c in stats0.classes] == [2, 0, 0]
 
     second = create_revision(
-        store, project="demo", strategy="matched-frequency", seed=6, parent=rev0.name
+        project, strategy="matched-frequency", seed=6, parent=rev0.name
     )
     rev1 = second.revision
     assert rev1.name == "demo-b-1" and rev1.parent == "demo-b-0" and rev1.valid
@@ -102,14 +107,14 @@ def test_sample_blacklist_resample_loop(store: Store) -> None:
 
     # review carries over only for the unchanged, unproblematic class (dog)
     assert second.reviews_carried == ("dog",)
-    states = review_states(store, rev1.name)
+    states = review_states(project, rev1.name)
     assert [states[c].reviewed for c in range(3)] == [False, True, False]
 
-    diff = {d.class_name: d for d in diff_revisions(store, rev0.name, rev1.name)}
+    diff = {d.class_name: d for d in diff_revisions(project, rev0.name, rev1.name)}
     assert set(diff["cat"].removed) == set(bad) and diff["cat"].added == tuple(new_cat)
     assert diff["dog"].added == () and diff["dog"].kept == 10
 
-    st1 = revision_statistics(store, rev1.name)
+    st1 = revision_statistics(project, rev1.name)
     d = st1.as_dict()
     assert d["n_images"] == 30 and d["blacklisted"] == 0 and d["upward"] == 0
     cat_stats = st1.classes[0]
@@ -134,9 +139,7 @@ def test_short_class_gives_invalid_revision_with_shortfall(
     )
     elig = candidate_eligibility(proj)
     assert elig.excluded_by("near_duplicate") == {f"fox-3-{j}" for j in range(5)}
-    out = create_revision(
-        store, project="demo", strategy="matched-frequency", seed=1, eligibility=elig
-    )
+    out = create_revision(proj, strategy="matched-frequency", seed=1, eligibility=elig)
     rev = out.revision
     assert not rev.valid
     assert set(rev.shortfall) == {"fox"}
@@ -145,23 +148,18 @@ def test_short_class_gives_invalid_revision_with_shortfall(
     assert dict(map(tuple, fox["detail"])) == {"bin 3": 2, "bin 4": 4}
     assert Counter(m.class_id for m in store.revisions.members(rev.name))[2] == 4
     # other strategies: threshold at 0.7 has exactly 10 (bins 3, 4) per class, fox 0
-    thr = create_revision(
-        store, project="demo", strategy="threshold", seed=1, eligibility=elig
-    )
+    thr = create_revision(proj, strategy="threshold", seed=1, eligibility=elig)
     assert thr.revision.name == "demo-a-0"
     assert not thr.revision.valid and thr.revision.shortfall["fox"]["got"] == 0
 
 
-def test_same_seed_identical_members_and_immutable_names(store: Store) -> None:
-    a = create_revision(
-        store, project="p", strategy="class-balanced", seed=3, per_class=7
-    )
-    b = create_revision(
-        store, project="p", strategy="class-balanced", seed=3, per_class=7
-    )
-    c = create_revision(
-        store, project="p", strategy="class-balanced", seed=4, per_class=7
-    )
+def test_same_seed_identical_members_and_immutable_names(
+    tmp_path: Path, store: Store
+) -> None:
+    p = Project.from_store(tmp_path, store, name="p")
+    a = create_revision(p, strategy="class-balanced", seed=3, per_class=7)
+    b = create_revision(p, strategy="class-balanced", seed=3, per_class=7)
+    c = create_revision(p, strategy="class-balanced", seed=4, per_class=7)
     assert (a.revision.name, b.revision.name) == (
         "p-class-balanced-0",
         "p-class-balanced-1",
@@ -170,19 +168,19 @@ def test_same_seed_identical_members_and_immutable_names(store: Store) -> None:
     assert ma == store.revisions.members(b.revision.name)
     mc = store.revisions.members(c.revision.name)
     assert ma != mc and len(mc) == len(ma) == 21
-    assert next_revision_name(store, "p", "top-images") == "p-c-0"
+    assert next_revision_name(p, "top-images") == "p-c-0"
     with pytest.raises(StoreError, match="immutable"):
-        create_revision(
-            store, project="p", strategy="top-images", seed=1, name=a.revision.name
-        )
+        create_revision(p, strategy="top-images", seed=1, name=a.revision.name)
     with pytest.raises(NotFoundError):
-        create_revision(store, project="p", strategy="threshold", seed=1, parent="nope")
+        create_revision(p, strategy="threshold", seed=1, parent="nope")
     with pytest.raises(UnknownNameError, match="matched-frequency"):
-        create_revision(store, project="p", strategy="matched-frequncy", seed=1)
+        create_revision(p, strategy="matched-frequncy", seed=1)
 
 
-def _project_with_near_original(root: Path, classes: list[str]) -> Project:
-    proj = Project.init(root, name="p", classes=classes)
+def _project_with_near_original(
+    root: Path, classes: list[str], name: str = "p"
+) -> Project:
+    proj = Project.init(root, name=name, classes=classes)
     # the CIFAR rule on plain L2: nearest original at ≤ 1000 is never used
     proj.config = dataclasses.replace(
         proj.config, thresholds={"near_original": 1000.0**2}
@@ -193,7 +191,7 @@ def _project_with_near_original(root: Path, classes: list[str]) -> Project:
 def test_keyword_count_revision_uses_verified_and_nearest_original(
     tmp_path: Path,
 ) -> None:
-    with _project_with_near_original(tmp_path / "kw", ["cat", "car"]) as proj:
+    with _project_with_near_original(tmp_path / "kw", ["cat", "car"], "c10") as proj:
         st = proj.store
         rows = [CandidateRow(f"tabby{i}", "tiny", str(i), 0, "tabby") for i in range(6)]
         rows += [
@@ -222,8 +220,7 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
         assert elig.blocking("tabby0") == ("near_original",)
         assert elig.blocking("tabby1") == ()
         v4 = create_revision(
-            st,
-            project="c10",
+            proj,
             strategy="keyword-count",
             seed=0,
             keyword_counts=plan,
@@ -238,8 +235,7 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
         st.blacklist.add([BlacklistEvent("tabby3", "blurry", "B")])
         plan6 = {"cat": {"tabby": 3}, "car": {"coupe": 3}}
         v6 = create_revision(
-            st,
-            project="c10",
+            proj,
             strategy="keyword-count",
             seed=1,
             keyword_counts=plan6,
@@ -255,7 +251,7 @@ def test_keyword_count_revision_uses_verified_and_nearest_original(
 def test_class_balanced_demo_scale(tmp_path: Path) -> None:
     """Demo-sized pool (10 classes × 1,000 held-out images, 30 near-duplicates)."""
     classes = [f"c{i}" for i in range(10)]
-    with _project_with_near_original(tmp_path / "demo", classes) as proj:
+    with _project_with_near_original(tmp_path / "demo", classes, "fm") as proj:
         st = proj.store
         st.candidates.add(
             # distinct source refs: a shared one links images as the same photo
@@ -270,8 +266,7 @@ def test_class_balanced_demo_scale(tmp_path: Path) -> None:
         elig = candidate_eligibility(proj)
         assert elig.excluded_by("near_original") == ndup
         out = create_revision(
-            st,
-            project="fm",
+            proj,
             strategy="class-balanced",
             seed=0,
             per_class=200,

@@ -59,9 +59,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proj = root / "p"
     with Project.init(proj, classes=["a", "b"]) as p:
         for split, x in (("train", train), ("test", test)):
-            register_reference_arrays(p.store, p.root, x, y, split=split,
+            register_reference_arrays(p, x, y, split=split,
                                       class_names=["a", "b"])  # fmt: skip
-        add_source(p.store, p.root, "arrays", root / "pool.npz", name="pool")
+        add_source(p, "arrays", root / "pool.npz", name="pool")
         run_dedup(p, metrics=("l2",), k=5, backend="numpy")
     ids = {k: [content_id(im) for im in v] for k, v in parts.items()}
     return {"root": proj, "ids": ids}
@@ -132,7 +132,7 @@ def test_revision_and_its_export_give_the_same_split(project: dict) -> None:
     root, ids = project["root"], project["ids"]
     with Project.open(root) as p:
         rev = create_revision(
-            p, project="p", strategy="class-balanced", seed=0, per_class=5,
+            p, strategy="class-balanced", seed=0, per_class=5,
             eligibility=candidate_eligibility(p),
         ).revision.name  # fmt: skip
         exported = export_revision(p, rev, format="npy", overwrite=True).out

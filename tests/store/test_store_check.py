@@ -155,7 +155,7 @@ def test_orphans_in_the_middle_are_listed_free_and_punched(tmp_path: Path) -> No
         from retest.store.artifacts import writers_lock
 
         with writers_lock(p.arrays_dir):
-            add_source(p.store, p.root, "arrays", tmp_path / "b.npz")
+            add_source(p, "arrays", tmp_path / "b.npz")
     assert len(px) == 360
     code, rep = _check(proj)
     assert code == 1 and _kinds(rep) == {"orphan_rows": 40}

@@ -37,6 +37,7 @@ from retest.errors import RetestError
 from retest.labeling.tasks import image_token
 from retest.models.prediction_files import runners_from_folders
 from retest.pipeline.crowd import create_tasks, import_mturk
+from retest.pipeline.project import Project
 from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
@@ -357,7 +358,13 @@ def crowd_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes
         for c in range(2)
         for i in range(10)
     )
-    tasks = create_tasks(s, images_per_task=16, pos_controls=3, neg_controls=3, seed=4)
+    tasks = create_tasks(
+        Project.from_store(root, s),
+        images_per_task=16,
+        pos_controls=3,
+        neg_controls=3,
+        seed=4,
+    )
     s.close()
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
@@ -404,7 +411,7 @@ def test_mturk_results_csv(
     store = open_store(db)
     try:
         try:
-            import_mturk(store, path, secret=SECRET)
+            import_mturk(Project.from_store(work, store), path, secret=SECRET)
         except Exception as err:
             _expect_one_line_error(err, what)
             store.close()

@@ -87,7 +87,7 @@ def build_project(root: Path) -> WebProject:
         Revision("webtest-a-0", "threshold", {"per_class": 3}, seed=1),
         [RevisionMember(c, i % 2) for i, c in enumerate(cand_ids[:6])],
     )
-    create_tasks(proj.store, images_per_task=10, pos_controls=2, neg_controls=2, seed=3)
+    create_tasks(proj, images_per_task=10, pos_controls=2, neg_controls=2, seed=3)
     return WebProject(proj, cand_ids, [f"test:{i}" for i in range(20)])
 
 
@@ -104,7 +104,7 @@ def app(web_project: WebProject):
         web_project.project,
         token=TOKEN,
         reviewer_token=REVIEWER,
-        secret=project_secret(web_project.project.root),
+        secret=project_secret(web_project.project),
     )
 
 

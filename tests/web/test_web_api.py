@@ -88,7 +88,7 @@ def test_image_paths_cannot_escape_the_project(app, web_project, tmp_path) -> No
 def test_task_answer_uses_tokens(app, web_project) -> None:
     store = web_project.project.store
     task = store.tasks.list()[0]
-    secret = project_secret(web_project.project.root)
+    secret = project_secret(web_project.project)
     tokens = [image_token(f"{task.id}|{i}", secret) for i in task.items]
     c = TestClient(app)
     page = c.get(f"/task/{task.id}", headers=AUTH).text

@@ -151,7 +151,7 @@ def test_reviewer_decides_label_error_suspects(
 
     store = web_project.project.store
     queue_label_errors(
-        store,
+        web_project.project,
         [Suspect("test:1", 1, 0, rank=1), Suspect("test:4", 0, 1, rank=2)],
         method="both",
     )
@@ -213,7 +213,7 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     page.wait_for_selector(".cell:focus")
     page.keyboard.press("Enter")
     _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items))
-    stats = selection_frequencies(store)
+    stats = selection_frequencies(web_project.project)
     for t in (t0, t1):
         for item in t.items:
             assert stats[(item, t.class_id)].n_assignments == 1  # one vote each

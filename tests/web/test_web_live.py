@@ -109,19 +109,19 @@ def test_label_progress_and_queue_from_aggregates(web_project) -> None:
         ]
         + [AnnotationEvent("b", "verify", 0, cats[1], 1)]  # changed her mind
     )
-    queue_label_errors(store, [Suspect("test:1", 1, 0, rank=1)], method="both")
+    queue_label_errors(proj, [Suspect("test:1", 1, 0, rank=1)], method="both")
     agg = EventAggregates()
     agg.feed(store.annotations.list())
     pool = candidate_pool(store)
     names = {c.id: c.name for c in store.classes.list()}
     assert verified_counts(agg.latest["verify"], pool.keyword_of, names) == (
-        verified_per_keyword(store)
+        verified_per_keyword(proj)
     )
     fast = keyword_progress(
-        store, proj.root, selected=agg.latest_by_item["select"],
+        proj, selected=agg.latest_by_item["select"],
         verdicts=agg.latest_by_item["verify"],
         verified=verified_counts(agg.latest["verify"], pool.keyword_of, names),
         pool=pool,
     )  # fmt: skip
-    assert fast == keyword_progress(store, proj.root)
-    assert agg.label_error_queue() == label_error_queue(store)
+    assert fast == keyword_progress(proj)
+    assert agg.label_error_queue() == label_error_queue(proj)

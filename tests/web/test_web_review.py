@@ -89,7 +89,7 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
         ("alice", "test:4", 0, -1, "unclear"),
     ]
     assert "Nothing pending" in c.get("/label-errors").text
-    q = label_error_queue(store)
+    q = label_error_queue(web_project.project)
     assert [(i.item_id, i.verdict, i.verdict_class) for i in q] == [
         ("test:1", "wrong", 0),
         ("test:4", "unclear", None),
@@ -101,11 +101,13 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
 def test_bad_label_error_lists_write_nothing(web_project, tmp_path) -> None:
     store = web_project.project.store
     with pytest.raises(InputValidationError, match="project labels it 1"):
-        queue_label_errors(store, [Suspect("test:2", 0, 1), Suspect("test:1", 0, 1)])
+        queue_label_errors(
+            web_project.project, [Suspect("test:2", 0, 1), Suspect("test:1", 0, 1)]
+        )
     with pytest.raises(NotFoundError, match="not an image of the project"):
-        queue_label_errors(store, [Suspect("test:99", 0, 1)])
+        queue_label_errors(web_project.project, [Suspect("test:99", 0, 1)])
     with pytest.raises(InputValidationError, match="not a project class"):
-        queue_label_errors(store, [Suspect("test:2", 0, 7)])
+        queue_label_errors(web_project.project, [Suspect("test:2", 0, 7)])
     assert store.annotations.count(kind=SUSPECT_KIND) == 0
     f = _write_list(tmp_path / "bad.json", [{"index": 1, "given": "x"}])  # type: ignore[dict-item]
     with pytest.raises(InputValidationError, match="row 1"):
@@ -300,9 +302,9 @@ def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> Non
     assert method == ("argmax" if fmt == "json" else "")
     # equal scores are ranked by index (retest.label_errors.rank_label_errors)
     assert [s.item_id for s in suspects] == ["test:3", "test:11", "test:6"]
-    store = web_project.project.store
-    assert queue_label_errors(store, suspects, method=method) == 3
-    q = label_error_queue(store)
+    project = web_project.project
+    assert queue_label_errors(project, suspects, method=method) == 3
+    q = label_error_queue(project)
     assert {(i.item_id, i.given, i.suggested) for i in q} == {
         (f"test:{k}", k % 2, 1 - k % 2) for k in planted
     }
@@ -312,9 +314,9 @@ def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> Non
 def test_index_shows_class_review_states(app, web_project) -> None:
     from retest.pipeline.revisions import set_class_review
 
-    store = web_project.project.store
+    project = web_project.project
     c = TestClient(app, headers=READ)
     assert "0 of 2 classes reviewed" in c.get("/").text
-    set_class_review(store, "webtest-a-0", 1, reviewed=True, who="bob")
+    set_class_review(project, "webtest-a-0", 1, reviewed=True, who="bob")
     html = c.get("/").text
     assert "1 of 2 classes reviewed" in html and "dog ✓" in html

@@ -51,7 +51,7 @@ def test_a_replayed_submission_writes_once(app, web_project) -> None:
     assert store.annotations.count(kind="select") == 6
     # after a restart the key is found in the store: still a no-op
     app2 = create_app(web_project.project, token=TOKEN, reviewer_token=REVIEWER,
-                      secret=project_secret(web_project.project.root))  # fmt: skip
+                      secret=project_secret(web_project.project))  # fmt: skip
     r = TestClient(app2).post("/api/label", json=body, headers=LABELER)
     assert r.json() == {"events": 3, "replayed": True}
     assert store.annotations.count(kind="select") == 6
@@ -61,12 +61,12 @@ def test_a_resubmitted_task_replaces_the_earlier_answer(app, web_project) -> Non
     c = TestClient(app)
     store = web_project.project.store
     task = store.tasks.list()[0]
-    tok = [image_token(f"{task.id}|{i}", project_secret(web_project.project.root))
+    tok = [image_token(f"{task.id}|{i}", project_secret(web_project.project))
            for i in task.items]  # fmt: skip
     for key, picked in (("load-aaaa", tok[:2]), ("load-bbbb", tok[2:3])):
         body = {"submission": key, "task_id": task.id, "selected_tokens": picked}
         assert c.post("/api/task", json=body, headers=LABELER).status_code == 200
-    stats = selection_frequencies(store)
+    stats = selection_frequencies(web_project.project)
     # two stored assignments of alice, one counted: the later one
     assert len({e.assignment_id for e in store.annotations.list(kind="task")}) == 2
     assert stats[(task.items[0], task.class_id)].n_assignments == 1
@@ -108,7 +108,7 @@ def test_labelers_cannot_read_results_controls_or_reviews(app, web_project) -> N
 
 def test_openapi_only_when_asked(web_project) -> None:
     app = create_app(web_project.project, token=TOKEN, openapi=True,
-                     secret=project_secret(web_project.project.root))  # fmt: skip
+                     secret=project_secret(web_project.project))  # fmt: skip
     assert TestClient(app).get("/openapi.json").status_code == 200
 
 

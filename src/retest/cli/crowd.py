@@ -63,14 +63,14 @@ def tasks_cmd(
             seed = proj.config.seed("tasks")
             seed = 0 if seed is None else seed
         rows = create_tasks(
-            proj.store,
+            proj,
             nearest_class=near,
             images_per_task=images_per_task,
             pos_controls=controls,
             neg_controls=controls,
             seed=seed,
         )
-        waiting = pending_task_candidates(proj.store)
+        waiting = pending_task_candidates(proj)
     if as_json:
         print_json({"tasks": [r.id for r in rows]})
         return
@@ -176,7 +176,7 @@ def export_cmd(
                 "no tasks to export; run `retest crowd tasks` first."
             )
         if not all_tasks:
-            done = exported_task_ids(proj.store)
+            done = exported_task_ids(proj)
             tasks = [t for t in tasks if t.id not in done]
             if not tasks:
                 raise InputValidationError(
@@ -185,10 +185,10 @@ def export_cmd(
                     "candidates, or pass --all to write every task again."
                 )
         files = export_mturk(
-            proj.store,
+            proj,
             tasks,
             out,
-            secret=project_secret(proj.root),
+            secret=project_secret(proj),
             base_url=base_url,
             image_bytes=jpeg,
         )
@@ -218,10 +218,10 @@ def import_cmd(
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
-        secret = project_secret(proj.root)
-        res = import_mturk(proj.store, results, secret=secret)
+        secret = project_secret(proj)
+        res = import_mturk(proj, results, secret=secret)
         ids = worker_ids_from_results(results, secret=secret)
-        workers = worker_report(proj.store, worker_ids=ids)
+        workers = worker_report(proj, worker_ids=ids)
     if as_json:
         print_json(
             {
@@ -337,11 +337,11 @@ def workers_cmd(
     if not 0.0 <= min_accuracy <= 1.0:
         raise ConfigError(f"--min-accuracy must be in [0, 1]. Got {min_accuracy}.")
     with Project.open(project) as proj:
-        secret = project_secret(proj.root)
+        secret = project_secret(proj)
         ids: dict[str, str] = {}
         for path in results or []:
             ids.update(worker_ids_from_results(path, secret=secret))
-        workers = worker_report(proj.store, min_accuracy=min_accuracy, worker_ids=ids)
+        workers = worker_report(proj, min_accuracy=min_accuracy, worker_ids=ids)
     if as_json:
         print_json({"min_accuracy": min_accuracy, "workers": workers})
         return

@@ -54,10 +54,7 @@ def plan(
         else None
     )
     with Project.open(project_dir) as project:
-        result = make_plan(
-            project.store, project.root, rule=rule, size=size, top_k=top_k,
-            exclude=excl, keywords=project.config.keywords,
-        )  # fmt: skip
+        result = make_plan(project, rule=rule, size=size, top_k=top_k, exclude=excl)
     if as_json:
         print_json(result.to_json())
         return

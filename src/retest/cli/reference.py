@@ -75,9 +75,8 @@ def add(
         check_input_path(labels, "--labels", kind="file")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
         rep = register_reference(
-            project.store, project.root, kind, path, split=split, labels_path=labels,
-            progress=bar,
-        )  # fmt: skip
+            project, kind, path, split=split, labels_path=labels, progress=bar
+        )
     if as_json:
         print_json(rep.to_json())
         return
@@ -110,9 +109,7 @@ def keywords(
             raise ConfigError(f"--only needs at least one keyword, a,b. Got {only!r}.")
     check_input_path(tinyimages, "TINYIMAGES folder", kind="dir")
     with Project.open(project_dir) as project, progress_bar(disable=as_json) as bar:
-        rep = recover_keywords(
-            project.store, project.root, tinyimages, keywords=kws, progress=bar
-        )
+        rep = recover_keywords(project, tinyimages, keywords=kws, progress=bar)
     if as_json:
         print_json(rep.to_json())
         return
@@ -135,7 +132,7 @@ def show(
     if top < 1:
         raise ConfigError(f"--top must be an integer >= 1. Got {top}.")
     with Project.open(project_dir) as project:
-        hist = reference_keyword_histogram(project.store)
+        hist = reference_keyword_histogram(project)
         n = project.store.references.count()
     if as_json:
         print_json({"n_reference": n, "histogram": hist})

@@ -49,8 +49,8 @@ def queue_label_errors_cmd(
         )
     suspects, method = load_suspects(file, split=split, top=top)
     with Project.open(project) as proj:
-        new = queue_label_errors(proj.store, suspects, method=method, source=str(file))
-        queue = label_error_queue(proj.store)
+        new = queue_label_errors(proj, suspects, method=method, source=str(file))
+        queue = label_error_queue(proj)
     pending = sum(1 for q in queue if q.pending)
     if as_json:
         print_json({"queued": new, "in_queue": len(queue), "pending": pending})
@@ -71,7 +71,7 @@ def label_errors_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> No
     from retest.pipeline.review_queue import label_error_queue
 
     with Project.open(project) as proj:
-        items = label_error_queue(proj.store)
+        items = label_error_queue(proj)
     if as_json:
         print_json([asdict(i) for i in items])
         return

@@ -188,7 +188,6 @@ def sample(
         elig = candidate_eligibility(proj, include_unreviewed=include_unreviewed)
         out = create_revision(
             proj,
-            project=proj.config.name,
             strategy=strategy,
             seed=seed,
             per_class=per_class,

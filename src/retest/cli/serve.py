@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
             proj,
             token=tok,
             reviewer_token=rtok,
-            secret=project_secret(proj.root),
+            secret=project_secret(proj),
             openapi=openapi,
             hosts=None if host == "0.0.0.0" else hosts,
         )

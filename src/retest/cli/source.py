@@ -210,7 +210,7 @@ def add(
         _check_paths(conf, configured=kind if path is None else None)
         with progress_bar(disable=as_json) as bar:
             rep = add_source(
-                project.store, project.root, src_kind, conf["path"],
+                project, src_kind, conf["path"],
                 keywords=kw_arg, keywords_file=conf.get("keywords_file"),
                 class_name=cls,
                 name=conf.get("name"), labels_path=conf.get("labels"),
@@ -241,7 +241,7 @@ def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     from retest.pipeline.project import Project
 
     with Project.open(project_dir) as project:
-        jobs = list_ingests(project.store, project.root)
+        jobs = list_ingests(project)
     if as_json:
         print_json(jobs)
         return

@@ -8,8 +8,9 @@ distribution as the test set, a correct pipeline shows **no real drop**: the
 mean gap stays within sampling error and the fit of new vs original accuracy has
 slope ≈ 1 (the i.i.d. control).
 
-Steps (each recorded as a checkpoint of stage ``demo``; a rerun reuses finished
-ones and the prediction cache makes re-evaluation free):
+Steps (each a run of the checkpoint stage ``demo`` whose state is the step's
+result, :mod:`retest.pipeline.checkpoint`; a rerun reuses finished ones and the
+prediction cache makes re-evaluation free):
 
 ``split`` → ``reference`` → ``ingest`` → ``dedup`` → ``near-duplicates`` →
 ``sample`` → ``export`` → ``evaluate`` → ``compare`` → ``label-errors``.
@@ -53,6 +54,7 @@ from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable
 from retest.label_errors.ensemble import ensemble_pred_probs
 from retest.label_errors.ranking import LabelError
+from retest.pipeline.checkpoint import Checkpoint
 from retest.pipeline.dedup import AGAINST, dedup_report, run_dedup
 from retest.pipeline.eligibility import (
     Eligibility,
@@ -69,7 +71,7 @@ from retest.pipeline.reference import register_reference_arrays
 from retest.pipeline.revisions import create_revision
 from retest.records import LabeledSet
 from retest.store.artifacts import write_bytes, write_json
-from retest.store.rows import StageCheckpoint, split_reference_id
+from retest.store.rows import split_reference_id
 
 __all__ = [
     "DEMO_STAGE",
@@ -162,7 +164,8 @@ class DemoResult:
 
 
 class _Steps:
-    """Runs a step unless its checkpoint (and result file) says it finished."""
+    """Runs a step unless its checkpoint says it finished; then its stored result
+    is returned. ``demo/steps/<step>.json`` is a copy for people, never read."""
 
     def __init__(self, project: Project, progress: ProgressCallback | None) -> None:
         self.project = project
@@ -172,18 +175,19 @@ class _Steps:
         self.reused: list[str] = []
 
     def __call__(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        path = self.dir / f"{name}.json"
-        cp = self.project.store.stages.get(DEMO_STAGE, key=name)
-        if cp is not None and cp.done and path.is_file():
+        cp = Checkpoint(self.project, DEMO_STAGE, name)
+        stored = cp.load("result") if cp.done else None
+        if stored is not None:
+            stored.pop("created")
             self.finish(name, reused=True)
-            result: dict[str, Any] = json.loads(path.read_text())
-            return result
+            return stored
         t0 = time.perf_counter()
         result = fn()
         result["seconds"] = round(time.perf_counter() - t0, 2)
+        path = self.dir / f"{name}.json"
         write_json(path, result)
-        rel = path.relative_to(self.project.root).as_posix()
-        self.project.store.stages.mark(StageCheckpoint(DEMO_STAGE, name, artifact=rel))
+        cp.save("result", json.loads(json.dumps(result)))
+        cp.finish(artifact=path.relative_to(self.project.root).as_posix())
         self.finish(name, reused=False)
         return result
 
@@ -344,7 +348,7 @@ def run_demo(
             for split_name, ds in (("train", train), ("test", test)):
                 assert ds.images is not None
                 rep = register_reference_arrays(
-                    project.store, root, ds.images, ds.labels, split=split_name,
+                    project, ds.images, ds.labels, split=split_name,
                     class_names=names, progress=progress,
                 )  # fmt: skip
                 out[split_name] = rep.to_json()
@@ -353,7 +357,7 @@ def run_demo(
         steps("reference", reference)
 
         def ingest() -> dict[str, Any]:
-            rep = add_source(project.store, root, "arrays", sp["pool"], name=POOL_NAME,
+            rep = add_source(project, "arrays", sp["pool"], name=POOL_NAME,
                              progress=progress)  # fmt: skip
             return rep.to_json()
 
@@ -379,9 +383,8 @@ def run_demo(
         nd = steps("near-duplicates", near_dups)
 
         def sample() -> dict[str, Any]:
-            rev = create_revision(project, project=PROJECT_NAME, strategy="class-balanced",
-                                  seed=s.seed, per_class=s.per_class,
-                                  eligibility=eligibility())  # fmt: skip
+            rev = create_revision(project, strategy="class-balanced", seed=s.seed,
+                                  per_class=s.per_class, eligibility=eligibility())  # fmt: skip
             return {"revision": rev.revision.name, "valid": rev.revision.valid,
                     "shortfall": dict(rev.revision.shortfall)}  # fmt: skip
 

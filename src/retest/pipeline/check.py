@@ -38,6 +38,7 @@ import numpy as np
 from retest._atomic import pid_alive
 from retest.config import CONFIG_NAME
 from retest.errors import ConfigError, DataIntegrityError, RetestError
+from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray, sha256_file, writers_lock
 from retest.store.base import Store
 
@@ -115,16 +116,26 @@ def _pixel_arrays(root: Path) -> list[PixelArray]:
     return out
 
 
-def reclaim_tail_orphans(store: Store, root: str | os.PathLike[str]) -> int:
-    """Give back unreferenced rows at the end of every pixel array; returns how many.
+def reclaim_tail_orphans(project: Project) -> int:
+    """Give back unreferenced rows at the end of every pixel array.
 
     What a killed writer leaves (pixels appended, rows never inserted) sits at
     the end of the array, so this is cheap enough for the start of every ingest
     (one ``MAX(array_row)`` per array). Call it only while holding
     :func:`~retest.store.artifacts.writers_lock` exclusively.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    int
+        Rows given back.
     """
+    store = project.store
     n = 0
-    for px in _pixel_arrays(Path(root)):
+    for px in _pixel_arrays(project.root):
         count = len(px)
         top = max(
             store.candidates.max_array_row(px.name),
@@ -386,12 +397,28 @@ def check_project(
 ) -> CheckReport:
     """Check the project in ``root`` (or the nearest parent); see the module doc.
 
-    Works on a project that :meth:`Project.open` refuses (that is what it is
-    for). With ``repair`` it gives back orphans and removes leftovers while no
-    writer runs; when an ingest is running, orphans are reported but left alone.
+    The one stage that takes a folder rather than a :class:`Project`: it works on
+    a project that :meth:`Project.open` refuses (a damaged or missing database),
+    which is what it is for. With ``repair`` it gives back orphans and removes
+    leftovers while no writer runs; when an ingest is running, orphans are
+    reported but left alone.
+
+    Parameters
+    ----------
+    root : path, optional
+        The project folder or one below it (default: the current directory).
+    repair : bool
+
+    Returns
+    -------
+    CheckReport
+
+    Raises
+    ------
+    ConfigError
+        ``root`` is not inside a retest project.
     """
     from retest.pipeline.ingest import interrupted_ingests
-    from retest.pipeline.project import Project
 
     start = Path(root if root is not None else ".").resolve()
     found = _find_root(start)

@@ -38,12 +38,12 @@ from retest.labeling.tasks import (
     hash_worker_id,
     image_token,
 )
+from retest.pipeline.checkpoint import Checkpoint, stage_runs
+from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
-from retest.store.base import Store
 from retest.store.rows import (
     ASSIGNMENT_STATUSES,
     AnnotationEvent,
-    StageCheckpoint,
     TaskRow,
 )
 
@@ -91,7 +91,7 @@ def task_from_row(row: TaskRow) -> Task:
 
 
 def create_tasks(
-    store: Store,
+    project: Project,
     *,
     nearest_class: Mapping[int, int] | None = None,
     images_per_task: int = 48,
@@ -113,7 +113,30 @@ def create_tasks(
     added (none when nothing is new).
     Controls come from the original ``control_split``. ``nearest_class`` defaults to
     the next class id (wrapping), a placeholder for a similarity map the user gives.
+
+    Parameters
+    ----------
+    project : Project
+    nearest_class : mapping of class id to class id, optional
+        The class whose originals are each class's negative controls.
+    images_per_task, pos_controls, neg_controls : int
+        Grid size and controls per task.
+    min_assignments : int
+        Counted assignments a candidate needs.
+    seed : int
+    control_split : str
+
+    Returns
+    -------
+    list of TaskRow
+        The tasks added.
+
+    Raises
+    ------
+    InputValidationError
+        The project has no classes.
     """
+    store = project.store
     classes = [c.id for c in store.classes.list()]
     if not classes:
         raise InputValidationError(
@@ -185,26 +208,45 @@ def _pending_candidates(
 
 
 def pending_task_candidates(
-    store: Store, *, min_assignments: int = 10
+    project: Project, *, min_assignments: int = 10
 ) -> dict[str, str]:
     """Candidates that sit in a task not yet answered by ``min_assignments`` workers.
 
     Such a task is either not exported yet or exported and awaiting answers, so
     :func:`create_tasks` gives its candidates no second task (a second one would be
-    published and paid for as well). Maps candidate id → task id.
+    published and paid for as well).
+
+    Parameters
+    ----------
+    project : Project
+    min_assignments : int
+
+    Returns
+    -------
+    dict of candidate id to task id
     """
+    store = project.store
     return _pending_candidates(
         store.tasks.list(), store.annotations.list(kind="task"), min_assignments
     )
 
 
 EXPORT_STAGE = "crowd-export"
-"""Stage checkpoints keyed by task id: tasks written to a batch file before."""
+"""Checkpoint stage whose runs are task ids: tasks written to a batch file before."""
 
 
-def exported_task_ids(store: Store) -> set[str]:
-    """Ids of the tasks some earlier :func:`export_mturk` wrote to a batch file."""
-    return store.stages.done_keys(EXPORT_STAGE)
+def exported_task_ids(project: Project) -> set[str]:
+    """Ids of the tasks some earlier :func:`export_mturk` wrote to a batch file.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    set of str
+    """
+    return {r.key for r in stage_runs(project, EXPORT_STAGE) if r.done}
 
 
 _TEMPLATE = """<!-- retest MTurk question template: one task per row of batch_input.csv -->
@@ -229,12 +271,12 @@ _CELL = (
 
 
 def export_mturk(
-    store: Store,
+    project: Project,
     tasks: Sequence[TaskRow],
     out_dir: str | os.PathLike[str],
     *,
-    secret: bytes,
     base_url: str,
+    secret: bytes | None = None,
     image_bytes: Callable[[str], bytes] | None = None,
     descriptions: Mapping[int, str] | None = None,
 ) -> dict[str, Path]:
@@ -243,7 +285,33 @@ def export_mturk(
     Tokens are an HMAC of task and image id under the project secret, so the same
     project and secret always produce the same files. Each task written is marked
     exported (:func:`exported_task_ids`) once the files are in place.
+
+    Parameters
+    ----------
+    project : Project
+    tasks : sequence of TaskRow
+    out_dir : path
+    base_url : str
+        Where the requester hosts ``images/`` (the URLs in the batch file).
+    secret : bytes, optional
+        Token key (default: :func:`project_secret`).
+    image_bytes : callable, optional
+        Item id → JPEG bytes; without it no image files are written.
+    descriptions : mapping of class id to str, optional
+        Class definitions shown to workers (default: the stored descriptions).
+
+    Returns
+    -------
+    dict of str to Path
+        ``question``, ``batch`` and ``images``.
+
+    Raises
+    ------
+    InputValidationError
+        No tasks.
     """
+    store = project.store
+    secret = project_secret(project) if secret is None else secret
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     if not tasks:
@@ -277,7 +345,7 @@ def export_mturk(
     atomic_write_bytes(out / "batch_input.csv", buf.getvalue().encode())
     batch = str((out / "batch_input.csv").resolve())
     for t in tasks:
-        store.stages.mark(StageCheckpoint(EXPORT_STAGE, t.id, artifact=batch))
+        Checkpoint(project, EXPORT_STAGE, t.id).finish(artifact=batch)
     return {
         "question": out / "question.html",
         "batch": out / "batch_input.csv",
@@ -546,7 +614,10 @@ def _check_same_assignment(
 
 
 def import_mturk(
-    store: Store, results_csv: str | os.PathLike[str], *, secret: bytes
+    project: Project,
+    results_csv: str | os.PathLike[str],
+    *,
+    secret: bytes | None = None,
 ) -> CrowdImport:
     """Import (or re-import) an MTurk batch results CSV into the store.
 
@@ -563,7 +634,27 @@ def import_mturk(
     raise before anything is written. All rows are checked before the first write;
     the new events go in one transaction, then the status changes; re-running an
     interrupted import completes it.
+
+    Parameters
+    ----------
+    project : Project
+    results_csv : path
+        The batch results file MTurk's requester UI downloads.
+    secret : bytes, optional
+        Token and worker-id key (default: :func:`project_secret`).
+
+    Returns
+    -------
+    CrowdImport
+        Counts, status changes and rejected rows with their line numbers.
+
+    Raises
+    ------
+    InputValidationError, DataIntegrityError
+        The file as a whole is unusable (nothing is written).
     """
+    store = project.store
+    secret = project_secret(project) if secret is None else secret
     path = Path(results_csv)
     rows, unparsable = _read_results(path)
     result = CrowdImport(rows=len(rows) + len(unparsable))
@@ -632,7 +723,7 @@ def _pooled(hits: int, total: int) -> float | None:
 
 
 def worker_report(
-    store: Store,
+    project: Project,
     *,
     min_accuracy: float = MIN_CONTROL_ACCURACY,
     worker_ids: Mapping[str, str] | None = None,
@@ -651,10 +742,22 @@ def worker_report(
     to the raw MTurk WorkerIds (see :func:`worker_ids_from_results`); the raw id is
     only reported (``worker_id``), never stored. Computed from the stored events, so
     it covers every import so far.
+
+    Parameters
+    ----------
+    project : Project
+    min_accuracy : float
+    worker_ids : mapping of str to str, optional
+
+    Returns
+    -------
+    list of dict
+        One row per worker.
     """
     tasks: dict[str, Task] = {}
     by_assignment: dict[str, dict[str, object]] = {}
     selected: dict[str, set[str]] = defaultdict(set)
+    store = project.store
     for e in store.annotations.list(kind="task"):
         if e.assignment_id is None or e.task_id is None:
             continue
@@ -733,13 +836,21 @@ def worker_ids_from_results(
     return out
 
 
-def project_secret(root: str | os.PathLike[str]) -> bytes:
+def project_secret(project: Project) -> bytes:
     """The project's secret for image tokens and worker-id hashes.
 
     Created once (``.retest-secret``, mode 0600) and never shown to workers; losing it
     makes exported batches unreadable, so it lives next to ``retest.db``.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    bytes
     """
-    path = Path(root) / ".retest-secret"
+    path = project.root / ".retest-secret"
     if not path.exists():
         import secrets
 

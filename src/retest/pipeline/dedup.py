@@ -11,9 +11,9 @@ exact metrics' neighbour lists (:mod:`retest.pipeline.dedup_shortlist`) —
 :mod:`retest.dedup.warp`). References are the original train and/or test images
 and the candidate pool itself (a candidate never lists itself).
 
-Run state lives in the store, one artifact record per metric
-(``dedup/metric/<name>``, params: fingerprint, image shape, embedder, review
-target and how it was obtained). The review queue covers every metric ever run on
+Run state lives in the store (:mod:`retest.pipeline.checkpoint`), one record per
+metric (``dedup/metric/<name>``: fingerprint, image shape, embedder, review
+target and how it was obtained, complete). The review queue covers every metric ever run on
 the project: a later run of other metrics adds to it and never hides pending
 pairs of earlier ones. Review targets: the target stored with the metric's run
 (``features``: calibrated on the originals), else the metric's default for the
@@ -21,8 +21,9 @@ image size; ``[thresholds]`` in retest.toml (keys ``l2``, ``features``,
 ``dssim``, ``warp``) overrides them, and so do per-call ``thresholds``.
 
 The stage is resumable: candidates are processed in chunks and each finished
-(metric, chunk) is a checkpoint under ``dedup:<fingerprint>``; a restart skips
-finished chunks and produces the same lists. Inputs are validated before anything
+(metric, chunk) is a chunk of the checkpoint run ``dedup:<fingerprint>`` (the
+fingerprint covers the candidate and reference ids and the parameters); a restart
+skips finished chunks and produces the same lists. Inputs are validated before anything
 is written. Pixel (and feature) matrices are written once as ``.npy`` under
 ``arrays/dedup/<fingerprint>/`` and memory-mapped, so Dask workers reopen them.
 """
@@ -53,8 +54,9 @@ from retest.dedup.rules import (
 )
 from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
-from retest.errors import ConfigError, InputValidationError, NotFoundError
+from retest.errors import ConfigError, InputValidationError
 from retest.models.embedders import parse_embedder_spec
+from retest.pipeline.checkpoint import Checkpoint, list_states, load_state, save_state
 from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
 from retest.pipeline.dedup_metrics import (
     DEDUP_METRICS,
@@ -71,12 +73,11 @@ from retest.pipeline.dedup_shortlist import (
     shortlist_chunk,
 )
 from retest.pipeline.project import Project
-from retest.store.artifacts import record_artifact, sha256_file, write_json
+from retest.store.artifacts import sha256_file, write_json
 from retest.store.rows import (
     DuplicateVerdict,
     NeighbourList,
     NeighbourReview,
-    StageCheckpoint,
 )
 
 __all__ = [
@@ -169,6 +170,7 @@ def _check_options(
 
 
 def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
+    """The run's inputs fingerprint: parameters, candidate and reference ids."""
     h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
     for ids in (inp.cand_ids, inp.ref_ids):
         h.update(str(len(ids)).encode())
@@ -303,15 +305,19 @@ def run_dedup(
         "embedder": per_metric.get("features", {}).get("embedder"),
         "ssim": asdict(opts.ssim),
         "warp": asdict(opts.warp),
-        **{m: per_metric[m] for m in order if m not in BUILTIN_METRICS and per_metric[m]},
+        **{
+            m: per_metric[m]
+            for m in order
+            if m not in BUILTIN_METRICS and per_metric[m]
+        },
     }
     fp = _fingerprint(inp, params)
     base = project.arrays_dir / "dedup" / fp
     cand_px = _cached_npy(base / "candidates.npy", lambda: inp.cand_px)
     ref_px = _cached_npy(base / "references.npy", lambda: inp.ref_px)
     ctx = MetricContext(project, inp, cand_px, ref_px, base, opts)
-    stage = f"{DEDUP_STAGE}:{fp}"
-    done = project.store.stages.done_keys(stage)
+    run = Checkpoint(project, DEDUP_STAGE, fp)
+    done = run.done_chunks()
     chunks = list(range(0, len(inp.cand_ids), chunk_size))
     total, computed, skipped = len(order) * len(chunks), 0, 0
     exact = [
@@ -343,11 +349,12 @@ def run_dedup(
         )
         if data_file not in sha:
             sha[data_file] = sha256_file(data_file)
-        record = {"name": f"{_STATE_PREFIX}{metric}", "stage": DEDUP_STAGE,
-                  "sha256": sha[data_file]}  # fmt: skip
+        # the metric's state describes the reference data it was computed on
+        record = {"stage": DEDUP_STAGE, "sha256": sha[data_file],
+                  "path": data_file.relative_to(project.root).as_posix()}  # fmt: skip
         state = _json_safe(state)
-        record_artifact(project.store, project.root, data_file,
-                        params={**state, "complete": False}, **record)  # fmt: skip
+        save_state(project, f"{_STATE_PREFIX}{metric}",
+                   {**state, "complete": False}, **record)  # fmt: skip
         shards: Any = None
         for n, c0 in enumerate(chunks):
             key = f"{metric}:{n:06d}"
@@ -369,13 +376,13 @@ def run_dedup(
                                                progress=progress, expected_calls=todo)  # fmt: skip
                 res = _knn_chunk(q[c0:c1], r, k, ex, shards, memory_budget, backend)
             _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
-            project.store.stages.mark(StageCheckpoint(stage, key))
+            run.mark(key)
             computed += 1
             report(progress, "dedup", computed + skipped, total)
         if shards is not None:
             shards.release()
-        record_artifact(project.store, project.root, data_file,
-                        params={**state, "complete": True}, **record)  # fmt: skip
+        save_state(project, f"{_STATE_PREFIX}{metric}",
+                   {**state, "complete": True}, **record)  # fmt: skip
         states[metric] = state
     summary = project.reports_dir / "dedup" / "run.json"  # for humans, never read
     summary.parent.mkdir(parents=True, exist_ok=True)
@@ -397,22 +404,29 @@ def run_dedup(
 # ------------------------------------------------------------------ run state
 
 
-def _states(project: Project) -> dict[str, Any]:
+def _states(project: Project) -> dict[str, dict[str, Any]]:
+    """Metric → its stored state."""
     return {
-        r.name[len(_STATE_PREFIX) :]: r
-        for r in project.store.artifacts.list(stage=DEDUP_STAGE)
-        if r.name.startswith(_STATE_PREFIX)
+        name[len(_STATE_PREFIX) :]: state
+        for name, state in list_states(project, DEDUP_STAGE, _STATE_PREFIX).items()
     }
 
 
 def metric_state(project: Project, metric: str) -> dict[str, Any] | None:
-    """What the last run of ``metric`` stored (fingerprint, image_shape, target,
-    embedder, calibration, complete, ...), or None if it never ran."""
-    try:
-        rec = project.store.artifacts.get(f"{_STATE_PREFIX}{metric}")
-    except NotFoundError:
-        return None
-    return {**dict(rec.params), "created": rec.created}
+    """What the last run of ``metric`` stored.
+
+    Parameters
+    ----------
+    project : Project
+    metric : str
+
+    Returns
+    -------
+    dict or None
+        Fingerprint, image_shape, target, embedder, calibration, complete,
+        created, ...; None if the metric never ran.
+    """
+    return load_state(project, f"{_STATE_PREFIX}{metric}")
 
 
 def _has_lists(project: Project, metric: str) -> bool:
@@ -438,9 +452,9 @@ def metrics_run(project: Project) -> tuple[str, ...]:
 
 def dedup_image_shape(project: Project) -> tuple[int, ...] | None:
     """Image shape the most recent dedup run compared (None before any run)."""
-    recs = sorted(_states(project).values(), key=lambda r: r.created or "")
-    for rec in reversed(recs):
-        shape = rec.params.get("image_shape")
+    states = sorted(_states(project).values(), key=lambda r: r["created"] or "")
+    for state in reversed(states):
+        shape = state.get("image_shape")
         if shape:
             return tuple(int(x) for x in shape)
     return None
@@ -492,7 +506,7 @@ def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
 
     store = project.store
     black = set(store.blacklist.current())
-    stats = selection_frequencies(store)
+    stats = selection_frequencies(project)
     out = {}
     for c in store.candidates.iter():
         st = stats.get((c.id, c.class_id)) if c.class_id is not None else None

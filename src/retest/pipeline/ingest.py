@@ -7,11 +7,14 @@ For each batch a source yields, in this order:
 2. pixels of new items are appended to ``arrays/candidates_<shape>`` (durable
    before any row points at them), files are written to ``images/<sha256>``;
 3. candidate rows are inserted (insert-or-ignore by id, one transaction);
-4. a line with the batch's counts and unreadable items is appended to
-   ``reports/ingest/<job>.log.jsonl`` (fsynced);
+4. the batch's counts and unreadable items are stored as its state, and appended
+   to ``reports/ingest/<job>.log.jsonl`` for people (fsynced);
 5. the batch's end position is checkpointed in the store.
 
-A process killed anywhere resumes after the last checkpoint. The batch being
+Progress lives in the store (:class:`retest.pipeline.checkpoint.Checkpoint`,
+stage ``ingest``, run = the job key): the job's description and report, each
+batch's counts, the finished batches. The files under ``reports/ingest/`` are
+outputs only. A process killed anywhere resumes after the last checkpoint. The batch being
 processed when it died is redone: its rows are already stored, and since those rows
 carry this source's name and reference they are recognised as this job's own and
 counted as new again, not as duplicates (and their pixels are not appended again).
@@ -36,30 +39,26 @@ import os
 import shlex
 import signal
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from retest._progress import ProgressCallback, report
 from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
+from retest.pipeline.checkpoint import Checkpoint, stage_runs
 from retest.pipeline.ingest_log import (
     MAX_LISTED_DUPLICATES,
     REPORT_DIR,
     IngestReport,
+    Tally,
     append_log_line,
-    read_log,
 )
-from retest.pipeline.ingest_writer import (
-    ARRAY_DIR,
-    BatchWriter,
-    PreparedBatch,
-    batch_content_ids,
-    resolve_class_ids,
-)
+from retest.pipeline.ingest_writer import ARRAY_DIR, BatchWriter, PreparedBatch
+from retest.pipeline.project import Project
 from retest.sources.base import CandidateSource, make_source, read_keywords_file
 from retest.store.artifacts import (
     dumps_json,
@@ -68,25 +67,18 @@ from retest.store.artifacts import (
     write_json,
     writers_lock,
 )
-from retest.store.base import Store
-from retest.store.rows import ClassRow, StageCheckpoint, utc_now
-
-if TYPE_CHECKING:
-    from retest.pipeline.project import Project
+from retest.store.rows import ClassRow, utc_now
 
 __all__ = [
     "CRASH_APPEND_ENV",
     "CRASH_ENV",
     "INGEST_STAGE",
-    "IngestReport",
     "add_source",
-    "batch_content_ids",
     "ingest_job_key",
     "ingest_source",
     "interrupted_ingests",
     "list_ingests",
     "load_tinyimages_index",
-    "resolve_class_ids",
     "resume_command",
 ]
 
@@ -100,14 +92,14 @@ CRASH_APPEND_ENV = "RETEST_INGEST_CRASH_AFTER_APPEND"
 
 
 def ingest_job_key(source: CandidateSource) -> str:
-    """16-hex key of the source's description (kind, resolved path, options)."""
+    """16-hex key of the source's description (kind, resolved path, options): the
+    ingest run's inputs fingerprint."""
     text = json.dumps(source.describe(), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_tinyimages_index(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     metadata_path: str | os.PathLike[str],
     *,
     progress: ProgressCallback | None = None,
@@ -116,19 +108,31 @@ def load_tinyimages_index(
 
     Stored as ``indexes/tinyimages-<key>.json`` (artifact ``tinyimages-index:<key>``)
     where the key covers the file's resolved path, size and modification time.
+
+    Parameters
+    ----------
+    project : Project
+    metadata_path : path
+        The TinyImages ``tiny_metadata.bin``.
+    progress : ProgressCallback, optional
+
+    Returns
+    -------
+    KeywordIndex
     """
     meta = Path(metadata_path).resolve()
     st = meta.stat()
     key = hashlib.sha256(f"{meta}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     rel = f"indexes/tinyimages-{key[:16]}.json"
-    path = Path(root) / rel
+    path = project.root / rel
     if path.is_file():
         return KeywordIndex.from_json(json.loads(path.read_text()))
     index = build_keyword_index(meta, progress=progress)
     sha = write_json(path, index.to_json())
     record_artifact(
-        store, Path(root), path, name=f"tinyimages-index:{key[:16]}", stage=INGEST_STAGE,
-        params={"metadata": str(meta), "records": index.n_records}, sha256=sha,
+        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
+        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
+        sha256=sha,
     )  # fmt: skip
     return index
 
@@ -143,14 +147,33 @@ def _maybe_crash(n_batches: int, env: str = CRASH_ENV) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _resume_position(store: Store, job: str) -> int:
-    keys = store.stages.done_keys(f"{INGEST_STAGE}:{job}")
-    return max((int(k) for k in keys), default=0)
+def _resume_position(cp: Checkpoint) -> int:
+    return max((int(k) for k in cp.done_chunks()), default=0)
+
+
+def _batch_state_name(line: Mapping[str, Any]) -> str:
+    return f"batch/{line['start']:012d}-{line['stop']:012d}-{line['part']}"
+
+
+def _tally(lines: Iterable[Mapping[str, Any]], resume: int) -> Tally:
+    """Counts of the batches before ``resume``, from their stored states.
+
+    States at or after ``resume`` belong to work that is redone (a batch whose
+    state was stored but whose checkpoint was not); a redone batch replaces its
+    own state.
+    """
+    tally = Tally(processed=resume)
+    lines = [
+        line for line in lines
+        if int(line["stop"]) <= resume and int(line["start"]) < resume
+    ]  # fmt: skip
+    for line in sorted(lines, key=lambda x: (x["start"], x["stop"], x["part"])):
+        tally.add(line)
+    return tally
 
 
 def ingest_source(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     source: CandidateSource,
     *,
     name: str | None = None,
@@ -159,17 +182,15 @@ def ingest_source(
     add_classes: bool | None = None,
     command: str | None = None,
 ) -> IngestReport:
-    """Ingest every item of ``source`` into the project at ``root``.
+    """Ingest every item of ``source`` into the project.
 
     Resumable and idempotent: a rerun after completion or after a crash continues
     from the last checkpoint and never stores a candidate twice.
 
     Parameters
     ----------
-    store : Store
-        The project store.
-    root : path
-        The project folder (``arrays/``, ``images/``, ``reports/`` live there).
+    project : Project
+        Pixels go to its ``arrays/`` or ``images/``, rows and progress to its store.
     source : CandidateSource
     name : str, optional
         Name stored as each candidate's ``source``; defaults to the source kind.
@@ -179,9 +200,9 @@ def ingest_source(
         sources and 256 for file sources.
     progress : ProgressCallback, optional
     add_classes : bool, optional
-        Add class names the project does not know (default: only when the store
-        has no classes at all, e.g. a bare store in a notebook). A project created
-        by ``retest init`` fixes its classes, so unknown names are an error.
+        Add class names the project does not know (default: only when the
+        project has no classes at all). A project created by ``retest init`` with
+        classes fixes them, so unknown names are an error.
     command : str, optional
         The command line that resumes this job, kept in its report for
         :func:`interrupted_ingests`; default one rebuilt from the source.
@@ -195,23 +216,23 @@ def ingest_source(
     StageError
         An item's class is not a project class.
     """
-    root = Path(root)
     from retest.pipeline.check import reclaim_tail_orphans
 
-    _check_labels_first(store, source)
+    root = project.root
+    _check_labels_first(project, source)
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
-            reclaim_tail_orphans(store, root)
+            reclaim_tail_orphans(project)
     with writers_lock(root / ARRAY_DIR):
-        return _ingest(store, root, source, name, batch_size, progress, add_classes,
+        return _ingest(project, source, name, batch_size, progress, add_classes,
                        command)  # fmt: skip
 
 
-def _check_labels_first(store: Store, source: CandidateSource) -> None:
+def _check_labels_first(project: Project, source: CandidateSource) -> None:
     """Refuse labels outside the project's class ids before anything is written
     (array sources know all their labels up front)."""
     labels = getattr(source, "labels", None)
-    ids = {c.id for c in store.classes.list()}
+    ids = {c.id for c in project.store.classes.list()}
     if labels is None or not ids or getattr(source, "class_name", None) is not None:
         return
     found = {int(x) for x in np.unique(np.asarray(labels))}
@@ -226,8 +247,7 @@ def _check_labels_first(store: Store, source: CandidateSource) -> None:
 
 
 def _ingest(
-    store: Store,
-    root: Path,
+    project: Project,
     source: CandidateSource,
     name: str | None,
     batch_size: int | None,
@@ -235,25 +255,25 @@ def _ingest(
     add_classes: bool | None,
     command: str | None,
 ) -> IngestReport:
+    store, root = project.store, project.root
     job = ingest_job_key(source)
+    cp = Checkpoint(project, INGEST_STAGE, job)
     name = name or source.kind
     desc = source.describe()
-    log_path = root / REPORT_DIR / f"{job}.log.jsonl"
+    log_path = root / REPORT_DIR / f"{job}.log.jsonl"  # for people, never read
     report_rel = f"{REPORT_DIR}/{job}.json"
-    resume = _resume_position(store, job)
-    tally = read_log(log_path, resume)
+    resume = _resume_position(cp)
+    stored = cp.states("batch/").values()
+    tally = _tally(stored, resume)
+    # an earlier run stored batches: those at the resume position may be its own
+    redo = resume > 0 or bool(stored)
     started = utc_now()
-    store.stages.mark(
-        StageCheckpoint(INGEST_STAGE, job, done=False, artifact=report_rel)
-    )
+    cp.begin(artifact=report_rel)
     fresh = not store.classes.list()
     if source.label_names and fresh:
         store.classes.put(ClassRow(i, n) for i, n in enumerate(source.label_names))
-    writer = BatchWriter(
-        store, root, name, fresh if add_classes is None else add_classes
-    )
+    writer = BatchWriter(project, name, fresh if add_classes is None else add_classes)
     writer.where = str(desc.get("labels_path") or desc["path"])
-    redo = resume > 0 or log_path.is_file()
     total = len(source)
 
     def _report(complete: bool) -> IngestReport:
@@ -261,9 +281,11 @@ def _ingest(
             job, name, source.kind, desc["path"], total, tally.processed,
             tally.new, tally.duplicates, tuple(tally.skipped), tuple(tally.dup_refs),
             resume, complete, desc, started, utc_now() if complete else "",
-            command or resume_command(desc, name, root),
+            command or resume_command(project, desc, name),
         )  # fmt: skip
-        write_bytes(root / report_rel, dumps_json(rep.to_json()).encode())
+        data = _json_safe(rep.to_json())
+        cp.save("report", data)  # what list_ingests and interrupted_ingests read
+        write_bytes(root / report_rel, dumps_json(data).encode())
         return rep
 
     _report(False)
@@ -305,10 +327,9 @@ def _ingest(
         line["new"] = added + prep.own
         line["duplicates"] += prep.kept - added
         _maybe_crash(n_batches)
+        cp.save(_batch_state_name(line), line)  # counted once its checkpoint is
         append_log_line(log_path, line)
-        store.stages.mark(
-            StageCheckpoint(f"{INGEST_STAGE}:{job}", f"{line['stop']:012d}")
-        )
+        cp.mark(f"{line['stop']:012d}")
 
     def _finish(done: Future[None], line: dict[str, Any]) -> None:
         done.result()
@@ -361,52 +382,82 @@ def _ingest(
     except BaseException:
         if not redo and not inserted[0]:
             # nothing of this job is stored: leave no interrupted job behind
-            store.stages.forget(INGEST_STAGE, job)
+            cp.forget()
             (root / report_rel).unlink(missing_ok=True)
         raise
     tally.processed = max(tally.processed, total)
     result = _report(True)
     record_artifact(store, root, root / report_rel, name=f"ingest:{job}",
                     stage=INGEST_STAGE, params={"name": name, "kind": source.kind})  # fmt: skip
-    store.stages.mark(
-        StageCheckpoint(INGEST_STAGE, job, done=True, artifact=report_rel)
-    )
+    cp.finish(artifact=report_rel)
     return result
 
 
-def list_ingests(store: Store, root: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """One summary per ingest job: name, kind, path, counts, complete?"""
+def _json_safe(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def list_ingests(project: Project) -> list[dict[str, Any]]:
+    """One summary per ingest job.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    list of dict
+        The job's report (name, kind, path, counts, complete, ...) without the
+        source description and duplicate list; ``skipped`` is a count. An
+        interrupted job shows the position it resumes from as ``processed``.
+    """
     out = []
-    for cp in store.stages.list(INGEST_STAGE):
-        path = Path(root) / (cp.artifact or "")
-        if not path.is_file():
+    for run in stage_runs(project, INGEST_STAGE):
+        cp = Checkpoint(project, INGEST_STAGE, run.key)
+        state = cp.load("report")
+        if state is None:  # the run stored nothing yet
             continue
-        rep = IngestReport.from_json(json.loads(path.read_text()))
+        state.pop("created", None)
+        rep = IngestReport.from_json(state)
         row = {
             k: v
             for k, v in rep.to_json().items()
             if k not in ("source", "duplicate_refs")
         }
         row["skipped"] = len(rep.skipped)
-        if not cp.done:  # interrupted: the report on disk is from the run's start
-            row["processed"] = _resume_position(store, cp.key)
+        if not run.done:  # interrupted: the report is from the run's start
+            row["processed"] = _resume_position(cp)
             row["complete"] = False
         out.append(row)
     return out
 
 
 def resume_command(
+    project: Project,
     desc: Mapping[str, Any],
     name: str | None,
-    root: str | os.PathLike[str],
     *,
     options: Sequence[str] = (),
 ) -> str:
     """The ``retest source add`` command line of a job, from its source description.
 
-    ``options`` replaces the options rebuilt from ``desc`` (``add_source`` passes
-    the ones it was given, which a description cannot always restore, e.g. a
-    keywords file).
+    Parameters
+    ----------
+    project : Project
+        Named by ``--project``.
+    desc : mapping
+        The source's description (:meth:`CandidateSource.describe`).
+    name : str, optional
+        The source name (``--name`` when it differs from the kind).
+    options : sequence of str
+        Replaces the options rebuilt from ``desc`` (``add_source`` passes the
+        ones it was given, which a description cannot always restore, e.g. a
+        keywords file).
+
+    Returns
+    -------
+    str
+        A shell-quoted command line.
     """
     kind = str(desc.get("kind", ""))
     args = ["retest", "source", "add", kind, str(desc.get("path", ""))]
@@ -422,7 +473,7 @@ def resume_command(
             args += ["--keywords", ",".join(kws)]
     if name and name != kind:
         args += ["--name", name]
-    args += ["--project", str(Path(root).resolve())]
+    args += ["--project", str(project.root.resolve())]
     return shlex.join(args)
 
 
@@ -432,19 +483,24 @@ def interrupted_ingests(project: Project) -> list[str]:
     A job is listed from the moment it stored its first batch until it finishes:
     killed runs, runs that failed part-way, and runs still going in another
     process. Stages that read the candidates should refuse to run while this is
-    not empty (their input is incomplete). Ordered by job key.
+    not empty (their input is incomplete).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    list of str
+        One command line per interrupted job, ordered by job key.
     """
     out = []
-    for cp in project.store.stages.list(INGEST_STAGE):
-        if cp.done:
+    for run in stage_runs(project, INGEST_STAGE):
+        if run.done:
             continue
-        path = project.root / (cp.artifact or f"{REPORT_DIR}/{cp.key}.json")
-        try:
-            rep = json.loads(path.read_text())
-        except (OSError, ValueError):
-            rep = {}
+        rep = Checkpoint(project, INGEST_STAGE, run.key).load("report") or {}
         cmd = rep.get("command") or (
-            resume_command(rep["source"], rep.get("name"), project.root)
+            resume_command(project, rep["source"], rep.get("name"))
             if rep.get("source")
             else f"retest source list --project {shlex.quote(str(project.root))}"
         )
@@ -453,8 +509,7 @@ def interrupted_ingests(project: Project) -> list[str]:
 
 
 def add_source(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     kind: str,
     path: str | os.PathLike[str],
     *,
@@ -469,11 +524,38 @@ def add_source(
 ) -> IngestReport:
     """Build the source ``kind`` at ``path`` and ingest it (``retest source add``).
 
-    ``keywords`` / ``keywords_file`` select TinyImages records (the file may map
-    classes to keywords, see :func:`~retest.sources.read_keywords_file`);
-    the TinyImages keyword index is built once and kept in the project.
-    ``labels_path`` is the IDX labels file, ``images_dir`` the Flickr download
-    folder. Options that do not apply to ``kind`` are refused.
+    Parameters
+    ----------
+    project : Project
+    kind : str
+        A registered candidate source kind.
+    path : path
+        What the source reads (folder, array file, TinyImages folder, ...).
+    keywords, keywords_file : optional
+        Select TinyImages records (the file may map classes to keywords, see
+        :func:`retest.sources.base.read_keywords_file`); the TinyImages keyword
+        index is built once and kept in the project.
+    class_name : str, optional
+        Class of every item (sources without labels).
+    name : str, optional
+        Source name stored on the candidates (default: the kind).
+    labels_path : path, optional
+        The IDX labels file.
+    images_dir : path, optional
+        The Flickr download folder.
+    batch_size : int, optional
+    progress : ProgressCallback, optional
+
+    Returns
+    -------
+    IngestReport
+
+    Raises
+    ------
+    ConfigError
+        An option that does not apply to ``kind``, or a missing required one.
+    StageError
+        Labels outside the project's classes.
     """
     opts: dict[str, Any] = {}
     if class_name is not None:
@@ -492,7 +574,7 @@ def add_source(
         src_path = Path(path)
         folder = src_path if src_path.is_dir() else src_path.parent
         opts["index"] = load_tinyimages_index(
-            store, root, folder / "tiny_metadata.bin", progress=progress
+            project, folder / "tiny_metadata.bin", progress=progress
         )
     if kind == "flickr" and images_dir is None:
         raise ConfigError("flickr needs --images DIR, the downloader's output folder.")
@@ -506,36 +588,32 @@ def add_source(
         given += ["--keywords", ",".join(kw or {})]
     if batch_size is not None:
         given += ["--batch-size", str(batch_size)]
-    command = _configured_command(root, name, kind, path) or resume_command(
-        {"kind": kind, "path": Path(path).resolve()}, name, root, options=given
+    command = _configured_command(project, name, kind, path) or resume_command(
+        project, {"kind": kind, "path": Path(path).resolve()}, name, options=given
     )
     return ingest_source(
-        store, root, source, name=name, batch_size=batch_size, progress=progress,
+        project, source, name=name, batch_size=batch_size, progress=progress,
         command=command,
     )  # fmt: skip
 
 
 def _configured_command(
-    root: str | os.PathLike[str], name: str | None, kind: str, path: Any
+    project: Project, name: str | None, kind: str, path: Any
 ) -> str | None:
     """``retest source add NAME`` when ``name`` is the ``[sources.NAME]`` table of
     the project's retest.toml with this kind and path (its options, e.g. keywords
     mapped to classes, may not be expressible as command-line flags)."""
-    from retest.config import CONFIG_NAME, load_config
-
-    if name is None or not (Path(root) / CONFIG_NAME).is_file():
+    if name is None:
         return None
-    try:
-        table = load_config(Path(root) / CONFIG_NAME).sources.get(name)
-    except Exception:  # an unreadable config: fall back to the explicit command
-        return None
+    table = project.config.sources.get(name)
     if not table or table.get("kind") != kind or "path" not in table:
         return None
-    configured = (Path(root) / Path(str(table["path"])).expanduser()).resolve()
+    root = project.root
+    configured = (root / Path(str(table["path"])).expanduser()).resolve()
     if configured != Path(path).resolve():
         return None
     return shlex.join(
-        ["retest", "source", "add", name, "--project", str(Path(root).resolve())]
+        ["retest", "source", "add", name, "--project", str(root.resolve())]
     )
 
 

@@ -1,4 +1,5 @@
-"""The ingest stage's report and per-batch log (``reports/ingest/<job>.*``)."""
+"""The ingest stage's report, its counts, and the per-batch log for people
+(``reports/ingest/<job>.*``: outputs, never read back)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ __all__ = [
     "MAX_LISTED_DUPLICATES",
     "REPORT_DIR",
     "IngestReport",
+    "Tally",
     "append_log_line",
-    "read_log",
 ]
 
 REPORT_DIR = "reports/ingest"
@@ -92,7 +93,9 @@ class IngestReport:
 
 
 @dataclass
-class _Tally:
+class Tally:
+    """Counts of an ingest job so far, summed over its batches' states."""
+
     processed: int = 0
     new: int = 0
     duplicates: int = 0
@@ -108,29 +111,8 @@ class _Tally:
         self.dup_refs.extend(line["duplicate_refs"][: max(room, 0)])
 
 
-def read_log(path: Path, resume: int) -> _Tally:
-    """Counts of the batches before ``resume``.
-
-    Lines at or after ``resume`` belong to work that is redone; a batch logged
-    twice (logged, then killed before its checkpoint) counts once, last line wins.
-    """
-    tally = _Tally(processed=resume)
-    if not path.is_file():
-        return tally
-    lines: dict[tuple[int, int, int], dict[str, Any]] = {}
-    for raw in path.read_text().splitlines():
-        try:
-            line = json.loads(raw)
-        except json.JSONDecodeError:  # a line cut by a crash
-            continue
-        if int(line["stop"]) <= resume and int(line["start"]) < resume:
-            lines[(line["start"], line["stop"], line.get("part", 0))] = line
-    for key in sorted(lines):
-        tally.add(lines[key])
-    return tally
-
-
 def append_log_line(path: Path, line: Mapping[str, Any]) -> None:
+    """Append a batch's line to the job's log (for people; never read back)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(line, sort_keys=True) + "\n")

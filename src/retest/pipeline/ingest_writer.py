@@ -6,13 +6,13 @@ import dataclasses
 import hashlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from retest.errors import StageError
+from retest.pipeline.project import Project
 from retest.sources.base import ColumnItems, SourceBatch, SourceItem
 from retest.store.artifacts import (
     PixelArray,
@@ -37,13 +37,29 @@ IMAGE_DIR = "images"
 
 
 def resolve_class_ids(
-    store: Store, names: Iterable[str | None], *, add: bool = False
+    project: Project, names: Iterable[str | None], *, add: bool = False
 ) -> dict[str, int]:
     """Class name → id for the project's classes.
 
-    Names not in the project raise :class:`~retest.errors.StageError`, or are added
-    with the next ids when ``add`` is true.
+    Parameters
+    ----------
+    project : Project
+    names : iterable of (str or None)
+        Class names to resolve (None is skipped).
+    add : bool
+        Add unknown names with the next ids instead of refusing them.
+
+    Returns
+    -------
+    dict of str to int
+        Every class of the project (with the added ones).
+
+    Raises
+    ------
+    StageError
+        A name is not a class of the project and ``add`` is false.
     """
+    store = project.store
     rows = store.classes.list()
     known = {c.name: c.id for c in rows}
     nxt = max((c.id for c in rows), default=-1) + 1
@@ -140,11 +156,12 @@ def _array_name(shape: Sequence[int]) -> str:
 class BatchWriter:
     """Turns source batches into stored candidates."""
 
-    def __init__(self, store: Store, root: Path, name: str, add_classes: bool) -> None:
-        self.store, self.root, self.name = store, root, name
+    def __init__(self, project: Project, name: str, add_classes: bool) -> None:
+        self.project = project
+        self.store, self.root, self.name = project.store, project.root, name
         self.where = ""  # the file the labels came from, for messages
         self.add_classes = add_classes
-        self.class_ids = {c.name: c.id for c in store.classes.list()}
+        self.class_ids = {c.name: c.id for c in self.store.classes.list()}
         self.ids = set(self.class_ids.values())
         self.arrays: dict[tuple[int, ...], PixelArray] = {}
         self.check_own = False
@@ -164,7 +181,7 @@ class BatchWriter:
             return cid
         if item.class_name not in self.class_ids:
             self.class_ids = resolve_class_ids(
-                self.store, [item.class_name], add=self.add_classes
+                self.project, [item.class_name], add=self.add_classes
             )
             self.ids = set(self.class_ids.values())
         return self.class_ids[item.class_name]

@@ -10,10 +10,8 @@ as ``reports/plan_<rule>.json`` (recorded in the artifact manifest).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from retest.errors import ConfigError, StageError
@@ -25,9 +23,9 @@ from retest.labeling.keyword_plan import (
     allocate_v6,
     needed_vs_available,
 )
+from retest.pipeline.project import Project
 from retest.pipeline.reference import reference_keyword_histogram
 from retest.store.artifacts import save_json
-from retest.store.base import Store
 
 __all__ = [
     "KEYWORDS_FROM_CONFIG",
@@ -67,8 +65,19 @@ class PlanResult:
         }
 
 
-def verified_per_keyword(store: Store) -> dict[tuple[str, str], int]:
-    """``(class name, keyword) → candidates whose latest verify annotation is yes``."""
+def verified_per_keyword(project: Project) -> dict[tuple[str, str], int]:
+    """Verified candidates per class and keyword.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of (class name, keyword) to int
+        Candidates whose latest ``verify`` annotation says yes.
+    """
+    store = project.store
     latest: dict[tuple[str, int], int] = {}
     for ev in store.annotations.list(kind="verify"):
         latest[(ev.item_id, ev.class_id)] = ev.value
@@ -88,8 +97,7 @@ def verified_per_keyword(store: Store) -> dict[tuple[str, str], int]:
 
 
 def make_plan(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     *,
     rule: str,
     size: int = 2000,
@@ -102,6 +110,7 @@ def make_plan(
 
     Parameters
     ----------
+    project : Project
     rule : {"v4", "v6"}
     size : int
         Target size of the new dataset.
@@ -113,13 +122,28 @@ def make_plan(
     original_size : int, optional
         v4's original size (default: number of reference images).
     keywords : mapping of class name to keywords, optional
-        The project's configured keywords (``[keywords]``), used only when the
-        reference images have none: every listed keyword of a class gets the same
-        weight, so v6 spreads the class's images evenly over them (list order
-        breaks ties). v4 needs real counts and refuses them.
+        Keywords per class (default: the project's ``[keywords]``), used only
+        when the reference images have none: every listed keyword of a class gets
+        the same weight, so v6 spreads the class's images evenly over them (list
+        order breaks ties). v4 needs real counts and refuses them.
+
+    Returns
+    -------
+    PlanResult
+        Also saved as ``reports/plan_<rule>.json``.
+
+    Raises
+    ------
+    StageError
+        Neither the reference images nor ``keywords`` give keywords.
+    ConfigError, UnknownNameError
+        A bad rule or an option the rule does not take.
     """
+    store = project.store
+    if keywords is None:
+        keywords = project.config.keywords
     classes = [c.name for c in sorted(store.classes.list(), key=lambda c: c.id)]
-    hist = reference_keyword_histogram(store)
+    hist = reference_keyword_histogram(project)
     source = KEYWORDS_FROM_REFERENCE
     if not any(hist.values()):
         if not keywords or not any(keywords.values()):
@@ -151,10 +175,10 @@ def make_plan(
         from retest.errors import UnknownNameError
 
         raise UnknownNameError("keyword plan rule", rule, (), ["v4", "v6"])
-    table = needed_vs_available(plan, verified_per_keyword(store))
+    table = needed_vs_available(plan, verified_per_keyword(project))
     rel = f"reports/plan_{rule}.json"
     result = PlanResult(plan, table, rel, source)
-    save_json(store, Path(root), rel, result.to_json(), stage="plan",
+    save_json(store, project.root, rel, result.to_json(), stage="plan",
               params={"rule": rule, "size": size, "top_k": top_k,
                       "keyword_source": source})  # fmt: skip
     return result

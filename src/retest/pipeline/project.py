@@ -18,6 +18,7 @@ any of its parents). :meth:`Project.pixels` loads the pixels of any item id
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +133,7 @@ class Project:
     @classmethod
     def init(
         cls,
-        root: str | Path,
+        root: str | os.PathLike[str],
         *,
         name: str | None = None,
         classes: Sequence[str] = (),
@@ -180,7 +181,7 @@ class Project:
         return cls(root, config, store)
 
     @classmethod
-    def open(cls, root: str | Path | None = None) -> Project:
+    def open(cls, root: str | os.PathLike[str] | None = None) -> Project:
         """Open the project in ``root`` or the nearest parent holding ``retest.toml``
         (``root`` defaults to the current directory)."""
         start = Path(root if root is not None else ".").resolve()
@@ -196,6 +197,35 @@ class Project:
         project = cls(found, config, store)
         project._sync_classes()
         return project
+
+    @classmethod
+    def from_store(
+        cls, root: str | os.PathLike[str], store: Store, *, name: str | None = None
+    ) -> Project:
+        """A handle on an already open ``store`` whose data folders are in ``root``.
+
+        For a store opened without a ``retest.toml`` (a notebook, a test, a
+        benchmark): the configuration is the default one with the store's
+        classes. :meth:`close` closes the store.
+
+        Parameters
+        ----------
+        root : path-like
+            Folder of ``arrays/``, ``images/``, ``reports/`` (need not exist yet).
+        store : Store
+        name : str, optional
+            Project name; defaults to the folder's name.
+
+        Returns
+        -------
+        Project
+        """
+        from retest.names import suggest_name
+
+        root = Path(root).resolve()
+        classes = tuple(c.name for c in store.classes.list())
+        config = ProjectConfig(name=name or suggest_name(root.name), classes=classes)
+        return cls(root, config, store)
 
     def _sync_classes(self) -> None:
         stored = [c.name for c in self.store.classes.list()]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from retest._validation import check_labels
 from retest.datasets.tinyimages import KeywordIndex, TinyImages
 from retest.errors import ConfigError, StageError
 from retest.labeling.keywords import choose_unique_keywords, keyword_histogram
+from retest.pipeline.project import Project
 from retest.sources.base import CANDIDATE_SOURCES, make_source
 from retest.store.artifacts import PixelArray, writers_lock
 from retest.store.base import Store
@@ -160,8 +160,7 @@ def _check_classes(
 
 
 def register_reference_arrays(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     images: ArrayLike,
     labels: ArrayLike,
     *,
@@ -177,6 +176,7 @@ def register_reference_arrays(
 
     Parameters
     ----------
+    project : Project
     images : ndarray of shape (n, H, W[, C]), uint8
     labels : ndarray of shape (n,)
         Class ids of the project.
@@ -187,7 +187,22 @@ def register_reference_arrays(
         used to create them in a store that has none).
     keywords : sequence of (str or None), optional
         The original keyword of each image when known.
+    progress : ProgressCallback, optional
+    where : str
+        Names the labels' file in messages.
+
+    Returns
+    -------
+    ReferenceReport
+
+    Raises
+    ------
+    ConfigError
+        Images and labels do not match.
+    StageError
+        Class names differ from the project's, or the split holds other images.
     """
+    store = project.store
     x = np.asarray(images)
     y = np.asarray(labels).astype(np.int64).reshape(-1)
     if x.dtype != np.uint8 or x.ndim not in (3, 4) or x.shape[0] != y.shape[0]:
@@ -200,26 +215,23 @@ def register_reference_arrays(
     _check_classes(store, y, class_names, where)
     from retest.pipeline.check import reclaim_tail_orphans
 
-    arrays_dir = Path(root) / "arrays"
-    with writers_lock(arrays_dir, exclusive=True, wait=False) as alone:
+    with writers_lock(project.arrays_dir, exclusive=True, wait=False) as alone:
         if alone:  # pixels a killed registration appended without their rows
-            reclaim_tail_orphans(store, root)
-    with writers_lock(arrays_dir):
-        return _register(store, root, x, y, split, keywords, progress)
+            reclaim_tail_orphans(project)
+    with writers_lock(project.arrays_dir):
+        return _register(project, x, y, split, keywords, progress)
 
 
 def _register(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     x: NDArray[np.uint8],
     y: NDArray[np.int64],
     split: str,
     keywords: Sequence[str | None] | None,
     progress: ProgressCallback | None,
 ) -> ReferenceReport:
-    arr = PixelArray.create(
-        Path(root) / "arrays", f"reference_{split}", shape=x.shape[1:]
-    )
+    store = project.store
+    arr = PixelArray.create(project.arrays_dir, f"reference_{split}", shape=x.shape[1:])
     done = store.references.count(split=split)
     if done:
         first = store.references.get(f"{split}:0")
@@ -256,14 +268,13 @@ def _register(
         for c, n in zip(*np.unique(y, return_counts=True), strict=True)
     }
     if keywords is not None:
-        update_keyword_table(store)
+        update_keyword_table(project)
     with_kw = 0 if keywords is None else sum(k is not None for k in keywords)
     return ReferenceReport(split, len(y), new, arr.name, counts, with_kw)
 
 
 def register_reference(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     kind: str,
     path: str | os.PathLike[str],
     *,
@@ -271,13 +282,33 @@ def register_reference(
     labels_path: str | os.PathLike[str] | None = None,
     progress: ProgressCallback | None = None,
 ) -> ReferenceReport:
-    """Load one split with :func:`load_reference_arrays` and register it."""
+    """Load one split with :func:`load_reference_arrays` and register it.
+
+    Parameters
+    ----------
+    project : Project
+    kind : str
+        Dataset format (a candidate source kind, e.g. ``cifar``, ``idx``).
+    path : path
+    split : str
+    labels_path : path, optional
+        Labels file of formats that keep them apart.
+    progress : ProgressCallback, optional
+
+    Returns
+    -------
+    ReferenceReport
+
+    Raises
+    ------
+    ConfigError, StageError
+        As :func:`register_reference_arrays`.
+    """
     x, y, names, kws = load_reference_arrays(
         kind, path, split=split, labels_path=labels_path
     )
     return register_reference_arrays(
-        store,
-        root,
+        project,
         x,
         y,
         split=split,
@@ -294,9 +325,20 @@ def _ordered_refs(store: Store) -> list[ReferenceRow]:
     return sorted(rows, key=lambda r: (_SPLIT_ORDER.get(r.split, 2), r.split, r.index))
 
 
-def reference_keyword_histogram(store: Store) -> dict[str, dict[str, int]]:
-    """Per class name, keyword → count over all reference images, in first-occurrence
-    order (train before test), as the v6 plan's tie-break needs."""
+def reference_keyword_histogram(project: Project) -> dict[str, dict[str, int]]:
+    """Keyword counts per class over all reference images.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of class name to {keyword: count}
+        Keywords in first-occurrence order (train before test), as the v6
+        plan's tie-break needs.
+    """
+    store = project.store
     rows = _ordered_refs(store)
     names = [c.name for c in sorted(store.classes.list(), key=lambda c: c.id)]
     return keyword_histogram(
@@ -304,11 +346,21 @@ def reference_keyword_histogram(store: Store) -> dict[str, dict[str, int]]:
     )
 
 
-def update_keyword_table(store: Store) -> dict[str, dict[str, int]]:
-    """Write the histogram to the store's keywords (``original_count``)."""
-    hist = reference_keyword_histogram(store)
-    ids = {c.name: c.id for c in store.classes.list()}
-    store.classes.put_keywords(
+def update_keyword_table(project: Project) -> dict[str, dict[str, int]]:
+    """Write :func:`reference_keyword_histogram` to the store's keyword table
+    (``original_count``) and return it.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of class name to {keyword: count}
+    """
+    hist = reference_keyword_histogram(project)
+    ids = {c.name: c.id for c in project.store.classes.list()}
+    project.store.classes.put_keywords(
         KeywordRow(ids[c], kw, n) for c, kws in hist.items() for kw, n in kws.items()
     )
     return hist
@@ -337,8 +389,7 @@ def _scan(
 
 
 def recover_keywords(
-    store: Store,
-    root: str | os.PathLike[str],
+    project: Project,
     tinyimages_path: str | os.PathLike[str],
     *,
     keywords: Sequence[str] | None = None,
@@ -352,11 +403,32 @@ def recover_keywords(
     (SPEC §1.2: any exact-duplicate finder will do). The unique keyword per image
     maximises (class count over all matches, keyword); images without a match keep
     no keyword. Updates the reference rows and the keyword table.
+
+    Parameters
+    ----------
+    project : Project
+    tinyimages_path : path
+        The TinyImages folder (or its image file).
+    keywords : sequence of str, optional
+        Scan only these keywords' records.
+    chunk : int
+        Records decoded at a time.
+    progress : ProgressCallback, optional
+
+    Returns
+    -------
+    KeywordRecovery
+
+    Raises
+    ------
+    StageError
+        No reference images are registered.
     """
     from retest.pipeline.ingest import load_tinyimages_index
 
+    store = project.store
     ti = TinyImages(tinyimages_path)
-    index = load_tinyimages_index(store, root, ti.metadata_path, progress=progress)
+    index = load_tinyimages_index(project, ti.metadata_path, progress=progress)
     refs = _ordered_refs(store)
     if not refs:
         raise StageError("no reference images yet: run `retest reference add` first.")
@@ -387,5 +459,5 @@ def recover_keywords(
             },
             split=split,
         )
-    hist = update_keyword_table(store)
+    hist = update_keyword_table(project)
     return KeywordRecovery(len(refs), sum(k is not None for k in unique), scanned, hist)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from retest.errors import DataIntegrityError, InputValidationError, NotFoundError
+from retest.pipeline.project import Project
 from retest.store.base import Store
 from retest.store.rows import AnnotationEvent, reference_id, split_reference_id
 
@@ -41,6 +42,7 @@ __all__ = [
     "VERDICT_KIND",
     "LabelErrorItem",
     "Suspect",
+    "label_error_items",
     "label_error_queue",
     "load_suspects",
     "queue_label_errors",
@@ -163,7 +165,7 @@ def _check_items(store: Store, suspects: Sequence[Suspect]) -> None:
 
 
 def queue_label_errors(
-    store: Store,
+    project: Project,
     suspects: Iterable[Suspect],
     *,
     method: str = "",
@@ -174,7 +176,27 @@ def queue_label_errors(
 
     Validates every item first (exists, given class matches the project), so a bad
     list writes nothing; items already queued are skipped (idempotent).
+
+    Parameters
+    ----------
+    project : Project
+    suspects : iterable of Suspect
+        From :func:`load_suspects`.
+    method, source : str
+        Kept with each item (the finder and the list's file).
+    who : str
+
+    Returns
+    -------
+    int
+        Items queued now.
+
+    Raises
+    ------
+    InputValidationError, NotFoundError
+        An item is not an image of the project, or its class differs.
     """
+    store = project.store
     items = list(suspects)
     _check_items(store, items)
     queued = {e.item_id for e in store.annotations.list(kind=SUSPECT_KIND)}
@@ -200,14 +222,41 @@ def queue_label_errors(
 
 
 def label_error_queue(
-    store: Store, *, pending_only: bool = False
+    project: Project, *, pending_only: bool = False
 ) -> list[LabelErrorItem]:
-    """Queued suspects by rank, each with its latest verdict."""
+    """Queued suspects by rank, each with its latest verdict.
+
+    Parameters
+    ----------
+    project : Project
+    pending_only : bool
+        Leave out items with a verdict other than "unclear".
+
+    Returns
+    -------
+    list of LabelErrorItem
+    """
+    events = project.store.annotations
+    return label_error_items(
+        events.list(kind=SUSPECT_KIND),
+        events.list(kind=VERDICT_KIND),
+        pending_only=pending_only,
+    )
+
+
+def label_error_items(
+    suspects: Iterable[AnnotationEvent],
+    verdicts: Iterable[AnnotationEvent],
+    *,
+    pending_only: bool = False,
+) -> list[LabelErrorItem]:
+    """:func:`label_error_queue` from the queue's events (in event order), for a
+    caller that keeps them (the web app's incremental aggregates)."""
     latest: dict[str, AnnotationEvent] = {}
-    for e in store.annotations.list(kind=VERDICT_KIND):
+    for e in verdicts:
         latest[e.item_id] = e
     out = []
-    for e in store.annotations.list(kind=SUSPECT_KIND):
+    for e in suspects:
         v = latest.get(e.item_id)
         item = LabelErrorItem(
             e.item_id,
@@ -227,7 +276,7 @@ def label_error_queue(
 
 
 def record_label_verdict(
-    store: Store,
+    project: Project,
     item_id: str,
     verdict: str,
     *,
@@ -237,9 +286,30 @@ def record_label_verdict(
 ) -> int:
     """Append a reviewer's verdict on a queued item; returns the event id.
 
-    ``verdict`` is ``"correct"``, ``"wrong"`` (``new_class`` required and different
-    from the given class) or ``"unclear"``.
+    Parameters
+    ----------
+    project : Project
+    item_id : str
+        A queued item.
+    verdict : {"correct", "wrong", "unclear"}
+    who : str
+    new_class : int, optional
+        The right class; required by (and only for) ``"wrong"``, different from
+        the given class.
+    ui_version : str
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    NotFoundError
+        ``item_id`` is not queued.
+    InputValidationError
+        A bad verdict or class.
     """
+    store = project.store
     queued = store.annotations.list(kind=SUSPECT_KIND, item_id=item_id)
     if not queued:
         raise NotFoundError(f"{item_id} is not in the label-error queue.")

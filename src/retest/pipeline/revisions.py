@@ -18,10 +18,11 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from retest.errors import ConfigError, StoreError
 from retest.names import suggest_name, validate_name
+from retest.pipeline.project import Project
 from retest.pipeline.sample import (
     class_names,
     draw_sample,
@@ -51,27 +52,28 @@ __all__ = [
 STRATEGY_TAGS = {s: strategy_tag(s) for s in revision_strategies()}
 
 
-class _HasStore(Protocol):
-    @property
-    def store(self) -> Store: ...
-
-
-def _store(obj: Store | _HasStore) -> Store:
-    return obj if isinstance(obj, Store) else obj.store
-
-
-def next_revision_name(store: Store | _HasStore, project: str, strategy: str) -> str:
+def next_revision_name(project: Project, strategy: str) -> str:
     """``<project>-<tag>-<r>`` with ``r`` = 1 + the highest existing ``r`` (else 0).
 
     The project name is first made a valid name (:func:`retest.names.suggest_name`:
     other characters become ``-``). The name is only free when read: creating the
     revision under it can still lose a race, which :func:`create_revision` handles.
+
+    Parameters
+    ----------
+    project : Project
+        Its configured name is the first part of the revision name.
+    strategy : str
+        Sampler name; its tag is the second part.
+
+    Returns
+    -------
+    str
     """
-    project = suggest_name(project)
-    prefix = f"{project}-{strategy_tag(strategy)}-"
+    prefix = f"{suggest_name(project.config.name)}-{strategy_tag(strategy)}-"
     taken = [
         int(r.name[len(prefix) :])
-        for r in _store(store).revisions.list()
+        for r in project.store.revisions.list()
         if r.name.startswith(prefix) and r.name[len(prefix) :].isdigit()
     ]
     return f"{prefix}{max(taken) + 1 if taken else 0}"
@@ -87,9 +89,8 @@ class CreatedRevision:
 
 
 def create_revision(
-    store: Store | _HasStore,
+    project: Project,
     *,
-    project: str,
     strategy: str,
     seed: int,
     per_class: int = 10,
@@ -101,9 +102,8 @@ def create_revision(
 
     Parameters
     ----------
-    store : Store or an object with a ``store`` attribute (a project)
-    project : str
-        Project name, the first part of the revision name.
+    project : Project
+        Its name is the first part of the revision name.
     strategy : str
         A sampler name (``threshold``, ``matched-frequency``, ``top-images``,
         ``class-balanced``, ``keyword-count``).
@@ -116,8 +116,8 @@ def create_revision(
     **sample_options
         Passed to :func:`retest.pipeline.sample.draw_sample` (``threshold``,
         ``class_thresholds``, ``allow_upward``, ``min_annotations``,
-        ``keyword_counts``, ``eligibility``). Given a project and no
-        ``eligibility``, the project's decision is computed here
+        ``keyword_counts``, ``eligibility``). Without ``eligibility`` the
+        project's decision is computed here
         (:func:`retest.pipeline.eligibility.candidate_eligibility`).
 
     Returns
@@ -125,31 +125,38 @@ def create_revision(
     CreatedRevision
         Never raises for a short class: the revision is written invalid, with the
         per-class shortfall in ``revision.shortfall``.
+
+    Raises
+    ------
+    StageError
+        An ingest is unfinished (the pool is incomplete).
+    NotFoundError
+        ``parent`` is not a revision of the project.
+    StoreError
+        ``name`` is taken.
     """
-    st = _store(store)
+    st = project.store
     if name is not None:
         validate_name(name, "revision")
-    if sample_options.get("eligibility") is None and hasattr(store, "pixels"):
-        # a project: the one eligibility decision applies (a bare store has no
-        # pixels and no dedup state, so only its blacklist does)
+    if sample_options.get("eligibility") is None:
         from retest.pipeline.eligibility import candidate_eligibility, check_fresh
 
-        check_fresh(store, require_dedup=False)  # type: ignore[arg-type]
-        sample_options["eligibility"] = candidate_eligibility(store)  # type: ignore[arg-type]
+        check_fresh(project, require_dedup=False)
+        sample_options["eligibility"] = candidate_eligibility(project)
     elig = sample_options.get("eligibility")
     previous = None
     if parent is not None:
         st.revisions.get(parent)  # NotFoundError with the known names
         previous = [m.item_id for m in st.revisions.members(parent)]
     result = draw_sample(
-        st,
+        project,
         strategy,
         seed=seed,
         per_class=per_class,
         previous=previous,
         **sample_options,
     )
-    ids = {v: k for k, v in class_names(st).items()}
+    ids = {v: k for k, v in class_names(project).items()}
     members = [
         RevisionMember(
             m.id,
@@ -174,9 +181,9 @@ def create_revision(
         valid=result.is_valid,
         shortfall={s.class_name: s.as_dict() for s in result.shortfall},
     )
-    rev = _create_named(st, rev, members, name, project)
-    carried = carry_over_reviews(st, rev.name) if parent is not None else []
-    names = class_names(st)
+    rev = _create_named(project, rev, members, name)
+    carried = carry_over_reviews(project, rev.name) if parent is not None else []
+    names = class_names(project)
     return CreatedRevision(rev, result, tuple(names[c] for c in carried))
 
 
@@ -184,11 +191,10 @@ _NAME_ATTEMPTS = 50
 
 
 def _create_named(
-    st: Store,
+    project: Project,
     rev: Revision,
     members: list[RevisionMember],
     name: str | None,
-    project: str,
 ) -> Revision:
     """Write ``rev`` under ``name``, or under the next free automatic name.
 
@@ -197,8 +203,9 @@ def _create_named(
     inserts), so the loser takes the next number and tries again. An explicit
     name is never changed: its conflict is the user's error.
     """
+    st = project.store
     for _ in range(_NAME_ATTEMPTS):
-        auto = next_revision_name(st, project, rev.strategy) if name is None else name
+        auto = next_revision_name(project, rev.strategy) if name is None else name
         validate_name(auto, "revision")
         try:
             return st.revisions.create(dataclasses.replace(rev, name=auto), members)
@@ -211,10 +218,20 @@ def _create_named(
     )
 
 
-def revision_summaries(store: Store | _HasStore) -> list[dict[str, Any]]:
-    """One row per revision in creation order: name, strategy, parent, seed,
-    validity, images, classes short and creation time."""
-    st = _store(store)
+def revision_summaries(project: Project) -> list[dict[str, Any]]:
+    """One row per revision in creation order.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    list of dict
+        ``name``, ``strategy``, ``parent``, ``seed``, ``valid``, ``n_images``,
+        ``short_classes`` and ``created`` of each revision.
+    """
+    st = project.store
     rows = []
     for r in st.revisions.list():
         members = st.revisions.members(r.name)
@@ -240,13 +257,21 @@ def _members_by_class(store: Store, name: str) -> dict[int, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def carry_over_reviews(store: Store | _HasStore, name: str) -> list[int]:
+def carry_over_reviews(project: Project, name: str) -> list[int]:
     """Copy ``reviewed`` from the parent for unchanged, unproblematic classes.
 
-    Returns the class ids whose review carried over; other classes stay
-    unreviewed (SPEC §5.7).
+    Parameters
+    ----------
+    project : Project
+    name : str
+        The new revision (its parent is read from the store).
+
+    Returns
+    -------
+    list of int
+        Class ids whose review carried over; other classes stay unreviewed.
     """
-    st = _store(store)
+    st = project.store
     rev = st.revisions.get(name)
     if rev.parent is None:
         return []
@@ -254,7 +279,7 @@ def carry_over_reviews(store: Store | _HasStore, name: str) -> list[int]:
     new = _members_by_class(st, name)
     states = st.revisions.reviews(rev.parent)
     carried = []
-    for cid in sorted(class_names(st)):
+    for cid in sorted(class_names(project)):
         s = states.get(cid)
         if s is None or not s.reviewed or s.problematic:
             continue
@@ -267,7 +292,7 @@ def carry_over_reviews(store: Store | _HasStore, name: str) -> list[int]:
 
 
 def set_class_review(
-    store: Store | _HasStore,
+    project: Project,
     revision: str,
     class_id: int,
     *,
@@ -275,22 +300,46 @@ def set_class_review(
     problematic: bool = False,
     who: str,
 ) -> None:
-    """Record a reviewer's verdict on one class of a revision (append-only)."""
-    st = _store(store)
-    if class_id not in class_names(st):
+    """Record a reviewer's verdict on one class of a revision (append-only).
+
+    Parameters
+    ----------
+    project : Project
+    revision : str
+    class_id : int
+    reviewed, problematic : bool
+    who : str
+        The reviewer's name.
+
+    Raises
+    ------
+    ConfigError
+        ``class_id`` is not a class of the project.
+    """
+    if class_id not in class_names(project):
         raise ConfigError(f"class id {class_id} is not in the project.")
-    st.revisions.set_review(
+    project.store.revisions.set_review(
         ReviewState(revision, class_id, bool(reviewed), bool(problematic), who=who)
     )
 
 
-def review_states(store: Store | _HasStore, revision: str) -> dict[int, ReviewState]:
-    """Latest review state of every class (unreviewed when no event exists)."""
-    st = _store(store)
-    latest = st.revisions.reviews(revision)
+def review_states(project: Project, revision: str) -> dict[int, ReviewState]:
+    """Latest review state of every class of a revision.
+
+    Parameters
+    ----------
+    project : Project
+    revision : str
+
+    Returns
+    -------
+    dict of class id to ReviewState
+        Unreviewed for a class without review events.
+    """
+    latest = project.store.revisions.reviews(revision)
     return {
         cid: latest.get(cid, ReviewState(revision, cid, False, False))
-        for cid in sorted(class_names(st))
+        for cid in sorted(class_names(project))
     }
 
 
@@ -304,11 +353,23 @@ class ClassDiff:
     kept: int
 
 
-def diff_revisions(store: Store | _HasStore, a: str, b: str) -> list[ClassDiff]:
-    """Per-class added/removed member ids from revision ``a`` to ``b`` (sorted)."""
-    st = _store(store)
+def diff_revisions(project: Project, a: str, b: str) -> list[ClassDiff]:
+    """Per-class added/removed member ids from revision ``a`` to ``b``.
+
+    Parameters
+    ----------
+    project : Project
+    a, b : str
+        Revision names.
+
+    Returns
+    -------
+    list of ClassDiff
+        By class name; ids sorted.
+    """
+    st = project.store
     ma, mb = _members_by_class(st, a), _members_by_class(st, b)
-    names = class_names(st)
+    names = class_names(project)
     out = []
     for cid in sorted(set(ma) | set(mb), key=lambda c: names.get(c, str(c))):
         sa, sb = ma.get(cid, frozenset()), mb.get(cid, frozenset())
@@ -380,7 +441,7 @@ class RevisionStatistics:
 
 
 def revision_statistics(
-    store: Store | _HasStore,
+    project: Project,
     name: str,
     *,
     near_duplicates: Collection[str] | None = None,
@@ -390,21 +451,39 @@ def revision_statistics(
 
     Blacklist and near-duplicate counts use the *current* state, so they show
     what the next resample will replace.
+
+    Parameters
+    ----------
+    project : Project
+    name : str
+        Revision name.
+    near_duplicates : collection of str, optional
+        Candidates to count as near-duplicates (default: those with a duplicate
+        verdict).
+
+    Returns
+    -------
+    RevisionStatistics
+
+    Raises
+    ------
+    NotFoundError
+        No revision ``name``.
     """
-    st = _store(store)
+    st = project.store
     rev = st.revisions.get(name)
-    stats = selection_frequencies(st)
+    stats = selection_frequencies(project)
     black = st.blacklist.current()
     ndup = (
         {c for c, _ in st.neardup.duplicate_pairs()}
         if near_duplicates is None
         else set(near_duplicates)
     )
-    reviews = review_states(st, name)
+    reviews = review_states(project, name)
     by_class: dict[int, list[RevisionMember]] = defaultdict(list)
     for m in st.revisions.members(name):
         by_class[m.class_id].append(m)
-    names = class_names(st)
+    names = class_names(project)
     out = []
     for cid in sorted(set(names) | set(by_class)):
         cname = names.get(cid, str(cid))

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from retest.errors import ConfigError, StageError
 from retest.pipeline.eligibility import Eligibility
+from retest.pipeline.project import Project
 from retest.sampling.base import (
     SampleResult,
     revision_strategies,
@@ -26,7 +27,6 @@ from retest.sampling.selection_frequency import (
     aggregate_item_events,
     class_target_histograms,
 )
-from retest.store.base import Store
 
 __all__ = [
     "candidate_pool",
@@ -38,24 +38,41 @@ __all__ = [
 ]
 
 
-def class_names(store: Store) -> dict[int, str]:
-    """``class_id → name`` of the project's classes."""
-    return {c.id: c.name for c in store.classes.list()}
+def class_names(project: Project) -> dict[int, str]:
+    """``class_id → name`` of the project's classes, as stored.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of int to str
+    """
+    return {c.id: c.name for c in project.store.classes.list()}
 
 
-def selection_frequencies(store: Store) -> dict[tuple[str, int], FrequencyStat]:
+def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencyStat]:
     """Selection frequency of every (item, class id) shown in a crowd/grid task.
 
     Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); Rejected assignments are ignored (SPEC §3.2), and
-    a worker's repeated assignments of one task count once (the latest valid one).
-    Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
+    assignment and image shown); rejected assignments are ignored, and a worker's
+    repeated assignments of one task count once (the latest valid one).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of (item id, class id) to FrequencyStat
+        Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
     """
-    return aggregate_item_events(store.annotations.list(kind="task"))
+    return aggregate_item_events(project.store.annotations.list(kind="task"))
 
 
 def target_histograms(
-    store: Store,
+    project: Project,
     *,
     split: str | None = None,
     bins: Sequence[float] = DEFAULT_BINS,
@@ -67,14 +84,31 @@ def target_histograms(
 
     Uses the original (reference) images of ``split`` (all splits if None) that
     were shown in tasks of their own class, with ≥ ``min_annotations`` valid
-    assignments; a class with fewer than ``min_images`` of them is invalid.
+    assignments.
+
+    Parameters
+    ----------
+    project : Project
+    split : str, optional
+        Original split whose images count (all splits when None).
+    bins : sequence of float
+        Selection-frequency bin edges.
+    min_annotations, min_images : int
+        Assignments an original needs to count; counted originals a class needs
+        to be valid.
+    stats : mapping, optional
+        :func:`selection_frequencies` when the caller already has it.
+
+    Returns
+    -------
+    dict of class name to TargetHistogram
     """
-    stats = selection_frequencies(store) if stats is None else stats
-    names = class_names(store)
+    stats = selection_frequencies(project) if stats is None else stats
+    names = class_names(project)
     freq: list[float] = []
     n: list[int] = []
     cls: list[str] = []
-    for ref in store.references.list(split=split):
+    for ref in project.store.references.list(split=split):
         st = stats.get((ref.id, ref.class_id))
         if st is None:
             continue
@@ -92,16 +126,26 @@ def target_histograms(
     )
 
 
-def verified_candidates(store: Store) -> set[str]:
-    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2)."""
+def verified_candidates(project: Project) -> set[str]:
+    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    set of str
+        Candidate ids.
+    """
     latest: dict[str, int] = {}
-    for e in store.annotations.list(kind="verify"):
+    for e in project.store.annotations.list(kind="verify"):
         latest[e.item_id] = e.value
     return {k for k, v in latest.items() if v > 0}
 
 
 def candidate_pool(
-    store: Store,
+    project: Project,
     *,
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
     eligibility: Eligibility | None = None,
@@ -111,22 +155,26 @@ def candidate_pool(
 
     Parameters
     ----------
-    store : Store
+    project : Project
     stats : mapping, optional
         Selection frequencies (computed when omitted).
     eligibility : Eligibility, optional
         The project's decision (:func:`retest.pipeline.eligibility.candidate_eligibility`):
         candidates it blocks are left out of the pool, so no sampler rule (some do
         not ask for reviews) can let them back in, and carried-over members that
-        became ineligible drop out. Without it only the store's blacklist applies —
-        a draft for tests and library use on a bare store.
+        became ineligible drop out. Without it only the blacklist applies.
     verified_only : bool
         Keep only candidates verified in CIFAR stage 2 (keyword sampler).
+
+    Returns
+    -------
+    list of CandidateInfo
     """
-    stats = selection_frequencies(store) if stats is None else stats
-    names = class_names(store)
+    store = project.store
+    stats = selection_frequencies(project) if stats is None else stats
+    names = class_names(project)
     black = store.blacklist.current()
-    keep = verified_candidates(store) if verified_only else None
+    keep = verified_candidates(project) if verified_only else None
     pool = []
     for row in store.candidates.iter():
         if row.class_id is None or (keep is not None and row.id not in keep):
@@ -148,7 +196,7 @@ def candidate_pool(
 
 
 def draw_sample(
-    store: Store,
+    project: Project,
     strategy: str,
     *,
     seed: int,
@@ -170,6 +218,26 @@ def draw_sample(
     ``{class name: {keyword: n}}`` is required by ``keyword-count``).
     ``eligibility`` is the project's decision of who may enter (see
     :func:`candidate_pool`).
+
+    Parameters
+    ----------
+    project : Project
+    strategy : str
+        A registered sampler that makes revisions.
+    seed, per_class : int
+    previous : iterable of str, optional
+        Members of the parent revision (carried over while eligible).
+
+    Returns
+    -------
+    SampleResult
+
+    Raises
+    ------
+    ConfigError
+        ``strategy`` does not make revisions, or ``keyword_counts`` is missing.
+    StageError
+        The project has no classes.
     """
     spec = sampler_spec(strategy)  # unknown names fail with suggestions
     if not spec.revision:
@@ -177,14 +245,14 @@ def draw_sample(
             f"strategy {strategy!r} does not make a test-set revision; choose one of "
             f"{', '.join(revision_strategies())}."
         )
-    stats = selection_frequencies(store)
+    stats = selection_frequencies(project)
     pool = candidate_pool(
-        store,
+        project,
         stats=stats,
         eligibility=eligibility,
         verified_only=spec.verified_only,
     )
-    classes = sorted(class_names(store).values())
+    classes = sorted(class_names(project).values())
     if not classes:
         raise StageError("the project has no classes; add them before sampling.")
     if "keyword_counts" in spec.required_inputs() and not keyword_counts:
@@ -193,7 +261,7 @@ def draw_sample(
             "run `retest plan` and pass its counts."
         )
     targets = (
-        target_histograms(store, split=reference_split, stats=stats)
+        target_histograms(project, split=reference_split, stats=stats)
         if "targets" in spec.inputs
         else None
     )

@@ -38,7 +38,7 @@ from retest.pipeline.review_queue import (
     SUSPECT_KIND,
     VERDICT_KIND,
     LabelErrorItem,
-    label_error_queue,
+    label_error_items,
 )
 from retest.sampling.selection_frequency import VALID_STATUSES, FrequencyStat
 from retest.store.base import Store
@@ -187,18 +187,12 @@ class EventAggregates:
         return frozenset(self._answers.get(task_id, ()))
 
     def label_error_queue(self) -> list[LabelErrorItem]:
-        """The label-error queue by :func:`retest.pipeline.review_queue.label_error_queue`
-        over the kept events (it only lists events by kind)."""
+        """The label-error queue (:func:`retest.pipeline.review_queue.label_error_items`)
+        over the kept events."""
         events = self.queue_events
-
-        class _Events:
-            def list(self, *, kind: str) -> list[AnnotationEvent]:
-                return list(events.get(kind, []))
-
-        class _Store:
-            annotations = _Events()
-
-        return label_error_queue(cast(Store, _Store()))
+        return label_error_items(
+            list(events.get(SUSPECT_KIND, [])), list(events.get(VERDICT_KIND, []))
+        )
 
 
 class _Cached:

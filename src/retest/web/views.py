@@ -74,7 +74,7 @@ def agreement(frequency: float) -> float:
 
 
 def class_histograms(
-    store: Store,
+    project: Project,
     stats: Stats,
     black: Mapping[str, str],
     *,
@@ -90,9 +90,9 @@ def class_histograms(
     ``valid``: candidates of the class with ≥ ``min_annotations``, not
     blacklisted and not near-duplicates; ``annotated``: candidates with any valid assignment.
     """
-    names = class_names(store)
+    names = class_names(project)
     hists = target_histograms(
-        store, min_annotations=min_annotations, min_images=1, stats=stats
+        project, min_annotations=min_annotations, min_images=1, stats=stats
     )
     out: dict[int, dict[str, list[int]]] = {}
     for cid, name in names.items():
@@ -207,8 +207,7 @@ def verified_counts(
 
 
 def keyword_progress(
-    store: Store,
-    root: Path,
+    project: Project,
     *,
     class_id: int | None = None,
     selected: Mapping[str, int] | None = None,
@@ -223,9 +222,10 @@ def keyword_progress(
     The optional arguments pass state the caller already keeps (the web app's
     incremental aggregates); without them it is read from the store.
     """
-    needs, plan_path = _plan_needs(store, root)
-    names = class_names(store)
-    verified = verified_per_keyword(store) if verified is None else verified
+    store = project.store
+    needs, plan_path = _plan_needs(store, project.root)
+    names = class_names(project)
+    verified = verified_per_keyword(project) if verified is None else verified
     if selected is None:
         selected = latest_values(store, "select")
     if verdicts is None:

@@ -224,7 +224,7 @@ def post_label_error(
 
     def write() -> dict[str, Any]:
         event = record_label_verdict(
-            state.store,
+            state.project,
             body.item_id,
             body.verdict,
             who=who.name,

@@ -70,13 +70,15 @@ def progress(state: Any, store: Store, class_id: int | None) -> Any:
             {c.id: c.name for c in store.classes.list()},
         )
         return keyword_progress(
-            store, state.project.root, class_id=class_id, selected=sel,
+            lv.read_project(), class_id=class_id, selected=sel,
             verdicts=ver, verified=verified, pool=p,
         )  # fmt: skip
 
 
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request, store: StoreDep, role: RoleDep) -> HTMLResponse:
+def index(
+    request: Request, state: StateDep, store: StoreDep, role: RoleDep
+) -> HTMLResponse:
     classes = store.classes.list()
     by_class = store.candidates.count_by_class()
     revisions = store.revisions.list()
@@ -91,7 +93,9 @@ def index(request: Request, store: StoreDep, role: RoleDep) -> HTMLResponse:
         keywords=keywords,
         tasks=len(store.tasks.list()),
         revisions=revisions,
-        states={r.name: review_states(store, r.name) for r in revisions},
+        states={
+            r.name: review_states(live(state).read_project(), r.name) for r in revisions
+        },
     )
 
 
@@ -295,7 +299,7 @@ def review(
                            "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
                            "bin": bin_index(f) if n else None}  # fmt: skip
     refs = [r.id for r in store.references.list(class_id=class_id)]
-    table = class_histograms(store, stats, black, min_annotations=min_annotations,
+    table = class_histograms(lv.read_project(), stats, black, min_annotations=min_annotations,
                              per_class={class_id: len(members)},
                              near_duplicates=ndup)[class_id]  # fmt: skip
     sample = _originals(refs, class_id, stats, max(0, min(originals, 50)))

@@ -141,7 +141,7 @@ def stats(
     The target row is scaled to ``per_class`` images; by default to the class's
     number of originals (the size of the original test set's class).
     """
-    names = class_names(store)
+    names = class_names(live(state).read_project())
     if per_class is None:
         sizes = dict.fromkeys(names, 0)
         for r in store.references.list():
@@ -156,7 +156,7 @@ def stats(
         with lv.lock:
             freq = lv.sync().stats_copy()
         tables = class_histograms(
-            project.store, freq, black, min_annotations=min_annotations, per_class=sizes
+            project, freq, black, min_annotations=min_annotations, per_class=sizes
         )
         agg: dict[int, list[float]] = defaultdict(list)
         for (_, cid), st in freq.items():
@@ -264,7 +264,7 @@ def label_errors(
         items=shown,
         total=len(items),
         reviewed=reviewed,
-        names=class_names(store),
+        names=class_names(lv.read_project()),
         freq=freq,
         show=show,
         page=page,
