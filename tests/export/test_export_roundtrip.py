@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import pickle
@@ -34,6 +35,13 @@ from retest.store.rows import (
 
 CLASSES = [f"c{i}" for i in range(12)]  # folders "10", "11" sort before "2"
 N = 30
+PARQUET = pytest.param(
+    "parquet",
+    marks=pytest.mark.skipif(
+        importlib.util.find_spec("pyarrow") is None,
+        reason="Parquet export needs the [parquet] extra",
+    ),
+)
 
 
 def _build(
@@ -216,8 +224,9 @@ def test_imagefolder_has_explicit_class_index(project, tmp_path: Path) -> None:
 
 
 def test_parquet_holds_images_and_metadata(project, tmp_path: Path) -> None:
-    import pyarrow.parquet as pq
-
+    pq = pytest.importorskip(
+        "pyarrow.parquet", reason="Parquet export needs the [parquet] extra"
+    )
     p, imgs, labels = project
     export_revision(p, "r-0", format="parquet", out=tmp_path / "o")
     t = pq.read_table(tmp_path / "o" / "r-0.parquet").to_pylist()
@@ -232,7 +241,7 @@ def test_parquet_holds_images_and_metadata(project, tmp_path: Path) -> None:
     _check_manifest(tmp_path / "o")
 
 
-@pytest.mark.parametrize("fmt", ["npy", "cifar", "imagefolder", "parquet"])
+@pytest.mark.parametrize("fmt", ["npy", "cifar", "imagefolder", PARQUET])
 def test_same_revision_byte_identical(project, tmp_path: Path, fmt: str) -> None:
     p, _, _ = project
     a = export_revision(p, "r-0", format=fmt, out=tmp_path / "a")

@@ -8,6 +8,7 @@ of the project (retest.db, arrays/, images/, …) is byte-identical afterwards.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -34,6 +35,13 @@ from retest.store.rows import (
 )
 
 N = 8
+PARQUET = pytest.param(
+    "parquet",
+    marks=pytest.mark.skipif(
+        importlib.util.find_spec("pyarrow") is None,
+        reason="Parquet export needs the [parquet] extra",
+    ),
+)
 
 
 def _project(root: Path) -> tuple[list[str], np.ndarray]:
@@ -248,7 +256,7 @@ def _corrupt_array_row(root: Path, row: int) -> None:
     data.write_bytes(bytes(raw))
 
 
-@pytest.mark.parametrize("fmt", ["npy", "cifar", "imagefolder", "parquet"])
+@pytest.mark.parametrize("fmt", ["npy", "cifar", "imagefolder", PARQUET])
 def test_overwritten_pixels_are_not_certified(
     proj: Path, tmp_path: Path, fmt: str
 ) -> None:

@@ -71,8 +71,7 @@ def test_atomic_write_keeps_old_file_on_failure(
 
 
 def test_parquet_is_deterministic(tmp_path: Path) -> None:
-    import pyarrow as pa
-
+    pa = pytest.importorskip("pyarrow", reason="Parquet needs the [parquet] extra")
     t = pa.table({"a": [1, 2], "b": [b"x", b"y"]})
     assert write_parquet(tmp_path / "1.parquet", t) == write_parquet(
         tmp_path / "2.parquet", t

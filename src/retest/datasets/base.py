@@ -380,9 +380,9 @@ _BUILTINS = {
 
 def _lazy(module: str, attr: str) -> Callable[..., DatasetSource]:
     def factory(**options: Any) -> DatasetSource:
-        cls = getattr(importlib.import_module(module), attr)
+        cls: type[DatasetSource] = getattr(importlib.import_module(module), attr)
         try:
-            return cls(**options)  # type: ignore[no-any-return]
+            return cls(**options)
         except TypeError as err:
             raise ConfigError(f"{cls.name}: {err}.") from err
 

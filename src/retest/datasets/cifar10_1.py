@@ -8,7 +8,10 @@ CIFAR-10 after its planar → HWC decode — and ``cifar10.1_<v>_labels.npy`` in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 from retest.datasets.base import DatasetSource, RemoteFile
 from retest.datasets.cifar10 import CIFAR10_CLASSES
@@ -69,14 +72,15 @@ class CIFAR10_1(DatasetSource):
             RemoteFile(self.labels_file, f"{_BASE}/{self.labels_file}", l_sha, l_size),
         ]
 
-    def _load_npy(self, filename: str) -> np.ndarray:
+    def _load_npy(self, filename: str) -> NDArray[Any]:
         path = self.root / filename
         try:
-            return np.load(path, allow_pickle=False)
+            arr: NDArray[Any] = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as err:
             raise DataIntegrityError(
                 f"{path} is not a readable .npy file ({err}). Run `{self.fetch_hint()}`."
             ) from err
+        return arr
 
     def load(self, split: str = "test") -> LabeledSet:
         self._check_split(split)

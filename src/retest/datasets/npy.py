@@ -85,9 +85,10 @@ def load_npy(
             )
         if count == 0:
             return np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
-        if mmap:
-            return np.load(p, mmap_mode="r", allow_pickle=False)  # type: ignore[no-any-return]
-        return np.load(p, allow_pickle=False)  # type: ignore[no-any-return]
+        arr: NDArray[Any] = np.load(
+            p, mmap_mode="r" if mmap else None, allow_pickle=False
+        )
+        return arr
     except (InputValidationError, DataIntegrityError):
         raise
     except Exception as err:  # numpy's header parser raises many kinds on bad bytes

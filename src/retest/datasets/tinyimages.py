@@ -84,7 +84,8 @@ def decode_records(records: ArrayLike) -> NDArray[np.uint8]:
     """
     arr = np.asarray(records, dtype=np.uint8)
     if arr.ndim == 1:
-        return decode_records(arr[None])[0]
+        one: NDArray[np.uint8] = decode_records(arr[None])[0]
+        return one
     if arr.ndim != 2 or arr.shape[1] != IMAGE_RECORD_BYTES:
         raise InputValidationError(
             f"TinyImages records must have shape (n, 3072). Got {arr.shape}."
@@ -325,7 +326,8 @@ class TinyImages:
 
     def image(self, index: int) -> NDArray[np.uint8]:
         """One decoded (32, 32, 3) image."""
-        return self.images([index])[0]
+        img: NDArray[np.uint8] = self.images([index])[0]
+        return img
 
     def metadata(self, index: int) -> dict[str, str]:
         """All metadata fields of record ``index`` as stripped text.

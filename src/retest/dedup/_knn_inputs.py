@@ -16,17 +16,19 @@ __all__ = ["validate_knn_inputs"]
 
 
 def _as_2d(x: Any, name: str) -> NDArray[Any]:
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        x = np.asarray(x)
-    if x.ndim < 2:
+    # Arrays pass through uncopied, so a memmap stays on disk (read in chunks later).
+    arr: NDArray[Any] = (
+        x if hasattr(x, "shape") and hasattr(x, "dtype") else np.asarray(x)
+    )
+    if arr.ndim < 2:
         raise InputValidationError(
-            f"{name} must be an array of shape (n, d) or (n, H, W[, C]). Got shape {x.shape}."
+            f"{name} must be an array of shape (n, d) or (n, H, W[, C]). Got shape {arr.shape}."
         )
-    if x.dtype.kind not in "uif":
-        raise InputValidationError(f"{name} must be numeric. Got dtype {x.dtype}.")
-    if x.ndim > 2:
-        x = x.reshape(x.shape[0], -1)
-    return x
+    if arr.dtype.kind not in "uif":
+        raise InputValidationError(f"{name} must be numeric. Got dtype {arr.dtype}.")
+    if arr.ndim > 2:
+        arr = arr.reshape(arr.shape[0], -1)
+    return arr
 
 
 def _resolve_exclude(

@@ -103,7 +103,10 @@ class NumpyKernel:
     def _filter(self, prod: NDArray[np.float32]) -> NDArray[np.float32]:
         hp, wp = self.fh.shape[0], self.fw.shape[0]
         if self.taps is None:  # reflected border taps: dense filter matrices
-            return np.einsum("ih,jw,bhwc->bijc", self.fh, self.fw, prod, optimize=True)
+            dense: NDArray[np.float32] = np.einsum(
+                "ih,jw,bhwc->bijc", self.fh, self.fw, prod, optimize=True
+            )
+            return dense
         flat = bool(
             (self.taps == self.taps[0]).all()
         )  # box: sums, one scale at the end
@@ -151,4 +154,8 @@ class NumpyKernel:
         a += mux * mux + np.float32(r.c1)
         a *= q.varh[qsel] + r.varh[rsel]
         g /= a
-        return g.reshape(g.shape[0], -1).sum(axis=1, dtype=np.float64) / (g[0].size)
+        means: NDArray[np.float64] = g.reshape(g.shape[0], -1).sum(
+            axis=1, dtype=np.float64
+        )
+        means /= g[0].size
+        return means

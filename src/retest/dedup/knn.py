@@ -177,7 +177,8 @@ def _norms64(block: NDArray[Any]) -> NDArray[np.float64]:
         b64 = block.astype(np.float64)
     else:
         b64 = np.asarray(block, dtype=np.float64)
-    return np.einsum("ij,ij->i", b64, b64)
+    norms: NDArray[np.float64] = np.einsum("ij,ij->i", b64, b64)
+    return norms
 
 
 def exact_sqdist(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,6 +37,7 @@ from retest.dedup._ssim_kernels import NativeKernel, NumpyKernel, bind, query_te
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
+    "PairOptions",
     "SSIMParams",
     "SSIMStats",
     "compute_ssim_stats",
@@ -80,7 +82,8 @@ def _kernel(p: SSIMParams) -> NDArray[np.float64]:
         r = int(_TRUNCATE * p.sigma + 0.5)
         x = np.arange(-r, r + 1, dtype=np.float64)
         w = np.exp(-0.5 / p.sigma**2 * x**2)
-        return w / w.sum()
+        w /= w.sum()
+        return w
     ws = p.resolved_win_size()
     return np.full(ws, 1.0 / ws)
 
@@ -326,25 +329,38 @@ def ssim_pairs(
     return out
 
 
+class PairOptions(TypedDict, total=False):
+    """The keyword options of :func:`ssim_pairs`, passed on by its wrappers."""
+
+    batch: int | None
+    n_threads: int | None
+    backend: str
+    progress: ProgressCallback | None
+
+
 def dssim_pairs(
-    q: SSIMStats, r: SSIMStats, qi: ArrayLike, ri: ArrayLike, **kwargs: object
+    q: SSIMStats,
+    r: SSIMStats,
+    qi: ArrayLike,
+    ri: ArrayLike,
+    **kwargs: Unpack[PairOptions],
 ) -> NDArray[np.float64]:
     """DSSIM = (1 − SSIM) / 2 for pairs (0 = identical); see :func:`ssim_pairs`."""
-    return (1.0 - ssim_pairs(q, r, qi, ri, **kwargs)) / 2.0  # type: ignore[arg-type]
+    return (1.0 - ssim_pairs(q, r, qi, ri, **kwargs)) / 2.0
 
 
 def ssim_one_to_many(
     query: ArrayLike,
     images: ArrayLike,
     params: SSIMParams | None = None,
-    **kwargs: object,
+    **kwargs: Unpack[PairOptions],
 ) -> NDArray[np.float64]:
     """SSIM of one image (H, W[, C]) against each of ``images`` (n, H, W[, C])."""
     qarr = np.asarray(query)[None]
     qs = compute_ssim_stats(qarr, params, name="query")
     rs = compute_ssim_stats(images, params, name="images")
     n = rs.n
-    return ssim_pairs(qs, rs, np.zeros(n, np.intp), np.arange(n), **kwargs)  # type: ignore[arg-type]
+    return ssim_pairs(qs, rs, np.zeros(n, np.intp), np.arange(n), **kwargs)
 
 
 def structural_similarity(

@@ -88,14 +88,15 @@ def warp_grid(
         )
     n_steps = round(max_shift_px / shift_step)
     shifts = [i * shift_step for i in range(-n_steps, n_steps + 1)]
-    return tuple(  # type: ignore[return-value]
-        [
+
+    def axis(n: int) -> list[tuple[float, float]]:
+        return [
             ((n + d) / n, t)
             for d in range(-max_scale_px, max_scale_px + 1)
             for t in shifts
         ]
-        for n in shape
-    )
+
+    return axis(shape[0]), axis(shape[1])
 
 
 def _axis_matrix(n: int, scale: float, shift: float) -> NDArray[np.float64]:
@@ -116,7 +117,8 @@ def _axis_matrix(n: int, scale: float, shift: float) -> NDArray[np.float64]:
     empty = total[:, 0] <= 0.0
     m[empty, edge[empty]] = 1.0
     total[empty] = 1.0
-    return m / total
+    m /= total
+    return m
 
 
 def _warps(
@@ -133,7 +135,8 @@ def _warps(
     (na, h, _), (nb, w, _), c = ay.shape, ax.shape, img.shape[2]
     rows = ay.reshape(na * h, -1) @ img.reshape(img.shape[0], -1)  # (a, h), (w', c)
     per_a = rows.reshape(na, h, -1, c).transpose(0, 2, 1, 3).reshape(na, -1, h * c)
-    return np.matmul(ax.reshape(nb * w, -1)[None], per_a).reshape(na * nb, -1)
+    warped: NDArray[np.float64] = np.matmul(ax.reshape(nb * w, -1)[None], per_a)
+    return warped.reshape(na * nb, -1)
 
 
 def _wh_order(imgs: NDArray[np.generic]) -> NDArray[np.float64]:
@@ -299,4 +302,5 @@ def _min_sqdist(
         + np.einsum("ij,ij->i", refs, refs)[None, :]
         - 2.0 * (wq @ refs.T)
     )
-    return np.maximum(d.min(axis=0), 0.0)
+    nearest: NDArray[np.float64] = np.maximum(d.min(axis=0), 0.0)
+    return nearest

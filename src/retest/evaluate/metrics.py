@@ -37,19 +37,25 @@ MetricFn: TypeAlias = Callable[[NDArray[np.int64], NDArray[np.int64]], BoolArray
 METRICS: Registry[MetricFn] = Registry("metric")
 
 
-def _topk_metric(k: int) -> MetricFn:
-    def fn(labels: NDArray[np.int64], topk: NDArray[np.int64]) -> BoolArray:
+@dataclass(frozen=True, slots=True)
+class _TopK:
+    """Correct iff the label is among the first ``required_k`` predicted classes.
+
+    A metric's optional ``required_k`` is how many ranked classes per example it
+    reads, checked before it runs (1 when absent, as for a plain function).
+    """
+
+    required_k: int
+
+    def __call__(self, labels: NDArray[np.int64], topk: NDArray[np.int64]) -> BoolArray:
         # A row with fewer than k ranked classes only happens when K < k (then all
         # classes are listed), so "label among the listed classes" is still exact.
-        return np.asarray((topk[:, :k] == labels[:, None]).any(axis=1))
-
-    fn.__doc__ = f"Correct iff the label is among the first {k} predicted classes."
-    fn.required_k = k  # type: ignore[attr-defined]
-    return fn
+        hit = topk[:, : self.required_k] == labels[:, None]
+        return np.asarray(hit.any(axis=1))
 
 
-METRICS.add("top1", _topk_metric(1))
-METRICS.add("top5", _topk_metric(5))
+METRICS.add("top1", _TopK(1))
+METRICS.add("top5", _TopK(5))
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,8 +66,9 @@ def _fresh(model: ModelLike) -> ProbabilisticModel:
         if hasattr(model, "get_params"):
             from sklearn.base import clone
 
-            return clone(model)  # type: ignore[no-any-return]
-        return copy.deepcopy(model)  # type: ignore[return-value]
+            fresh: ProbabilisticModel = clone(model)
+            return fresh
+        return copy.deepcopy(model)
     if callable(model):
         made = model()
         if hasattr(made, "fit") and hasattr(made, "predict_proba"):

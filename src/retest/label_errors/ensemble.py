@@ -69,10 +69,10 @@ def _n_classes(preds: Sequence[Predictions], n_classes: int | None) -> int:
 
 def _as_probabilities(scores: NDArray[np.float32]) -> NDArray[np.float64]:
     s = scores.astype(np.float64)
-    if (s >= 0).all() and np.allclose(s.sum(axis=1), 1.0, atol=1e-3):
-        return s / s.sum(axis=1, keepdims=True)
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
+    if not ((s >= 0).all() and np.allclose(s.sum(axis=1), 1.0, atol=1e-3)):
+        s = np.exp(s - s.max(axis=1, keepdims=True))  # softmax of scores
+    s /= s.sum(axis=1, keepdims=True)
+    return s
 
 
 def ensemble_pred_probs(

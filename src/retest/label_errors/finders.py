@@ -280,10 +280,12 @@ def _thresholds(
 ) -> NDArray[np.float32]:
     # np.mean over the same float32 values in the same order as cleanlab's
     # pred_probs[:, k][labels == k], so the thresholds match bit for bit.
-    t = [np.mean(self_conf[labels == j]) for j in range(k)]
+    t = np.asarray(
+        [np.mean(self_conf[labels == j]) for j in range(k)], dtype=np.float32
+    )
     if clip:
-        return np.clip(t, a_min=_THRESHOLD_LOWER_BOUND, a_max=None)
-    return np.asarray(t, dtype=np.float32)
+        np.clip(t, _THRESHOLD_LOWER_BOUND, None, out=t)
+    return t
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,4 +272,5 @@ def noise_matrix_of(
         )
     k = n_classes or int(max(y.max(), s.max())) + 1
     counts = np.bincount(s * k + y, minlength=k * k).reshape(k, k).astype(np.float64)
-    return counts / np.clip(counts.sum(axis=0), 1, None)
+    counts /= np.maximum(counts.sum(axis=0), 1.0)  # a class never true keeps zeros
+    return counts

@@ -143,7 +143,8 @@ def candidate_kp(key: bytes) -> int:
 
 def _kps(keys: bytes) -> builtins.list[int]:
     """:func:`candidate_kp` of each 32-byte key in a blob of digests."""
-    return np.frombuffer(keys, ">i8").reshape(-1, 4)[:, 0].tolist()  # type: ignore[no-any-return]
+    kps: builtins.list[int] = np.frombuffer(keys, ">i8").reshape(-1, 4)[:, 0].tolist()
+    return kps
 
 
 def _boundary(c: Any) -> int:
@@ -201,7 +202,7 @@ class _Candidates(_Repo, CandidateRepo):
             n0 = c.total_changes
             for batch in _batches(rows):
                 c.executemany(sql, batch)
-            added = c.total_changes - n0
+            added: int = c.total_changes - n0
             _maybe_merge(c, b)
         return added
 

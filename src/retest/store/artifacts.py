@@ -144,9 +144,12 @@ def read_npy(path: str | Path, *, mmap: bool = True) -> NDArray[Any]:
     if not p.is_file():
         raise DataIntegrityError(f"{p} is missing; re-run the stage that writes it.")
     try:
-        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        arr: NDArray[Any] = np.load(
+            p, mmap_mode="r" if mmap else None, allow_pickle=False
+        )
     except ValueError as err:
         raise DataIntegrityError(f"{p} is not a readable .npy file: {err}.") from err
+    return arr
 
 
 def record_artifact(
