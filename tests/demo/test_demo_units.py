@@ -112,3 +112,38 @@ def test_a_non_demo_project_or_busy_folder_is_refused(tmp_path: Path) -> None:
         proj.store.candidates.add([_cand(1)])
     with pytest.raises(ConfigError, match="not a demo"):
         _open_project(tmp_path / "other", DemoSettings())
+
+
+def test_finished_steps_are_reused_from_the_store(tmp_path: Path) -> None:
+    """A step's result is its checkpoint state: a rerun returns it without running
+    the step, even with the copies under demo/steps/ gone; a step that failed is
+    run again."""
+    import shutil
+
+    from retest.demo.run import _Steps
+
+    calls: list[str] = []
+
+    def step(name: str, fail: bool = False):  # type: ignore[no-untyped-def]
+        def run() -> dict[str, object]:
+            calls.append(name)
+            if fail:
+                raise RuntimeError(name)
+            return {"name": name, "pairs": [[1, 2.5]]}
+
+        return run
+
+    with Project.init(tmp_path / "p", name="d", classes=["a", "b"]) as project:
+        first = _Steps(project, None)
+        assert first("split", step("split"))["pairs"] == [[1, 2.5]]
+        with pytest.raises(RuntimeError):
+            first("ingest", step("ingest", fail=True))
+        shutil.rmtree(project.root / "demo" / "steps")
+        again = _Steps(project, None)
+        got = again("split", step("split", fail=True))
+        assert (
+            got["name"] == "split" and got["pairs"] == [[1, 2.5]] and "seconds" in got
+        )
+        assert again("ingest", step("ingest"))["name"] == "ingest"
+        assert calls == ["split", "ingest", "ingest"]
+        assert (again.reused, again.run) == (["split"], ["ingest"])

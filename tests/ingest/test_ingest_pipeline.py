@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -301,3 +302,37 @@ def test_crash_with_skipped_items_keeps_them_in_the_report(tmp_path: Path, rng) 
         assert {r.id for r in store.candidates.iter()} == {
             content_id(a) for a in arrays
         }
+
+
+def test_resume_reads_its_state_from_the_store_not_the_reports(
+    tmp_path: Path, rng
+) -> None:
+    """reports/ingest/ is output only: with it deleted after a crash, the resumed
+    job still counts every batch once, keeps the skipped items, is listed as
+    interrupted with its command, and is listed complete afterwards."""
+    from retest.pipeline.ingest import interrupted_ingests
+
+    root = tmp_path / "folder" / "cls"
+    root.mkdir(parents=True)
+    arrays = rng.integers(0, 256, size=(30, 8, 8, 3), dtype=np.uint8)
+    arrays[17] = arrays[2]  # one exact copy, in a batch before the crash
+    for i, a in enumerate(arrays):
+        Image.fromarray(a).save(root / f"{i:03d}.png")
+    (root / "005x.png").write_bytes(b"garbage")
+    project = _proj(tmp_path)
+    proc = _run_helper(project, "folder", tmp_path / "folder", 4, {CRASH_ENV: "6"})
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    shutil.rmtree(project / "reports")
+    with open_store(project / "retest.db") as store:
+        p = Project.from_store(project, store)
+        (cmd,) = interrupted_ingests(p)
+        assert cmd.startswith("retest source add folder ") and "--project" in cmd
+        (row,) = list_ingests(p)
+        assert row["complete"] is False and 0 < row["processed"] < 31
+        rep = ingest_source(p, make_source("folder", tmp_path / "folder"), batch_size=4)
+        assert rep.complete and rep.resumed_from == row["processed"]
+        assert [s["ref"] for s in rep.skipped] == ["cls/005x.png"]
+        assert (rep.new, rep.duplicates) == (29, 1) and store.candidates.count() == 29
+        assert interrupted_ingests(p) == []
+        (row,) = list_ingests(p)
+        assert row["complete"] is True and (row["new"], row["duplicates"]) == (29, 1)

@@ -8,9 +8,10 @@ distribution as the test set, a correct pipeline shows **no real drop**: the
 mean gap stays within sampling error and the fit of new vs original accuracy has
 slope ≈ 1 (the i.i.d. control).
 
-Steps (each a run of the checkpoint stage ``demo`` whose state is the step's
-result, :mod:`retest.pipeline.checkpoint`; a rerun reuses finished ones and the
-prediction cache makes re-evaluation free):
+Steps (the data steps are runs of the checkpoint stage ``demo`` whose state is
+the step's result, :mod:`retest.pipeline.checkpoint`, so a rerun reuses finished
+ones; ``evaluate`` is resumed by the prediction cache, and ``compare`` and
+``label-errors`` are cheap enough to redo):
 
 ``split`` → ``reference`` → ``ingest`` → ``dedup`` → ``near-duplicates`` →
 ``sample`` → ``export`` → ``evaluate`` → ``compare`` → ``label-errors``.
@@ -88,9 +89,6 @@ STEPS = (
     "split", "reference", "ingest", "dedup", "near-duplicates", "sample",
     "export", "evaluate", "compare", "label-errors",
 )  # fmt: skip
-_CHECKPOINTED = STEPS[
-    :7
-]  # evaluate is cached per model; compare/label-errors are cheap
 
 
 @dataclass(frozen=True, slots=True)

@@ -444,14 +444,34 @@ def _metric_key(name: str) -> tuple[int, int, str]:
 
 
 def metrics_run(project: Project) -> tuple[str, ...]:
-    """Every metric ever run on the project (stored state or neighbour lists)."""
+    """Every metric ever run on the project (stored state or neighbour lists).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    tuple of str
+        Exact metrics first, then shortlist metrics, then unknown names.
+    """
     names = set(_states(project))
     names |= {m for m in metric_names() if m not in names and _has_lists(project, m)}
     return tuple(sorted(names, key=_metric_key))
 
 
 def dedup_image_shape(project: Project) -> tuple[int, ...] | None:
-    """Image shape the most recent dedup run compared (None before any run)."""
+    """Image shape the most recent dedup run compared.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    tuple of int or None
+        None before any run.
+    """
     states = sorted(_states(project).values(), key=lambda r: r["created"] or "")
     for state in reversed(states):
         shape = state.get("image_shape")
@@ -467,6 +487,14 @@ def review_targets(project: Project) -> dict[str, float]:
     originals; the others: their default for the image size), overridden by
     ``[thresholds]`` in retest.toml under the metric's name. Metrics with
     neighbour lists but no stored state (older projects) get their default.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of metric name to float
     """
     overrides: Mapping[str, Any] = getattr(project.config, "thresholds", {}) or {}
     out: dict[str, float] = {}
@@ -489,7 +517,19 @@ def review_targets(project: Project) -> dict[str, float]:
 def load_neighbours(
     project: Project, metrics: Sequence[str] | None = None
 ) -> dict[str, dict[str, list[tuple[str, float]]]]:
-    """``candidate → metric → [(ref, distance), …]`` (default: every metric run)."""
+    """Stored neighbour lists.
+
+    Parameters
+    ----------
+    project : Project
+    metrics : sequence of str, optional
+        Default: every metric run.
+
+    Returns
+    -------
+    dict
+        ``candidate → metric → [(reference, distance), …]``, closest first.
+    """
     out: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for m in metrics_run(project) if metrics is None else metrics:
         for nl in project.store.neardup.iter_neighbours(metric=m):
@@ -500,8 +540,18 @@ def load_neighbours(
 
 
 def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
-    """Class, selection frequency for its own class (the one aggregation of
-    crowd votes the samplers use), blacklist state and source id."""
+    """What the near-duplicate rules need to know of every candidate.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of candidate id to DedupCandidate
+        Class, selection frequency for its own class (the one aggregation of
+        crowd votes the samplers use), blacklist state and source id.
+    """
     from retest.pipeline.sample import selection_frequencies
 
     store = project.store
@@ -520,7 +570,17 @@ def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
 
 
 def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
-    """``candidate → metric → references already shown to a reviewer``."""
+    """References already shown to a reviewer.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict
+        ``candidate → metric → set of reference ids``.
+    """
     out: dict[str, dict[str, set[str]]] = {}
     for r in project.store.neardup.reviews():
         out.setdefault(r.candidate_id, {}).setdefault(r.metric, set()).update(
@@ -540,8 +600,21 @@ def dedup_review_queue(
 
     Covers every metric run on the project with :func:`review_targets`;
     ``thresholds`` replaces them (only the metrics it names are queued). See
-    :func:`retest.dedup.rules.review_queue` for the order. ``candidates``:
-    :func:`candidate_infos` when the caller already has it.
+    :func:`retest.dedup.rules.review_queue` for the order.
+
+    Parameters
+    ----------
+    project : Project
+    thresholds : dict of metric to float, optional
+        Replaces :func:`review_targets`.
+    top : int
+        References shown per candidate.
+    candidates : dict, optional
+        :func:`candidate_infos` when the caller already has it.
+
+    Returns
+    -------
+    list of ReviewItem
     """
     th = review_targets(project) if thresholds is None else dict(thresholds)
     if not th:  # no metric ever ran: nothing to review
@@ -565,7 +638,23 @@ def record_review(
     shown: Sequence[str],
     duplicates: Sequence[str] = (),
 ) -> None:
-    """Append a verdict per shown reference and a review mark (both append-only)."""
+    """Append a verdict per shown reference and a review mark (both append-only).
+
+    Parameters
+    ----------
+    project : Project
+    candidate_id, metric : str
+    reviewer : str
+    shown : sequence of str
+        References shown to the reviewer.
+    duplicates : sequence of str
+        Those the reviewer marked as copies (a subset of ``shown``).
+
+    Raises
+    ------
+    InputValidationError
+        A duplicate that was not shown.
+    """
     bad = set(duplicates) - set(shown)
     if bad:
         raise InputValidationError(
@@ -587,8 +676,20 @@ def dedup_report(
     """Closest (candidate, reference) pairs per metric, thumbnails and contact sheets.
 
     Writes ``reports/dedup/thumbs/<id>.png`` for the listed images and
-    ``reports/dedup/closest_<metric>.png``; returns ``{metric: {"pairs": [...],
-    "contact_sheet": path}}``.
+    ``reports/dedup/closest_<metric>.png``.
+
+    Parameters
+    ----------
+    project : Project
+    top : int
+        Pairs per metric.
+    metrics : sequence of str, optional
+        Default: every metric run.
+
+    Returns
+    -------
+    dict
+        ``{metric: {"pairs": [...], "contact_sheet": path}}``.
     """
     from PIL import Image
 

@@ -250,8 +250,20 @@ def label_error_items(
     *,
     pending_only: bool = False,
 ) -> list[LabelErrorItem]:
-    """:func:`label_error_queue` from the queue's events (in event order), for a
-    caller that keeps them (the web app's incremental aggregates)."""
+    """:func:`label_error_queue` from the queue's events, for a caller that keeps
+    them (the web app's incremental aggregates).
+
+    Parameters
+    ----------
+    suspects, verdicts : iterable of AnnotationEvent
+        The ``SUSPECT_KIND`` and ``VERDICT_KIND`` events, in event order.
+    pending_only : bool
+
+    Returns
+    -------
+    list of LabelErrorItem
+        By rank.
+    """
     latest: dict[str, AnnotationEvent] = {}
     for e in verdicts:
         latest[e.item_id] = e
