@@ -20,8 +20,12 @@ State that outlives a run (dedup's per-metric settings, which later runs and
 other stages read) is kept under a stage-wide name with :func:`save_state` and
 read with :func:`load_state`.
 
-These are the rows the stages wrote before this module existed, so projects
-created by earlier versions keep their checkpoints.
+Run and chunk rows (and dedup's ``dedup/metric/<name>`` states) are the rows the
+stages wrote before this module existed, so projects created by earlier versions
+keep their checkpoints. What those versions kept only in files is not read: a
+demo step they finished runs once more, an ingest job they left interrupted
+resumes at its checkpoint but its report counts only the batches stored since,
+and its jobs are listed once they run again.
 """
 
 from __future__ import annotations
