@@ -51,3 +51,47 @@ def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_an_answered_write_survives_a_killed_server(web_project) -> None:
+    """Answers are acknowledged only after their transaction committed: killing
+    the server (no shutdown, no checkpoint) loses none of them."""
+    from retest.labeling.tasks import image_token
+    from retest.pipeline.crowd import project_secret
+    from retest.store.sqlite import SQLiteStore
+
+    proj = web_project.project
+    tasks, secret = proj.store.tasks.list(), project_secret(proj)
+    root, db = str(proj.root), proj.db_path
+    proj.close()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [RETEST, "serve", "-p", root, "--port", str(port), "--token", "tok-123456"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    answered = 0
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(base + "/static/app.css", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        h = {"X-Retest-Token": "tok-123456", "X-Retest-Annotator": "alice"}
+        with httpx.Client(base_url=base, headers=h, timeout=30) as c:
+            for k in range(30):
+                t = tasks[k % len(tasks)]
+                body = {"submission": f"kill-test-{k:04d}", "task_id": t.id,
+                        "selected_tokens": [image_token(f"{t.id}|{t.items[0]}", secret)]}  # fmt: skip
+                r = c.post("/api/task", json=body)
+                assert r.status_code == 200, r.text
+                answered += r.json()["events"]
+    finally:
+        proc.kill()  # SIGKILL: no shutdown handler runs
+        proc.wait(timeout=20)
+    store = SQLiteStore(db)
+    try:
+        assert store.annotations.count(kind="task") == answered > 0
+    finally:
+        store.close()

@@ -64,6 +64,7 @@ def register(app: typer.Typer) -> None:
             secret=project_secret(proj),
             openapi=openapi,
             hosts=None if host == "0.0.0.0" else hosts,
+            progress=lambda task, done, total: console.print(f"  {task}"),
         )
         # read the event log once now, so the first page does not wait for it
         web.state.retest.live.sync()

@@ -18,7 +18,14 @@ from typing import Any
 
 from retest.store.sqlite import _DB, REPOS, SQLiteStore
 
-__all__ = ["SQLiteReadStore", "external_data_version", "table_fingerprint"]
+__all__ = [
+    "SQLiteReadStore",
+    "checkpoint",
+    "external_data_version",
+    "external_data_version_if_idle",
+    "set_autocheckpoint",
+    "table_fingerprint",
+]
 
 
 class SQLiteReadStore(SQLiteStore):
@@ -62,7 +69,8 @@ def table_fingerprint(
 
     Appends raise the max rowid and ``INSERT OR REPLACE`` gives the row a new
     rowid; the small tables rows are deleted from also report their count. Each
-    part is one index lookup, so this is cheap at any size. Not seen: in-place
+    part is one index lookup, so this is cheap at any size; all parts are read by
+    one statement (one snapshot, one trip into SQLite). Not seen: in-place
     ``UPDATE``\ s and deletes in the big tables, which only other processes (CLI
     commands) make: see :func:`external_data_version`.
     """
@@ -75,14 +83,18 @@ def table_fingerprint(
             )
             if r[0] not in skip and not r[0].startswith("sqlite_")
         ]
-        out: list[tuple[Any, ...]] = []
-        for n in names:
-            row = db.conn.execute(f'SELECT MAX(rowid) FROM "{n}"').fetchone()
-            if n in _COUNTED:
-                count = db.conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0]
-                out.append((n, row[0], count))
-            else:
-                out.append((n, row[0]))
+        parts = [
+            f'(SELECT MAX(rowid) FROM "{n}")'
+            + (f', (SELECT COUNT(*) FROM "{n}")' if n in _COUNTED else "")
+            for n in names
+        ]
+        row = db.conn.execute(f"SELECT {', '.join(parts)}").fetchone() if parts else ()
+    out: list[tuple[Any, ...]] = []
+    values = iter(row)
+    for n in names:
+        out.append(
+            (n, next(values), next(values)) if n in _COUNTED else (n, next(values))
+        )
     return tuple(out)
 
 
@@ -96,3 +108,28 @@ def external_data_version(store: SQLiteStore) -> int:
     """
     with store._db.lock:
         return int(store._db.conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def external_data_version_if_idle(store: SQLiteStore) -> int | None:
+    """:func:`external_data_version`, or None while the store's connection is
+    busy (its own write is running) instead of waiting for it."""
+    if not store._db.lock.acquire(blocking=False):
+        return None
+    try:
+        return int(store._db.conn.execute("PRAGMA data_version").fetchone()[0])
+    finally:
+        store._db.lock.release()
+
+
+def checkpoint(store: SQLiteStore) -> None:
+    """Copy the write-ahead log into the database file (``PASSIVE``: waits for
+    no reader or writer; a read-only store may run it)."""
+    store._db.rows("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def set_autocheckpoint(store: SQLiteStore, pages: int) -> None:
+    """Let the store's own commits checkpoint only once the log exceeds ``pages``
+    pages (SQLite's default, 1,000, makes about every tenth small write wait
+    for one); for a process that checkpoints with :func:`checkpoint` itself."""
+    with store._db.lock:
+        store._db.conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retest._progress import ProgressCallback
 from retest.errors import InputValidationError, NotFoundError, RetestError
 from retest.pipeline.project import Project
 from retest.web.deps import (
@@ -28,6 +29,7 @@ from retest.web.deps import (
 from retest.web.images import ItemImages
 from retest.web.live import Live
 from retest.web.pages import include_pages
+from retest.web.routes.pages import warm_up_steps
 
 __all__ = ["MAX_BODY", "create_app", "new_token"]
 
@@ -82,6 +84,40 @@ class _Limits:
             await _too_large(scope, receive, send)
 
 
+class _TokenInUrl:
+    """ASGI middleware: ``?token=…`` signs in and is dropped from the address (303
+    to the same page without it), so it stays out of history and Referer headers.
+
+    Plain ASGI, not an ``http`` middleware: that one costs every request a task
+    and two streams (a quarter of a label write's CPU time)."""
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "GET"
+            or b"token=" not in scope.get("query_string", b"")
+        ):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        tok = request.query_params.get("token")
+        if tok is None:
+            await self.app(scope, receive, send)
+            return
+        rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
+        url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        resp: Response
+        if self.state.role_of(tok) is None:
+            resp = _signin_page(request, 401, "That token is not valid.", url)
+        else:
+            resp = RedirectResponse(url, status_code=303)
+            _set_cookie(resp, COOKIE_TOKEN, tok)
+        await resp(scope, receive, send)
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -102,6 +138,7 @@ def create_app(
     hosts: Collection[str] | None = None,
     max_body: int = MAX_BODY,
     refresh_seconds: float = 5.0,
+    progress: ProgressCallback | None = None,
 ) -> FastAPI:
     """Build the app for an open project.
 
@@ -126,6 +163,9 @@ def create_app(
         Largest request body in bytes.
     refresh_seconds : float
         See :class:`retest.web.live.Live`.
+    progress : callable, optional
+        Told when the background computations started with the server (the
+        eligibility decision, the near-duplicate queue) begin and end.
     """
     if reviewer_token is not None and reviewer_token == token:
         raise InputValidationError(
@@ -154,23 +194,7 @@ def create_app(
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
     include_pages(app)  # the built-in pages and every registered one
     app.add_middleware(_Limits, max_body=max_body, hosts=hosts)
-
-    @app.middleware("http")
-    async def _token_in_url(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """``?token=…`` signs in and is dropped from the address (303 to the same
-        page without it), so it stays out of history and Referer headers."""
-        tok = request.query_params.get("token")
-        if tok is None or request.method != "GET":
-            return await call_next(request)
-        rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
-        url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-        if state.role_of(tok) is None:
-            return _signin_page(request, 401, "That token is not valid.", url)
-        resp = RedirectResponse(url, status_code=303)
-        _set_cookie(resp, COOKIE_TOKEN, tok)
-        return resp
+    app.add_middleware(_TokenInUrl, state=state)
 
     @app.post("/signin", include_in_schema=False)
     async def _signin(request: Request) -> Response:
@@ -211,6 +235,11 @@ def create_app(
     @app.exception_handler(LookupError)
     def _lookup_error(request: Request, err: LookupError) -> JSONResponse:
         return JSONResponse({"detail": "Not found."}, status_code=404)
+
+    @app.on_event("startup")
+    def _warm_up() -> None:
+        if state.live is not None:
+            state.live.warm_up(warm_up_steps(state), progress)
 
     @app.on_event("shutdown")
     def _close() -> None:

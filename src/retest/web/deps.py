@@ -20,11 +20,13 @@ cannot write with the cookie.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import unquote, urlsplit
@@ -71,6 +73,7 @@ class Submissions:
         self._done: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._locks = [threading.Lock() for _ in range(64)]
         self._lock = threading.Lock()
+        self._running: dict[str, Future[dict[str, Any]]] = {}
 
     def run(
         self,
@@ -86,11 +89,46 @@ class Submissions:
             if prev is not None:
                 return {**prev, "replayed": True}
             result = write()
-            with self._lock:
-                self._done[key] = result
-                while len(self._done) > self.keep:
-                    self._done.popitem(last=False)
+            self._remember(key, result)
             return result
+
+    async def run_async(
+        self,
+        key: str,
+        write: Callable[[], Awaitable[dict[str, Any]]],
+        stored: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`run` for ``async`` endpoints: a replay that arrives while the
+        first request is being written awaits its result (no thread waits)."""
+        mine: Future[dict[str, Any]] = Future()
+        with self._lock:
+            prev = self._done.get(key)
+            first = self._running.setdefault(key, mine) if prev is None else None
+        if prev is not None:
+            return {**prev, "replayed": True}
+        if first is not mine:
+            assert first is not None
+            earlier: dict[str, Any] = await asyncio.wrap_future(first)
+            return {**earlier, "replayed": True}
+        try:
+            prev = stored() if stored is not None else None
+            result = {**prev, "replayed": True} if prev else await write()
+        except BaseException as err:
+            with self._lock:
+                del self._running[key]
+            mine.set_exception(err)
+            raise
+        self._remember(key, result)
+        with self._lock:
+            del self._running[key]
+        mine.set_result(result)
+        return result
+
+    def _remember(self, key: str, result: dict[str, Any]) -> None:
+        with self._lock:
+            self._done[key] = result
+            while len(self._done) > self.keep:
+                self._done.popitem(last=False)
 
 
 @dataclass

@@ -27,12 +27,17 @@ connections, so they never queue behind a write.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import queue
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
+from retest._progress import ProgressCallback, report
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import (
     SUSPECT_KIND,
@@ -42,15 +47,18 @@ from retest.pipeline.review_queue import (
 )
 from retest.sampling.selection_frequency import VALID_STATUSES, FrequencyStat
 from retest.store.base import Store
-from retest.store.rows import AnnotationEvent
+from retest.store.rows import AnnotationEvent, TaskRow
 from retest.store.sqlite import SQLiteStore
 from retest.store.sqlite_reader import (
     SQLiteReadStore,
+    checkpoint,
     external_data_version,
+    external_data_version_if_idle,
+    set_autocheckpoint,
     table_fingerprint,
 )
 
-__all__ = ["EventAggregates", "Live"]
+__all__ = ["EventAggregates", "EventWriter", "Live", "NotReady"]
 
 T = TypeVar("T")
 _Key = tuple[str, int]
@@ -101,6 +109,12 @@ class EventAggregates:
             SUSPECT_KIND: [],
             VERDICT_KIND: [],
         }
+        # change counters, for caches of what is derived from the aggregates:
+        # per class (its selection frequencies) and per kind of label
+        self.class_version: dict[int, int] = defaultdict(int)
+        self._class_keys: dict[int, list[_Key]] = defaultdict(list)
+        self.label_version = 0
+        self.queue_version = 0
 
     # -- feeding
     def feed(self, events: Iterable[AnnotationEvent]) -> int:
@@ -113,22 +127,29 @@ class EventAggregates:
             if ev.id is not None:
                 self.last_id = ev.id
             if ev.kind == "task":
+                self.class_version[ev.class_id] += 1
                 self._task(ev)
             elif ev.kind in self.latest:
+                self.label_version += 1
                 self.latest[ev.kind][(ev.item_id, ev.class_id)] = ev.value
                 self.latest_by_item[ev.kind][ev.item_id] = ev.value
             elif ev.kind in self.queue_events:
+                self.queue_version += 1
                 self.queue_events[ev.kind].append(ev)
         return n
 
     def _add(self, key: _Key, value: int, sign: int = 1) -> None:
+        # a replaced assignment may hold rows of another class than the event's
+        self.class_version[key[1]] += 1
         self._n[key] = self._n.get(key, 0) + sign
         if value > 0:
             self._k[key] += sign
 
     def _task(self, ev: AnnotationEvent) -> None:
         key = (ev.item_id, ev.class_id)
-        self._n.setdefault(key, 0)
+        if key not in self._n:
+            self._n[key] = 0
+            self._class_keys[ev.class_id].append(key)
         if not _valid(ev.assignment_status):
             return
         if ev.task_id:
@@ -173,6 +194,12 @@ class EventAggregates:
         """:attr:`stats` on copies of the counts (for use outside the lock)."""
         return _Stats(dict(self._n), dict(self._k))
 
+    def class_stats(self, class_id: int) -> Mapping[_Key, FrequencyStat]:
+        """:meth:`stats_copy` of one class's keys only."""
+        keys = self._class_keys.get(class_id, [])
+        n, k = self._n, self._k
+        return _Stats({x: n[x] for x in keys}, {x: k[x] for x in keys if x in k})
+
     @property
     def stats(self) -> Mapping[_Key, FrequencyStat]:
         """Selection frequency per (item, class id), as ``aggregate_item_events``."""
@@ -195,14 +222,195 @@ class EventAggregates:
         )
 
 
+class NotReady(Exception):
+    """Derived state still being computed for the first time. Pages show
+    ``str(err)`` (what is being computed, how far) instead of waiting for it."""
+
+
 class _Cached:
-    __slots__ = ("at", "cost", "fingerprint", "last_id", "refreshing", "value")
+    __slots__ = ("at", "cost", "fingerprint", "last_id", "value")
 
     def __init__(self, value: Any, fingerprint: Any, last_id: int, cost: float) -> None:
         self.value, self.fingerprint, self.last_id = value, fingerprint, last_id
         self.cost = cost
         self.at = time.monotonic()
-        self.refreshing = False
+
+
+@dataclasses.dataclass
+class _Job:
+    name: str
+    compute: Callable[[Project], Any]
+    label: str
+    progress: ProgressCallback | None = None
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    error: Exception | None = None
+    started: float = 0.0
+    step: str = ""
+
+
+_Submission = tuple[list[AnnotationEvent], str | None, "Future[tuple[int, bool]]"]
+
+
+class EventWriter:
+    """Appends the events of many requests in one transaction (group commit).
+
+    Requests hand their events to :meth:`submit` and wait for the returned
+    future; one thread takes everything queued since its last commit and
+    appends it with one ``annotations.add`` (one transaction). A future is
+    resolved only after its events are committed, so an answered request
+    survives a crash of the server. When a batch fails, its requests are
+    retried one by one: a bad request fails alone.
+
+    A submission may name the assignment id all its events carry: when events
+    with that id are already stored (a resent request, also after a restart
+    of the server), nothing is written. The check runs on this thread, the
+    only one in the process that appends events, so it cannot race a write.
+    """
+
+    def __init__(self, store: Store, *, max_events: int = 20_000) -> None:
+        self.store = store
+        self.max_events = max_events
+        self._queue: queue.SimpleQueue[_Submission | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._checkpointer: _Checkpointer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(
+        self, events: list[AnnotationEvent], assignment: str | None = None
+    ) -> Future[tuple[int, bool]]:
+        """Queue ``events`` for appending; the future gives (events stored,
+        whether ``assignment`` was already stored and nothing was written)."""
+        fut: Future[tuple[int, bool]] = Future()
+        with self._lock:
+            if self._closed:
+                fut.set_exception(RuntimeError("the web app is shutting down."))
+                return fut
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="retest-event-writer", daemon=True
+                )
+                self._thread.start()
+                if isinstance(self.store, SQLiteStore):
+                    self._checkpointer = _Checkpointer(self.store)
+            self._queue.put((events, assignment, fut))
+        return fut
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the thread."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+            self._queue.put(None)
+        if thread is not None:
+            thread.join()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch, n = [item], len(item[0])
+            while n < self.max_events:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+                n += len(nxt[0])
+            self._commit(batch)
+
+    def _commit(self, batch: list[_Submission]) -> None:
+        new: list[_Submission] = []
+        seen: set[str] = set()
+        for sub in batch:
+            events, assignment, fut = sub
+            try:
+                stored = (
+                    len(self.store.annotations.list(assignment_id=assignment))
+                    if assignment is not None
+                    else 0
+                )
+            except Exception as err:
+                fut.set_exception(err)
+                continue
+            if stored or (assignment is not None and assignment in seen):
+                fut.set_result((stored or len(events), True))
+                continue
+            if assignment is not None:
+                seen.add(assignment)
+            new.append(sub)
+        if new:
+            self._append(new)
+
+    def _append(self, batch: list[_Submission]) -> None:
+        try:
+            self.store.annotations.add([e for evs, _, _ in batch for e in evs])
+        except Exception as err:
+            if len(batch) > 1:
+                for one in batch:
+                    self._append([one])
+            else:
+                batch[0][2].set_exception(err)
+            return
+        for evs, _, fut in batch:
+            fut.set_result((len(evs), False))
+
+
+class _Checkpointer:
+    """Copies the write-ahead log into the database file from a thread of its own.
+
+    SQLite does this inside the commit that fills the log past 1,000 pages, so
+    about every tenth answer waited for a checkpoint (and its fsync) while
+    holding the write lock: measured at a million events, writes from 8
+    threads went from 120 to 230 answers/s with it moved here. A ``PASSIVE``
+    checkpoint (it blocks neither readers nor the writer) runs at most every
+    ``seconds`` while the log has grown; the store's own automatic checkpoint
+    stays as a backstop at ``backstop_pages``. Durability is unchanged: a
+    commit is in the log, which survives a crash of the process, before its
+    request is answered; the log is synced to disk at each checkpoint, as before.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        *,
+        seconds: float = 1.0,
+        min_bytes: int = 4 << 20,
+        backstop_pages: int = 16_384,
+    ) -> None:
+        self.store, self.path = store, store.path
+        self.seconds, self.min_bytes = seconds, min_bytes
+        self._stop = threading.Event()
+        set_autocheckpoint(store, backstop_pages)
+        self._thread = threading.Thread(
+            target=self._run, name="retest-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        reader = SQLiteReadStore(self.path)
+        try:
+            while not self._stop.wait(self.seconds):
+                try:
+                    if wal.stat().st_size >= self.min_bytes:
+                        checkpoint(reader)
+                except Exception:
+                    continue  # the next round tries again; the backstop remains
+        finally:
+            reader.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        set_autocheckpoint(self.store, 1000)  # SQLite's default again
 
 
 class Live:
@@ -211,13 +419,19 @@ class Live:
     Parameters
     ----------
     project : Project
-        The open project; its store stays the one writer.
+        The open project; its store stays the one writer (label and task
+        answers through :attr:`writer`).
     refresh_seconds : float
-        How old expensive derived state (eligibility, near-duplicate queue,
-        statistics tables) may get while only votes arrive.
+        How old expensive derived state (eligibility, near-duplicate queue)
+        may get while only votes arrive; a recomputation also waits at least
+        four times its last duration, so it never takes more than a fifth of
+        a core from the pages.
     sync_seconds : float
         Derived state whose computation takes at most this long is recomputed
         before the page is shown; see :meth:`derived`.
+    first_wait : float
+        How long a page waits for derived state computed for the first time
+        before it shows :class:`NotReady` instead.
     """
 
     def __init__(
@@ -226,19 +440,51 @@ class Live:
         *,
         refresh_seconds: float = 5.0,
         sync_seconds: float = 0.2,
+        first_wait: float = 2.0,
     ) -> None:
         self.project = project
         self.refresh_seconds = refresh_seconds
         self.sync_seconds = sync_seconds
+        self.first_wait = first_wait
         self.lock = threading.RLock()
         self.aggregates = EventAggregates()
+        self.generation = 0
+        """Counts rebuilds of :attr:`aggregates` (their change counters restart)."""
+        self.writer = EventWriter(project.store)
         self._local = threading.local()
         self._readers: list[SQLiteReadStore] = []
         self._readers_lock = threading.Lock()
         self._sqlite = isinstance(project.store, SQLiteStore)
-        self._version = self._external_version()
+        self._seen_version = (
+            external_data_version(cast(SQLiteStore, project.store))
+            if self._sqlite
+            else 0
+        )
+        self._version = self._seen_version
         self._cache: dict[str, _Cached] = {}
         self._cache_lock = threading.Lock()
+        self._memo: dict[str, tuple[Hashable, Any]] = {}
+        self._tasks: dict[str, TaskRow] = {}
+        self._memo_locks = [threading.Lock() for _ in range(32)]
+        # the background worker: one derived computation at a time
+        self._wake = threading.Condition(self._cache_lock)
+        self._jobs: dict[str, _Job] = {}
+        self._queue: deque[_Job] = deque()
+        self._running: _Job | None = None
+        self._steps = [0, 0]  # [done, queued] since the warm-up was last idle
+        self._costs: dict[str, float] = {}
+        self._worker: threading.Thread | None = None
+        self._closed = False
+
+    def task(self, task_id: str) -> TaskRow:
+        """A grid task, kept in memory once read (stored tasks never change)."""
+        row = self._tasks.get(task_id)
+        if row is None:
+            row = self.store().tasks.get(task_id)
+            if len(self._tasks) >= 100_000:
+                self._tasks.clear()
+            self._tasks[task_id] = row
+        return row
 
     # -- readers
     def store(self) -> Store:
@@ -261,24 +507,28 @@ class Live:
             self._local.project = proj
         return cast(Project, proj)
 
-    def _drop_local(self) -> None:
-        reader = getattr(self._local, "store", None)
-        if reader is not None:
-            with self._readers_lock:
-                self._readers.remove(reader)
-            reader.close()
-            self._local.store = self._local.project = None
-
     def close(self) -> None:
+        """Commit queued writes; stop the threads; close the readers."""
+        self.writer.close()
+        with self._cache_lock:
+            self._closed = True
+            self._wake.notify_all()
         with self._readers_lock:
             for r in self._readers:
                 r.close()
             self._readers.clear()
 
     def _external_version(self) -> int:
+        """The writer connection's ``data_version`` (changed by other processes'
+        commits). While that connection is busy with a write of this process,
+        the last value read: pages do not wait for the write."""
         if not self._sqlite:
             return 0
-        return external_data_version(cast(SQLiteStore, self.project.store))
+        v = external_data_version_if_idle(cast(SQLiteStore, self.project.store))
+        if v is None:
+            return self._seen_version
+        self._seen_version = v
+        return v
 
     def fingerprint(self) -> Any:
         """Changes when any table but the event log changes (or another process writes)."""
@@ -299,61 +549,202 @@ class Live:
                 # another process committed: statuses may have changed in place
                 self._version = version
                 self.aggregates = EventAggregates()
+                self.generation += 1
             agg = self.aggregates
-            agg.feed(self.store().annotations.list(after_id=agg.last_id))
+            if agg.last_id == 0:
+                with _no_gc():  # a million new objects: no collections meanwhile
+                    agg.feed(self.store().annotations.list(after_id=agg.last_id))
+                gc.freeze()  # and later collections do not walk them again
+            else:
+                agg.feed(self.store().annotations.list(after_id=agg.last_id))
             return agg
 
-    # -- derived state
+    # -- caches
+    def memo(self, name: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, kept until ``key`` changes (one computation at a time
+        per name; the latest 256 names are kept).
+
+        For state derived from the aggregates: a key such as ``(fingerprint(),
+        generation, aggregates.class_version[c])`` changes with every write
+        that could change the value, so the next page shows it.
+        """
+        with self._cache_lock:
+            hit = self._memo.get(name)
+        if hit is not None and hit[0] == key:
+            return cast(T, hit[1])
+        with self._memo_locks[hash(name) % len(self._memo_locks)]:
+            with self._cache_lock:
+                hit = self._memo.get(name)
+            if hit is not None and hit[0] == key:
+                return cast(T, hit[1])
+            value = compute()
+            with self._cache_lock:
+                self._memo.pop(name, None)
+                self._memo[name] = (key, value)
+                while len(self._memo) > 256:
+                    del self._memo[next(iter(self._memo))]
+        return value
+
     def derived(
-        self, name: str, compute: Callable[[Project], T], *, votes: bool = True
+        self,
+        name: str,
+        compute: Callable[[Project], T],
+        *,
+        votes: bool = True,
+        label: str | None = None,
     ) -> T:
         """``compute(read_project)``, cached per fingerprint (and event id when
         ``votes``: it reads the votes).
 
-        Out of date and cheap (the last computation took at most
+        Never computed yet: the background worker computes it; the page waits
+        up to ``first_wait`` seconds, then raises :class:`NotReady` (the worker
+        goes on). Out of date and cheap (the last computation took at most
         ``sync_seconds``): recomputed now, so small projects always show the
-        latest state. Out of date and expensive: the cached value is shown and a
-        background thread recomputes it (at once after a change of the other
-        tables, at most every ``refresh_seconds`` while only votes arrive).
+        latest state. Out of date and expensive: the cached value is shown and
+        the worker recomputes it (at once after a change of the other tables;
+        while only votes arrive, at most every ``refresh_seconds`` and four
+        times its last duration).
         """
         fp = self.fingerprint()
         last_id = self.sync().last_id
+        job = None
         with self._cache_lock:
             c = self._cache.get(name)
-            if c is not None:
-                if c.fingerprint == fp and (not votes or c.last_id == last_id):
-                    return cast(T, c.value)
-                if c.cost > self.sync_seconds:
-                    due = c.fingerprint != fp or (
-                        time.monotonic() - c.at > self.refresh_seconds
-                    )
-                    if due and not c.refreshing:
-                        c.refreshing = True
-                        threading.Thread(
-                            target=self._refresh,
-                            args=(name, compute, True),
-                            daemon=True,
-                        ).start()
-                    return cast(T, c.value)
-        return self._refresh(name, compute)
+            if c is None:
+                job = self._schedule(name, compute, label or name)
+            elif c.fingerprint == fp and (not votes or c.last_id == last_id):
+                return cast(T, c.value)
+            elif c.cost > self.sync_seconds:
+                gap = max(self.refresh_seconds, 4 * c.cost)
+                if c.fingerprint != fp or time.monotonic() - c.at > gap:
+                    self._schedule(name, compute, label or name)
+                return cast(T, c.value)
+        if job is None:
+            return self._refresh(name, compute)
+        if not job.done.wait(self.first_wait):
+            raise NotReady(self.progress(name))
+        if job.error is not None:
+            raise job.error
+        with self._cache_lock:
+            return cast(T, self._cache[name].value)
 
-    def _refresh(
-        self, name: str, compute: Callable[[Project], T], background: bool = False
-    ) -> T:
-        try:
-            fp = self.fingerprint()
-            last_id = self.sync().last_id
-            t0 = time.perf_counter()
-            value = compute(self.read_project())
-            cost = time.perf_counter() - t0
-        except BaseException:
+    def warm_up(
+        self,
+        steps: Iterable[tuple[str, Callable[[Project], Any], str]],
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        """Queue ``(name, compute, label)`` computations for the background
+        worker (at server start: the pages that need them do not wait).
+
+        ``progress(text, done, total)`` is called when each step starts
+        ("computing <label>") and ends ("<label> ready in 51.2 s")."""
+        with self._cache_lock:
+            for name, compute, label in steps:
+                if name not in self._cache:
+                    self._schedule(name, compute, label, progress, in_order=True)
+
+    def progress(self, name: str) -> str:
+        """How far the computation of ``name`` is, e.g. "Computing the
+        eligibility decision (step 1 of 2): 14 s so far, 51 s last time."."""
+        with self._cache_lock:
+            job = self._jobs.get(name)
+            if job is None:
+                return "Almost ready."
+            running = job if job.started else self._running
+            if running is None:
+                return f"Waiting to compute {job.label}."
+            text = f"Computing {running.label}{running.step}: "
+            text += f"{time.monotonic() - running.started:.0f} s so far"
+            if running.name in self._costs:
+                text += f", {self._costs[running.name]:.0f} s last time"
+            if running is not job:
+                text += f"; this page then needs {job.label}"
+        return text + "."
+
+    def _schedule(
+        self,
+        name: str,
+        compute: Callable[[Project], Any],
+        label: str,
+        progress: ProgressCallback | None = None,
+        *,
+        in_order: bool = False,
+    ) -> _Job:
+        """Start a job unless one for ``name`` is queued or running; call under
+        ``_cache_lock``. ``in_order`` jobs run one after the other in the
+        warm-up thread; others in a thread of their own (a cheap page must
+        not wait behind the eligibility decision)."""
+        job = self._jobs.get(name)
+        if job is not None:
+            return job
+        job = self._jobs[name] = _Job(name, compute, label, progress)
+        if not in_order:
+            threading.Thread(
+                target=self._run, args=(job,), name="retest-derived", daemon=True
+            ).start()
+            return job
+        self._queue.append(job)
+        self._steps[1] += 1
+        if self._worker is None:
+            self._worker = threading.Thread(
+                target=self._work, name="retest-warm-up", daemon=True
+            )
+            self._worker.start()
+        self._wake.notify()
+        return job
+
+    def _work(self) -> None:
+        while True:
             with self._cache_lock:
-                if name in self._cache:
-                    self._cache[name].refreshing = False
-            raise
-        finally:
-            if background:
-                self._drop_local()
+                while not self._queue and not self._closed:
+                    self._steps = [0, 0]
+                    self._wake.wait()
+                if self._closed:
+                    return
+                job = self._running = self._queue.popleft()
+                done, total = self._steps
+                job.step = f" (step {done + 1} of {total})"
+            report(job.progress, f"computing {job.label}", done, total)
+            took = self._run(job)
+            with self._cache_lock:
+                self._running = None
+                self._steps[0] += 1
+            outcome = f"failed: {job.error}" if job.error else "ready"
+            report(
+                job.progress, f"{job.label} {outcome} in {took:.1f} s", done + 1, total
+            )
+
+    def _run(self, job: _Job) -> float:
+        with self._cache_lock:
+            job.started = time.monotonic()
+        try:
+            self._refresh(job.name, job.compute)
+        except Exception as err:
+            job.error = err
+        with self._cache_lock:
+            self._jobs.pop(job.name, None)
+            took = time.monotonic() - job.started
+        job.done.set()
+        return took
+
+    def _refresh(self, name: str, compute: Callable[[Project], T]) -> T:
+        fp = self.fingerprint()
+        last_id = self.sync().last_id
+        t0 = time.perf_counter()
+        value = compute(self.read_project())
+        cost = time.perf_counter() - t0
         with self._cache_lock:
             self._cache[name] = _Cached(value, fp, last_id, cost)
+            self._costs[name] = cost
         return value
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -13,6 +13,7 @@ import secrets
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -20,6 +21,7 @@ from urllib.parse import unquote
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.plan import verified_per_keyword
 from retest.pipeline.project import Project
@@ -34,12 +36,14 @@ __all__ = [
     "KeywordProgress",
     "Pool",
     "agreement",
+    "busy",
     "candidate_pool",
     "class_histograms",
     "keyword_progress",
     "latest_values",
     "near_duplicate_ids",
     "render",
+    "task_tokens",
     "verified_counts",
 ]
 
@@ -66,6 +70,22 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
         "submission": secrets.token_urlsafe(12),
     }
     return templates.TemplateResponse(request, name, {**base, **ctx})
+
+
+def busy(request: Request, err: Exception) -> HTMLResponse:
+    """503 for a page whose data is still being computed in the background:
+    says what and how far (``str(err)``), and reloads itself."""
+    resp = render(request, "busy.html", message=str(err))
+    resp.status_code = 503
+    resp.headers["Retry-After"] = "5"
+    resp.headers["Refresh"] = "5"
+    return resp
+
+
+@lru_cache(maxsize=4096)
+def task_tokens(task_id: str, items: tuple[str, ...], secret: bytes) -> dict[str, str]:
+    """Image token → item of a grid task (computed once per task)."""
+    return {image_token(f"{task_id}|{i}", secret): i for i in items}
 
 
 def agreement(frequency: float) -> float:

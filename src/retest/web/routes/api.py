@@ -10,12 +10,13 @@ project before anything is written.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
+from fastapi.concurrency import run_in_threadpool
 
-from retest.labeling.tasks import image_token
 from retest.pipeline.dedup import record_review
 from retest.pipeline.review_queue import record_label_verdict
 from retest.store.base import Store
@@ -28,6 +29,7 @@ from retest.store.rows import (
 from retest.web.deps import (
     UI_VERSION,
     AnnotatorDep,
+    AppState,
     ReviewerWriteDep,
     StateDep,
 )
@@ -38,6 +40,7 @@ from retest.web.schemas import (
     NearDupBody,
     TaskAnswerBody,
 )
+from retest.web.views import task_tokens
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -62,14 +65,42 @@ def _unique(ids: list[str], what: str) -> None:
         raise HTTPException(422, f"{what} lists an id twice.")
 
 
+def _reader(state: AppState) -> Store:
+    """This thread's read-only store: checks never wait behind a write."""
+    return state.live.store() if state.live is not None else state.store
+
+
+async def _append(
+    state: AppState, events: list[AnnotationEvent], assignment: str
+) -> dict[str, Any]:
+    """Append the events of one assignment unless it is already stored, batched
+    with other requests' (one transaction per batch, answered once committed:
+    :class:`retest.web.live.EventWriter`)."""
+    if state.live is None:
+        stored = _stored_events(state.store, assignment)()
+        if stored is not None:
+            return {**stored, "replayed": True}
+        ids = await run_in_threadpool(state.store.annotations.add, events)
+        return {"events": len(ids)}
+    n, replayed = await asyncio.wrap_future(
+        state.live.writer.submit(events, assignment)
+    )
+    return {"events": n, "replayed": True} if replayed else {"events": n}
+
+
 @router.post("/label")
-def post_label(body: LabelBody, who: AnnotatorDep, state: StateDep) -> dict[str, Any]:
+async def post_label(
+    body: LabelBody, who: AnnotatorDep, state: StateDep
+) -> dict[str, Any]:
     """Stage 1 (select) or stage 2 (verify): one event per shown candidate.
 
     The shown ids must be candidates of the keyword (of the class, or without a
     class); a resubmission of the same item later simply becomes its latest answer.
+    The checks read a few indexed rows on the event loop's read-only connection
+    (WAL readers never wait); the append waits in the writer's queue, not in a
+    thread.
     """
-    store = state.store
+    store = _reader(state)
     _check_class(store, body.class_id)
     if body.keyword not in {
         k.keyword for k in store.classes.keywords(class_id=body.class_id)
@@ -98,30 +129,26 @@ def post_label(body: LabelBody, who: AnnotatorDep, state: StateDep) -> dict[str,
             422, f"{bad[0][:70]!r} is not a candidate of keyword {body.keyword[:40]!r}."
         )
     assignment = f"web:{who.name}:{body.stage}:{body.submission}"
-
-    def write() -> dict[str, Any]:
-        ids = store.annotations.add(
-            AnnotationEvent(
-                who=who.name,
-                kind=body.stage,
-                class_id=body.class_id,
-                item_id=i,
-                value=int(i in checked),
-                ui_version=UI_VERSION,
-                assignment_id=assignment,
-                extra={"keyword": body.keyword},
-            )
-            for i in body.shown
+    events = [
+        AnnotationEvent(
+            who=who.name,
+            kind=body.stage,
+            class_id=body.class_id,
+            item_id=i,
+            value=int(i in checked),
+            ui_version=UI_VERSION,
+            assignment_id=assignment,
+            extra={"keyword": body.keyword},
         )
-        return {"events": len(ids)}
-
-    return state.submissions.run(
-        f"label|{assignment}", write, _stored_events(store, assignment)
+        for i in body.shown
+    ]
+    return await state.submissions.run_async(
+        f"label|{assignment}", lambda: _append(state, events, assignment)
     )
 
 
 @router.post("/task")
-def post_task(
+async def post_task(
     body: TaskAnswerBody, who: AnnotatorDep, state: StateDep
 ) -> dict[str, Any]:
     """A local answer to a grid task, stored like a crowd assignment.
@@ -130,35 +157,35 @@ def post_task(
     task replaces the earlier one in every selection frequency (the latest valid
     assignment of a worker counts).
     """
-    store = state.store
-    task = store.tasks.get(body.task_id)
-    tokens = {image_token(f"{task.id}|{i}", state.secret): i for i in task.items}
+    task = (
+        state.live.task(body.task_id)
+        if state.live is not None
+        else state.store.tasks.get(body.task_id)
+    )
+    items = tuple(dict.fromkeys(task.items))
+    tokens = task_tokens(task.id, items, state.secret)
     bad = [t for t in body.selected_tokens if t not in tokens]
     if bad:
         raise HTTPException(422, f"unknown image token {bad[0]!r} for this task.")
     selected = {tokens[t] for t in body.selected_tokens}
     assignment = f"web:{who.name}:{task.id}:{body.submission}"
-
-    def write() -> dict[str, Any]:
-        ids = store.annotations.add(
-            AnnotationEvent(
-                who=who.name,
-                kind="task",
-                class_id=task.class_id,
-                item_id=i,
-                value=int(i in selected),
-                ui_version=UI_VERSION,
-                task_id=task.id,
-                assignment_id=assignment,
-                assignment_status="Submitted",
-                worker=f"local:{who.name}",
-            )
-            for i in dict.fromkeys(task.items)
+    events = [
+        AnnotationEvent(
+            who=who.name,
+            kind="task",
+            class_id=task.class_id,
+            item_id=i,
+            value=int(i in selected),
+            ui_version=UI_VERSION,
+            task_id=task.id,
+            assignment_id=assignment,
+            assignment_status="Submitted",
+            worker=f"local:{who.name}",
         )
-        return {"events": len(ids)}
-
-    return state.submissions.run(
-        f"task|{assignment}", write, _stored_events(store, assignment)
+        for i in items
+    ]
+    return await state.submissions.run_async(
+        f"task|{assignment}", lambda: _append(state, events, assignment)
     )
 
 

@@ -18,23 +18,24 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from retest.labeling.tasks import image_token
 from retest.pipeline.revisions import review_states
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
-from retest.store.rows import DuplicateVerdict
+from retest.store.rows import DuplicateVerdict, Revision
 from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep
-from retest.web.live import Live
+from retest.web.live import Live, NotReady
 from retest.web.views import (
     BIN_LABELS,
     Pool,
     agreement,
+    busy,
     candidate_pool,
     class_histograms,
     keyword_progress,
     near_duplicate_ids,
     render,
+    task_tokens,
     verified_counts,
 )
 
@@ -52,51 +53,87 @@ def pool(state: Any) -> Pool:
     return live(state).derived("pool", lambda p: candidate_pool(p.store), votes=False)
 
 
+ELIGIBILITY = "the eligibility decision"
+
+
 def copies_now(state: Any) -> frozenset[str]:
-    """The project's copies (its one eligibility decision), cached per revision."""
-    return live(state).derived("copies", near_duplicate_ids)
+    """The project's copies (its one eligibility decision), cached per revision.
+
+    Raises :class:`~retest.web.live.NotReady` while it is computed for the
+    first time (at server start it is computed in the background)."""
+    return live(state).derived("copies", near_duplicate_ids, label=ELIGIBILITY)
+
+
+def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
+    """What the server computes in the background at start: the eligibility
+    decision (stage-2 labeling, class review) and the near-duplicate queue."""
+    from retest.web.routes.review import neardup_step, review_targets_now
+
+    steps: list[tuple[str, Any, str]] = [("copies", near_duplicate_ids, ELIGIBILITY)]
+    if review_targets_now(state):  # some dedup metric has run
+        steps.append(neardup_step(state))
+    return steps
+
+
+def changes(state: Any, class_id: int | None = None) -> tuple[Any, ...]:
+    """A key for :meth:`Live.memo` that changes with every write to the store
+    but the votes (fingerprint) and with every vote (of ``class_id`` only when
+    given) and stage-1/2 label."""
+    lv = live(state)
+    fp = lv.fingerprint()
+    with lv.lock:
+        agg = lv.sync()
+        cv = agg.class_version
+        votes = cv.get(class_id, 0) if class_id is not None else sum(cv.values())
+        return fp, lv.generation, votes, agg.label_version
 
 
 def progress(state: Any, store: Store, class_id: int | None) -> Any:
+    """Keyword progress of a class (all classes for None), recomputed after a
+    stage-1/2 label or a change of the other tables."""
     lv = live(state)
-    with lv.lock:
-        agg = lv.sync()
-        sel = agg.latest_by_item["select"]
-        ver = agg.latest_by_item["verify"]
+
+    def compute() -> Any:
         p = pool(state)
-        verified = verified_counts(
-            agg.latest["verify"],
-            p.keyword_of,
-            {c.id: c.name for c in store.classes.list()},
-        )
+        with lv.lock:
+            agg = lv.sync()
+            sel = dict(agg.latest_by_item["select"])
+            ver = dict(agg.latest_by_item["verify"])
+            latest = dict(agg.latest["verify"])
+        names = {c.id: c.name for c in store.classes.list()}
+        verified = verified_counts(latest, p.keyword_of, names)
         return keyword_progress(
             lv.read_project(), class_id=class_id, selected=sel,
             verdicts=ver, verified=verified, pool=p,
         )  # fmt: skip
+
+    fp, gen, _, labels = changes(state)
+    return lv.memo(f"progress|{class_id}", (fp, gen, labels), compute)
 
 
 @router.get("/", response_class=HTMLResponse)
 def index(
     request: Request, state: StateDep, store: StoreDep, role: RoleDep
 ) -> HTMLResponse:
-    classes = store.classes.list()
-    by_class = store.candidates.count_by_class()
-    revisions = store.revisions.list()
-    keywords: dict[int, list[str]] = defaultdict(list)
-    for kw in store.classes.keywords():
-        keywords[kw.class_id].append(kw.keyword)
-    return render(
-        request,
-        "index.html",
-        classes=classes,
-        counts=by_class,
-        keywords=keywords,
-        tasks=len(store.tasks.list()),
-        revisions=revisions,
-        states={
-            r.name: review_states(live(state).read_project(), r.name) for r in revisions
-        },
-    )
+    lv = live(state)
+
+    def compute() -> dict[str, Any]:
+        revisions = store.revisions.list()
+        keywords: dict[int, list[str]] = defaultdict(list)
+        for kw in store.classes.keywords():
+            keywords[kw.class_id].append(kw.keyword)
+        return {
+            "classes": store.classes.list(),
+            "counts": store.candidates.count_by_class(),
+            "keywords": keywords,
+            "tasks": len(store.tasks.list()),
+            "revisions": revisions,
+            "states": {
+                r.name: review_states(lv.read_project(), r.name) for r in revisions
+            },
+        }
+
+    return render(request, "index.html", **lv.memo("index", lv.fingerprint(), compute))
 
 
 def _label_items(
@@ -134,10 +171,20 @@ def label(
     """Stage 1 shows unused candidates of the keyword; stage 2 the stage-1 picks, pre-checked."""
     cls = store.classes.get(class_id)
     stage = stage if stage == "verify" else "select"
-    originals = [
-        r.id for r in store.references.list(class_id=class_id) if r.keyword == keyword
-    ]
-    items, dropped = _label_items(state, store, class_id, keyword, stage)
+    lv = live(state)
+    originals = lv.memo(
+        f"originals|{class_id}|{keyword}",
+        lv.fingerprint(),
+        lambda: [
+            r.id
+            for r in store.references.list(class_id=class_id)
+            if r.keyword == keyword
+        ],
+    )
+    try:
+        items, dropped = _label_items(state, store, class_id, keyword, stage)
+    except NotReady as err:
+        return busy(request, err)
     rows, plan = progress(state, store, class_id)
     kp = next((k for k in rows if k.keyword == keyword), None)
     page = max(0, page)
@@ -174,20 +221,33 @@ def next_label(
         kws[kws.index(keyword) :] + kws[: kws.index(keyword)] if keyword in kws else kws
     )
     for kw in order:
-        if _label_items(state, store, class_id, kw, stage)[0]:
+        try:
+            todo = _label_items(state, store, class_id, kw, stage)[0]
+        except NotReady:
+            todo = [kw]  # its page says what is being computed
+        if todo:
             return RedirectResponse(
                 f"/label/{class_id}/{quote(kw, safe='')}?stage={stage}", 303
             )
     return RedirectResponse(f"/keywords/{class_id}", 303)
 
 
+def task_list(state: Any, store: Store) -> tuple[dict[int, str], list[Any]]:
+    """Class names and every task (read again after any change but a vote)."""
+    lv = live(state)
+    return lv.memo(
+        "tasks",
+        lv.fingerprint(),
+        lambda: ({c.id: c.name for c in store.classes.list()}, store.tasks.list()),
+    )
+
+
 @router.get("/tasks", response_class=HTMLResponse)
 def tasks(
     request: Request, state: StateDep, store: StoreDep, role: RoleDep
 ) -> HTMLResponse:
-    names = {c.id: c.name for c in store.classes.list()}
-    all_tasks = store.tasks.list()
     lv = live(state)
+    names, all_tasks = task_list(state, store)
     with lv.lock:
         agg = lv.sync()
         answers = {t.id: agg.answers(t.id) for t in all_tasks}
@@ -199,9 +259,9 @@ def tasks(
 def task(
     request: Request, task_id: str, state: StateDep, store: StoreDep
 ) -> HTMLResponse:
-    t = store.tasks.get(task_id)
+    t = live(state).task(task_id)
     cls = store.classes.get(t.class_id)
-    tokens = [image_token(f"{t.id}|{i}", state.secret) for i in dict.fromkeys(t.items)]
+    tokens = list(task_tokens(t.id, tuple(dict.fromkeys(t.items)), state.secret))
     return render(
         request,
         "task.html",
@@ -219,7 +279,7 @@ def next_task(
     """The next task (in list order, wrapping) this person has not answered yet."""
     who = unquote(request.cookies.get("retest_annotator", ""))
     worker = ("w", f"local:{who}")
-    ids = [t.id for t in store.tasks.list()]
+    ids = [t.id for t in task_list(state, store)[1]]
     start = ids.index(after) + 1 if after in ids else 0
     lv = live(state)
     with lv.lock:
@@ -235,7 +295,7 @@ def task_results(
     request: Request, task_id: str, state: StateDep, store: StoreDep, role: ReviewerDep
 ) -> HTMLResponse:
     """For reviewers: each image's selection frequency, valid answers, agreement."""
-    t = store.tasks.get(task_id)
+    t = live(state).task(task_id)
     role_of = {i: r for r, ids in t.controls.items() for i in ids}
     rows = []
     lv = live(state)
@@ -279,18 +339,60 @@ def review(
     originals: int = 10,
     min_annotations: int = 10,
 ) -> HTMLResponse:
-    """Final class review: bin table, filters, originals, flags."""
+    """Final class review: bin table, filters, originals, flags.
+
+    Everything but the filter and the order is kept per class until a vote
+    for the class or a change of the other tables (blacklist, near-duplicate
+    sets, review flags, the eligibility decision) comes in."""
     rev = store.revisions.get(revision)
     cls = store.classes.get(class_id)
-    members = [m for m in store.revisions.members(revision) if m.class_id == class_id]
+    try:
+        ndup = copies_now(state)
+    except NotReady as err:
+        return busy(request, err)
     black = pool(state).black
-    ndup = copies_now(state)
-    cands = {c.id: c for c in store.candidates.get_many([m.item_id for m in members])}
-    info = {}
+    originals = max(0, min(originals, 50))
+    data = live(state).memo(
+        f"review|{revision}|{class_id}|{originals}|{min_annotations}",
+        (changes(state, class_id), ndup, black),
+        lambda: _review_data(state, store, rev, class_id, ndup, black,
+                             originals, min_annotations),
+    )  # fmt: skip
+    info = data["info"]
+    keep = _SHOW.get(show, _SHOW["all"])
+    ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
+    field = "freq" if sort == "frequency" else "date"
+    ids.sort(key=lambda i: (info[i][field], i), reverse=order == "desc")
+    return render(
+        request,
+        "review.html",
+        rev=rev,
+        cls=cls,
+        ids=ids,
+        bins=BIN_LABELS,
+        query={"sort": sort, "order": order, "show": show, "bin": bin},
+        **data,
+    )
+
+
+def _review_data(
+    state: Any,
+    store: Store,
+    rev: Revision,
+    class_id: int,
+    ndup: frozenset[str],
+    black: Mapping[str, str],
+    originals: int,
+    min_annotations: int,
+) -> dict[str, Any]:
+    """The class review page's content but the order and filter of the grid."""
     lv = live(state)
+    members = [m for m in store.revisions.members(rev.name) if m.class_id == class_id]
+    cands = {c.id: c for c in store.candidates.get_many([m.item_id for m in members])}
     with lv.lock:
-        stats = lv.sync().stats_copy()
-    # the copy is read without holding the lock
+        stats = lv.sync().class_stats(class_id)
+    # the copy of the class's counts is read without holding the lock
+    info = {}
     for m in members:
         st = stats.get((m.item_id, class_id))
         f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
@@ -302,29 +404,16 @@ def review(
     table = class_histograms(lv.read_project(), stats, black, min_annotations=min_annotations,
                              per_class={class_id: len(members)},
                              near_duplicates=ndup)[class_id]  # fmt: skip
-    sample = _originals(refs, class_id, stats, max(0, min(originals, 50)))
-    counts = _review_counts(refs, class_id, info, stats)
-    keep = _SHOW.get(show, _SHOW["all"])
-    ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
-    field = "freq" if sort == "frequency" else "date"
-    ids.sort(key=lambda i: (info[i][field], i), reverse=order == "desc")
-    return render(
-        request,
-        "review.html",
-        rev=rev,
-        cls=cls,
-        ids=ids,
-        info=info,
-        sample=sample,
-        counts=counts,
-        changed=_changed_classes(store, revision, rev.parent),
-        state=store.revisions.reviews(revision).get(class_id),
-        table=table,
-        bins=BIN_LABELS,
-        query={"sort": sort, "order": order, "show": show, "bin": bin},
-        classes=store.classes.list(),
-        ndsets=_review_sets(store.neardup.verdicts(), set(info)),
-    )
+    return {
+        "info": info,
+        "sample": _originals(refs, class_id, stats, originals),
+        "counts": _review_counts(refs, class_id, info, stats),
+        "changed": _changed_classes(store, rev.name, rev.parent),
+        "state": store.revisions.reviews(rev.name).get(class_id),
+        "table": table,
+        "classes": store.classes.list(),
+        "ndsets": _review_sets(store.neardup.verdicts(), set(info)),
+    }
 
 
 def _review_sets(verdicts: list[DuplicateVerdict], members: set[str]) -> dict[str, str]:

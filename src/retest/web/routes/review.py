@@ -9,6 +9,7 @@ shared with ``retest dedup queue``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,10 +26,12 @@ from retest.pipeline.eligibility import pending_reviews
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
-from retest.web.routes.pages import live, pool, progress
+from retest.web.live import Live, NotReady
+from retest.web.routes.pages import changes, live, pool, progress
 from retest.web.views import (
     BIN_LABELS,
     agreement,
+    busy,
     class_histograms,
     render,
 )
@@ -59,7 +62,9 @@ def _neardup_queue(
     nbrs = load_neighbours(project, list(targets))
     reviewed = reviewed_references(project)
     queue = [
-        r for r in pending_reviews(project, thresholds=targets) if r.metric == metric
+        r
+        for r in pending_reviews(project, thresholds=targets, infos=infos)
+        if r.metric == metric
     ]
     # closest pairs first: the likeliest duplicates get decided first
     queue.sort(key=lambda r: (min(r.distances, default=float("inf")), r.candidate_id))
@@ -75,6 +80,35 @@ def _neardup_queue(
         "progress": _review_progress(th, nbrs, targets),
         "freq": freq,
     }
+
+
+def review_targets_now(state: Any) -> dict[str, float]:
+    """The review target of every dedup metric run (read again after a change)."""
+    lv = live(state)
+    return lv.memo(
+        "review-targets", lv.fingerprint(), lambda: review_targets(lv.read_project())
+    )
+
+
+def neardup_step(
+    state: Any, metric: str | None = None, threshold: float | None = None
+) -> tuple[str, Callable[[Project], dict[str, Any]], str]:
+    """(cache name, computation, label) of the near-duplicate queue of ``metric``
+    (the first metric by default) at ``threshold`` (the review target)."""
+    targets = review_targets_now(state)
+    metric = metric if metric in targets else next(iter(targets))
+    if threshold is not None:
+        targets = {**targets, metric: threshold}
+
+    def compute(project: Project) -> dict[str, Any]:
+        return {**_neardup_queue(project, targets, metric), "targets": targets,
+                "metric": metric}  # fmt: skip
+
+    return (
+        f"neardup|{metric}|{sorted(targets.items())}",
+        compute,
+        "the near-duplicate queue",
+    )
 
 
 @router.get("/neardup", response_class=HTMLResponse)
@@ -94,12 +128,13 @@ def neardup(
     the dedup review queue minus pairs the automatic rule already excludes).
     """
     lv = live(state)
-    targets = lv.derived("review-targets", review_targets, votes=False)
-    metric = metric if metric in targets else next(iter(targets))
-    if threshold is not None:
-        targets = {**targets, metric: threshold}
-    key = f"neardup|{metric}|{sorted(targets.items())}"
-    data = lv.derived(key, lambda p: _neardup_queue(p, targets, metric))
+    key, compute, label = neardup_step(state, metric, threshold)
+    try:
+        data = lv.derived(key, compute, label=label)
+    except NotReady as err:
+        return busy(request, err)
+    targets = data["targets"]
+    metric = data["metric"]
     queue = data["queue"]
     decided = store.neardup.duplicate_pairs()
     page = max(0, page)
@@ -127,6 +162,16 @@ def neardup(
     )
 
 
+def _class_sizes(lv: Live) -> tuple[dict[int, str], dict[int, int]]:
+    """Class names and each class's number of originals."""
+    names = class_names(lv.read_project())
+    sizes = dict.fromkeys(names, 0)
+    for r in lv.store().references.list():
+        if r.class_id in sizes:
+            sizes[r.class_id] += 1
+    return names, sizes
+
+
 @router.get("/stats", response_class=HTMLResponse)
 def stats(
     request: Request,
@@ -141,15 +186,14 @@ def stats(
     The target row is scaled to ``per_class`` images; by default to the class's
     number of originals (the size of the original test set's class).
     """
-    names = class_names(live(state).read_project())
+    lv = live(state)
+    names, originals = lv.memo(
+        "class-sizes", lv.fingerprint(), lambda: _class_sizes(lv)
+    )
     if per_class is None:
-        sizes = dict.fromkeys(names, 0)
-        for r in store.references.list():
-            if r.class_id in sizes:
-                sizes[r.class_id] += 1
+        sizes = originals
     else:
         sizes = dict.fromkeys(names, max(0, per_class))
-    lv = live(state)
     black = pool(state).black
 
     def compute(project: Project) -> tuple[Any, Any]:
@@ -173,7 +217,10 @@ def stats(
         return tables, summary
 
     key = f"stats|{min_annotations}|{sorted(sizes.items())}"
-    tables, summary = lv.derived(key, compute)
+    try:
+        tables, summary = lv.derived(key, compute, label="the statistics tables")
+    except NotReady as err:
+        return busy(request, err)
     return render(
         request,
         "stats.html",
@@ -199,16 +246,16 @@ def class_stats(
     """Every image shown for the class, by selection frequency (highest first)."""
     cls = store.classes.get(class_id)
     lv = live(state)
-    with lv.lock:
-        freq = lv.sync().stats
-        rows = sorted(
-            (
-                (st.frequency, st.n_assignments, item)
-                for (item, cid), st in freq.items()
-                if cid == class_id
-            ),
+
+    def compute() -> list[tuple[float, int, str]]:
+        with lv.lock:
+            freq = lv.sync().class_stats(class_id)
+        return sorted(
+            ((st.frequency, st.n_assignments, item) for (item, _), st in freq.items()),
             key=lambda r: (-r[0], -r[1], r[2]),
         )
+
+    rows = lv.memo(f"class-stats|{class_id}", changes(state, class_id), compute)
     page = max(0, page)
     shown = [
         {"id": i, "freq": f, "n": n, "agree": agreement(f) if n else None}
