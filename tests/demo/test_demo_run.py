@@ -8,6 +8,7 @@ then a corrupted cache file (detected and recomputed).
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -59,35 +60,117 @@ def _new_labels(res: DemoResult) -> np.ndarray:
     return np.load(d / f"{res.revision}_labels.npy").astype(np.int64)
 
 
+def _nearest_sq_l2(queries: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    """Brute-force squared L2 from each query row to its nearest ``refs`` row.
+
+    Exact: the pixels are integers ≤ 255, so every product and partial sum of the
+    float64 matrix product is an integer below 2**53.
+    """
+    q = queries.reshape(len(queries), -1).astype(np.float64)
+    q_sq = np.einsum("ij,ij->i", q, q)
+    best = np.full(len(q), np.inf)
+    for r0 in range(0, len(refs), 10_000):  # bounded memory: ~80 MB per block
+        r = refs[r0 : r0 + 10_000].reshape(-1, q.shape[1]).astype(np.float64)
+        r_sq = np.einsum("ij,ij->i", r, r)
+        for q0 in range(0, len(q), 1000):
+            d = (
+                q_sq[q0 : q0 + 1000, None]
+                + r_sq[None]
+                - 2.0 * (q[q0 : q0 + 1000] @ r.T)
+            )
+            best[q0 : q0 + 1000] = np.minimum(best[q0 : q0 + 1000], d.min(axis=1))
+    return best
+
+
+def _pairs_within(images: np.ndarray, th: float) -> list[tuple[int, int]]:
+    """Brute-force ``(i, j)``, ``i < j``, of the images within squared L2 ``th``."""
+    x = images.reshape(len(images), -1).astype(np.float64)
+    sq = np.einsum("ij,ij->i", x, x)
+    out = []
+    for i0 in range(0, len(x), 1000):
+        d = sq[i0 : i0 + 1000, None] + sq[None] - 2.0 * (x[i0 : i0 + 1000] @ x.T)
+        out += [(i0 + i, j) for i, j in np.argwhere(d <= th) if i0 + i < j]
+    return out
+
+
+def _components(pairs: set[frozenset[str]]) -> list[set[str]]:
+    """Connected components of an undirected graph given by its edges."""
+    groups: list[set[str]] = []
+    for edge in pairs:
+        touching = [g for g in groups if g & edge]
+        merged = set(edge).union(*touching)
+        groups = [g for g in groups if not g & edge] + [merged]
+    return groups
+
+
 def test_demo_builds_the_revision_and_finds_near_duplicates(
     demo: tuple[Path, Path, DemoResult],
 ) -> None:
-    """The pool holds real near-copies of test and training images: the shared
-    eligibility rule finds them, they are excluded, none is in the revision, and
-    each recorded pair really is within the threshold on the stored pixels."""
-    root, _, res = demo
+    """The pool holds real near-copies of test and training images (the demo
+    plants none; Fashion-MNIST has them). Against a brute-force search of the
+    stored pixels: every pool image whose nearest test or training original lies
+    within the near-original threshold is found, excluded for it and not in the
+    revision, and no other image is; the report's counts and pairs are exactly
+    these; a group of within-pool near-copies keeps exactly one image (none when
+    it reaches an original)."""
+    root, data, res = demo
     y_new = _new_labels(res)
     assert np.bincount(y_new, minlength=10).tolist() == [200] * 10
     nd = res.near_duplicates
     with Project.open(root) as project:
         th = candidate_eligibility(project).near_original_threshold
         cal = metric_state(project, "l2")["near_original"]
+        elig = candidate_eligibility(project, include_unreviewed=True)
+        ids = sorted(c.id for c in project.store.candidates.iter())
+        pool = np.stack(project.pixels(ids))
+    assert th is not None and len(ids) == SETTINGS.pool_size
     # the scaled CIFAR rule, capped by the originals' own nearest distances
     assert th == pytest.approx(
         near_original_threshold((28, 28), originals_nearest=cal["distance"])
     )
     assert nd["threshold_sq_l2"] == pytest.approx(th) and th <= 255_209
+    with np.load(root / "demo" / "split.npz") as z:
+        kept = z["kept"]
+    nearest = {
+        "test": _nearest_sq_l2(pool, read_idx(data / "t10k-images-idx3-ubyte.gz")),
+        "train": _nearest_sq_l2(
+            pool, read_idx(data / "train-images-idx3-ubyte.gz")[kept]
+        ),
+    }
+    near = {
+        k: {c for c, x in zip(ids, d, strict=True) if x <= th}
+        for k, d in nearest.items()
+    }
     assert nd["test"] >= 5 and nd["train"] >= 20, {k: nd[k] for k in ("test", "train")}
-    assert nd["n_excluded"] >= nd["test"], nd
     steps = json.loads((root / "demo" / "steps" / "near-duplicates.json").read_text())
+    row = {c: i for i, c in enumerate(ids)}
+    for kind in ("test", "train"):
+        pairs = steps["pairs"][kind]
+        assert nd[kind] == len(pairs) == len(near[kind]) > 0, kind
+        assert {p["candidate"] for p in pairs} == near[kind], kind
+        for p in pairs:  # the recorded partner is the nearest original
+            assert p["sq_l2"] == pytest.approx(nearest[kind][row[p["candidate"]]])
+    automatic = {
+        c for c, r in elig.excluded() if {"exact_copy", "near_original"} & set(r)
+    }
+    assert automatic == near["test"] | near["train"]
+    excluded = copies(elig)
+    assert set(steps["excluded"]) == excluded and len(excluded) == nd["n_excluded"]
+    assert nd["n_excluded"] >= len(automatic), nd
+    # within-pool near-copies: the reported pairs are all of them; of a group of
+    # pool images only, exactly one may be sampled
+    pool_pairs = {frozenset((ids[i], ids[j])) for i, j in _pairs_within(pool, th)}
+    reported = {
+        frozenset((p["candidate"], p["reference"])) for p in steps["pairs"]["pool"]
+    }
+    assert reported == pool_pairs and len(pool_pairs) == nd["pool_pairs"]
+    for group in _components(pool_pairs):
+        free = group - excluded
+        assert len(free) == (0 if group & automatic else 1), (group, free)
     with Project.open(root) as project:
-        excluded = copies(candidate_eligibility(project, include_unreviewed=True))
-        assert set(steps["excluded"]) == excluded and len(excluded) == nd["n_excluded"]
         members = {m.item_id for m in project.store.revisions.members(res.revision)}
         assert len(members) == 2000 and not members & excluded
-        test_pairs = steps["pairs"]["test"]
-        assert len(test_pairs) == nd["test"]
-        for pair in test_pairs[:5] + test_pairs[-5:]:
+        for pair in steps["pairs"]["test"] + steps["pairs"]["train"]:
             assert pair["candidate"] in excluded
             a, b = project.pixels([pair["candidate"], pair["reference"]])
             d = float(np.sum((a.astype(np.int64) - b.astype(np.int64)) ** 2))
@@ -96,7 +179,16 @@ def test_demo_builds_the_revision_and_finds_near_duplicates(
     assert export["revision"] == res.revision and export["n_images"] == 2000
     for key in ("report_png", "report_fit", "label_errors_contact_sheet"):
         assert Path(res.paths[key]).is_file()
-    assert len(res.label_errors) >= 10
+    # Label errors of the real test set: given labels are the test set's own, ranked
+    # most suspicious first; the contact sheet's 24 are ones the models contradict.
+    errs = res.label_errors
+    y_test = _test_labels(data)
+    assert len(errs) >= 24
+    assert [e.rank for e in errs] == list(range(1, len(errs) + 1))
+    assert all(a.score <= b.score for a, b in itertools.pairwise(errs))
+    assert len({e.index for e in errs}) == len(errs)
+    assert all(e.given == y_test[e.index] != e.suggested for e in errs)
+    assert all(e.self_confidence < e.suggested_prob for e in errs[:24])
 
 
 def test_iid_control_behaves_as_theory_says(
@@ -207,5 +299,5 @@ def test_corrupted_cached_prediction_is_detected_and_recomputed(
     victim.write_bytes(bytes(raw))
     with pytest.warns(RetestWarning, match="corrupted"):
         again = run_demo(root, settings=SETTINGS, data_root=data)
-    assert again.predictions_computed >= 1
+    assert again.predictions_computed == 1  # only the damaged (model, dataset) entry
     assert again.table.to_records() == first.table.to_records()
