@@ -8,6 +8,7 @@ and a resent answer is stored once.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -212,3 +213,44 @@ def test_answers_are_committed_together_and_fail_alone(web_project) -> None:
     assert EventWriter(store).submit(events("a1"), "a1").result(20) == (3, True)
     assert store.annotations.count() == 6
     writer.close()
+
+
+def test_a_tasks_images_are_rendered_together(web_project, tmp_path) -> None:
+    from retest.errors import NotFoundError
+    from retest.store.rows import CandidateRow
+    from retest.web.images import ItemImages
+
+    proj = web_project.project
+    (tmp_path / "outside.png").write_bytes(b"not for the web")
+    evil = CandidateRow("evil", "folder", "x", file_path="../outside.png")
+    proj.store.candidates.add([evil])
+    task = proj.store.tasks.list()[0]
+    items = [*task.items, "evil", "no-such-id"]
+    images = ItemImages(proj)
+    images.prefetch(items)
+    assert set(images._memory) == set(task.items)  # originals and candidates
+    fresh = ItemImages(proj)
+    for i in task.items:
+        assert images.png(i) == fresh._render(i, proj)  # what one request renders
+        assert images.png(i)[:4] == b"\x89PNG"
+    with pytest.raises(NotFoundError):
+        images.png("evil")
+
+
+def _pid(project: Any) -> tuple[int, int]:
+    return os.getpid(), project.store.candidates.count()
+
+
+def test_slow_state_can_be_computed_in_a_worker_process(web_project) -> None:
+    from retest.web.views import near_duplicate_ids
+
+    proj = web_project.project
+    live = Live(proj, processes=True, first_wait=120)
+    pid, n = live.derived("pid", _pid, offload=True)
+    assert pid != os.getpid() and n == proj.store.candidates.count()
+    assert live.derived("copies", near_duplicate_ids, offload=True) == (
+        near_duplicate_ids(proj)
+    )
+    live.close()
+    # without a worker process (or after close) the same runs in this process
+    assert Live(proj).derived("pid2", _pid, offload=True)[0] == os.getpid()

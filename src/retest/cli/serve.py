@@ -65,6 +65,7 @@ def register(app: typer.Typer) -> None:
             openapi=openapi,
             hosts=None if host == "0.0.0.0" else hosts,
             progress=lambda task, done, total: console.print(f"  {task}"),
+            processes=True,
         )
         # read the event log once now, so the first page does not wait for it
         web.state.retest.live.sync()

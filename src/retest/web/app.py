@@ -139,6 +139,7 @@ def create_app(
     max_body: int = MAX_BODY,
     refresh_seconds: float = 5.0,
     progress: ProgressCallback | None = None,
+    processes: bool = False,
 ) -> FastAPI:
     """Build the app for an open project.
 
@@ -166,6 +167,8 @@ def create_app(
     progress : callable, optional
         Told when the background computations started with the server (the
         eligibility decision, the near-duplicate queue) begin and end.
+    processes : bool
+        Compute those in a worker process (see :class:`retest.web.live.Live`).
     """
     if reviewer_token is not None and reviewer_token == token:
         raise InputValidationError(
@@ -186,7 +189,7 @@ def create_app(
         images=ItemImages(project),
         name=name,
         reviewer_token=reviewer_token or new_token(),
-        live=Live(project, refresh_seconds=refresh_seconds),
+        live=Live(project, refresh_seconds=refresh_seconds, processes=processes),
     )
     app.state.retest = state
     templates = Jinja2Templates(directory=str(_HERE / "templates"))

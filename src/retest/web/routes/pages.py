@@ -61,7 +61,9 @@ def copies_now(state: Any) -> frozenset[str]:
 
     Raises :class:`~retest.web.live.NotReady` while it is computed for the
     first time (at server start it is computed in the background)."""
-    return live(state).derived("copies", near_duplicate_ids, label=ELIGIBILITY)
+    return live(state).derived(
+        "copies", near_duplicate_ids, label=ELIGIBILITY, offload=True
+    )
 
 
 def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
@@ -259,9 +261,13 @@ def tasks(
 def task(
     request: Request, task_id: str, state: StateDep, store: StoreDep
 ) -> HTMLResponse:
+    """A grid task; its images are rendered now, together (the browser asks for
+    all of them at once next)."""
     t = live(state).task(task_id)
     cls = store.classes.get(t.class_id)
-    tokens = list(task_tokens(t.id, tuple(dict.fromkeys(t.items)), state.secret))
+    items = tuple(dict.fromkeys(t.items))
+    tokens = list(task_tokens(t.id, items, state.secret))
+    state.images.prefetch(items, live(state).read_project())
     return render(
         request,
         "task.html",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -100,15 +101,19 @@ def neardup_step(
     if threshold is not None:
         targets = {**targets, metric: threshold}
 
-    def compute(project: Project) -> dict[str, Any]:
-        return {**_neardup_queue(project, targets, metric), "targets": targets,
-                "metric": metric}  # fmt: skip
-
     return (
         f"neardup|{metric}|{sorted(targets.items())}",
-        compute,
+        partial(_neardup_data, targets=targets, metric=metric),
         "the near-duplicate queue",
     )
+
+
+def _neardup_data(
+    project: Project, targets: dict[str, float], metric: str
+) -> dict[str, Any]:
+    """:func:`_neardup_queue` with its parameters (it runs in the worker process)."""
+    return {**_neardup_queue(project, targets, metric), "targets": targets,
+            "metric": metric}  # fmt: skip
 
 
 @router.get("/neardup", response_class=HTMLResponse)
@@ -130,7 +135,7 @@ def neardup(
     lv = live(state)
     key, compute, label = neardup_step(state, metric, threshold)
     try:
-        data = lv.derived(key, compute, label=label)
+        data = lv.derived(key, compute, label=label, offload=True)
     except NotReady as err:
         return busy(request, err)
     targets = data["targets"]
