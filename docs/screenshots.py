@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 import uvicorn
 
+from retest.pipeline.checkpoint import save_state
 from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors
-from retest.store.artifacts import PixelArray, save_json
+from retest.store.artifacts import PixelArray
 from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,
@@ -118,10 +119,11 @@ def build(root: Path, seed: int = 0) -> Project:
                         extra=dict(e.extra))
         for k, e in enumerate(picked)
     )  # fmt: skip
-    save_json(st, root, "reports/plan_v4.json",
-              {"table": [{"class": CLASSES[c], "keyword": kw, "needed": 12 - 4 * j}
-                         for c, kws in KEYWORDS.items() for j, kw in enumerate(kws)]},
-              stage="plan")  # fmt: skip
+    save_state(proj, "plan/current",
+               {"rule": "v4", "report": "reports/plan_v4.json",
+                "needed": [[CLASSES[c], kw, 12 - 4 * j]
+                           for c, kws in KEYWORDS.items() for j, kw in enumerate(kws)]},
+               stage="plan")  # fmt: skip
     members = [
         RevisionMember(cands[i], int(yc[i]), 4) for i in range(len(cands)) if i % 3 == 0
     ]

@@ -13,7 +13,7 @@ from retest.cli.main import app
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import add_source
-from retest.pipeline.plan import make_plan
+from retest.pipeline.plan import make_plan, planned_needs
 from retest.pipeline.project import Project
 from retest.pipeline.reference import (
     recover_keywords,
@@ -115,6 +115,12 @@ def test_plan_stage_with_verified_counts(world) -> None:
     assert saved["totals"]["cat"] == 6
     v4 = make_plan(project, rule="v4", size=61)  # r = 1
     assert v4.plan.allocation["cat"] == {"cat_a": 4, "cat_b": 2}
+    # later stages read the newest plan from the store, never from its report
+    (project.root / v4.path).unlink()
+    needs, report = planned_needs(project)
+    assert report == v4.path
+    assert needs == {(r["class"], r["keyword"]): r["needed"] for r in v4.table}
+    assert needs[("cat", "cat_a")] == 4
 
 
 def _kw_file(tmp: Path) -> Path:

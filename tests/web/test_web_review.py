@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app as cli
 from retest.errors import InputValidationError, NotFoundError
+from retest.pipeline.checkpoint import save_state
 from retest.pipeline.dedup import dedup_review_queue
 from retest.pipeline.review_queue import (
     SUSPECT_KIND,
@@ -22,7 +23,6 @@ from retest.pipeline.review_queue import (
     queue_label_errors,
 )
 from retest.sampling.histogram import bin_index
-from retest.store.artifacts import save_json
 from retest.store.rows import AnnotationEvent, DuplicateVerdict, NeighbourList
 
 REVIEWER = "test-reviewer-456"  # the web conftest's reviewer token
@@ -192,11 +192,15 @@ def test_keyword_progress_against_the_plan(app, web_project) -> None:
     assert "No keyword plan yet" in html
     row = re.search(r'data-keyword="tabby">(.*?)</tr>', html, re.S)
     assert row and re.findall(r">(\d+)<", row.group(1))[:3] == ["5", "0", "5"]
-    save_json(
-        store,
-        proj.root,
-        "reports/plan_v4.json",
-        {"table": [{"class": "cat", "keyword": "tabby", "needed": 4}]},
+    # what `retest plan` stores for later stages (its report is only for people)
+    save_state(
+        proj,
+        "plan/current",
+        {
+            "rule": "v4",
+            "report": "reports/plan_v4.json",
+            "needed": [["cat", "tabby", 4]],
+        },
         stage="plan",
     )
     sel = [AnnotationEvent("a", "select", 0, i, int(k < 4)) for k, i in enumerate(cats)]

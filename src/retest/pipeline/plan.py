@@ -23,6 +23,7 @@ from retest.labeling.keyword_plan import (
     allocate_v6,
     needed_vs_available,
 )
+from retest.pipeline.checkpoint import load_state, save_state
 from retest.pipeline.project import Project
 from retest.pipeline.reference import reference_keyword_histogram
 from retest.store.artifacts import save_json
@@ -32,6 +33,7 @@ __all__ = [
     "KEYWORDS_FROM_REFERENCE",
     "PlanResult",
     "make_plan",
+    "planned_needs",
     "verified_per_keyword",
 ]
 
@@ -181,7 +183,42 @@ def make_plan(
     save_json(store, project.root, rel, result.to_json(), stage="plan",
               params={"rule": rule, "size": size, "top_k": top_k,
                       "keyword_source": source})  # fmt: skip
+    # what later stages read (the web app's progress vs plan) lives in the store;
+    # the report above is for people
+    save_state(
+        project,
+        _PLAN_STATE,
+        {
+            "rule": rule,
+            "report": rel,
+            "needed": [[r["class"], r["keyword"], int(r["needed"])] for r in table],
+        },
+        stage="plan",
+    )
     return result
+
+
+_PLAN_STATE = "plan/current"
+
+
+def planned_needs(project: Project) -> tuple[dict[tuple[str, str], int], str]:
+    """Images needed per (class name, keyword) by the newest plan, and its report.
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    needs : dict of (class name, keyword) to int
+        Empty when no plan was made.
+    report : str
+        The plan's report, relative to the project; ``""`` when no plan was made.
+    """
+    state = load_state(project, _PLAN_STATE)
+    if state is None:
+        return {}, ""
+    return {(c, k): int(n) for c, k, n in state["needed"]}, str(state["report"])
 
 
 def _configured_histogram(

@@ -8,13 +8,11 @@ keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json`
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,7 +21,7 @@ from fastapi.responses import HTMLResponse
 
 from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
-from retest.pipeline.plan import verified_per_keyword
+from retest.pipeline.plan import planned_needs, verified_per_keyword
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, target_histograms
 from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
@@ -158,19 +156,6 @@ class KeywordProgress:
         return max(0, self.needed - self.verified)
 
 
-def _plan_needs(store: Store, root: Path) -> tuple[dict[tuple[str, str], int], str]:
-    """(class name, keyword) → needed, from the newest plan artifact, and its path."""
-    plans = sorted(store.artifacts.list(stage="plan"), key=lambda a: a.created or "")
-    for art in reversed(plans):
-        try:
-            data = json.loads((root / art.path).read_text())
-        except (OSError, ValueError):
-            continue
-        rows = data.get("table") or []
-        return {(r["class"], r["keyword"]): int(r["needed"]) for r in rows}, art.path
-    return {}, ""
-
-
 def near_duplicate_ids(project: Project) -> frozenset[str]:
     """Candidates excluded as copies, by the one eligibility decision of the project
     (:func:`retest.pipeline.eligibility.candidate_eligibility`)."""
@@ -243,7 +228,7 @@ def keyword_progress(
     incremental aggregates); without them it is read from the store.
     """
     store = project.store
-    needs, plan_path = _plan_needs(store, project.root)
+    needs, plan_path = planned_needs(project)
     names = class_names(project)
     verified = verified_per_keyword(project) if verified is None else verified
     if selected is None:
