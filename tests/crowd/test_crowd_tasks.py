@@ -1,4 +1,7 @@
-"""Grid-task composition (SPEC §3.2) and the MTurk batch round trip on a real SQLite store."""
+"""Grid-task composition and the MTurk batch round trip on a real SQLite store.
+
+See docs/algorithms.md#crowd-tasks.
+"""
 
 from __future__ import annotations
 

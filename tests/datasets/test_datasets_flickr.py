@@ -1,4 +1,7 @@
-"""Flickr search client, candidate downloader and search-result loading (SPEC §1.4–1.5)."""
+"""Flickr search client, candidate downloader and search-result loading.
+
+See docs/algorithms.md#flickr-search, #image-decoding.
+"""
 
 from __future__ import annotations
 

@@ -2,15 +2,16 @@
 
 Protocol: 200 test images are the "originals"; 2,000 training images are drawn as
 distractors, minus those that are themselves near-duplicates of an original by
-the CIFAR-10.1 rule (SPEC §3.1: nearest original at plain L2 ≤ 1000 on 32×32×3,
-i.e. RMS pixel difference ≤ 1000/√3072 ≈ 18; on 28×28 squared L2 ≤ 255,208):
-with two copies of the same image among the references, rank 1 is ambiguous.
-This removes 2 of the 2,000 (:data:`N_REMOVED`). Each transformed copy queries
-the remaining references; a copy counts as found if its original is the rank-1
+the CIFAR-10.1 rule (docs/algorithms.md#near-original-threshold: nearest original at
+plain L2 ≤ 1000 on 32×32×3, i.e. RMS pixel difference ≤ 1000/√3072 ≈ 18; on 28×28
+squared L2 ≤ 255,208): with two copies of the same image among the references, rank 1 is
+ambiguous. This removes 2 of the 2,000 (:data:`N_REMOVED`). Each transformed copy
+queries the remaining references; a copy counts as found if its original is the rank-1
 neighbour under l2, under features (the shift-invariant Fourier embedder), or
 under DSSIM or warp-tolerant L2 (:mod:`retest.dedup.warp`) on the union of the
 l2 and features top-30 shortlists. Rotated-by-90° copies are a different pose
-(SPEC §4.1): no metric turns images, so they are expected NOT to be found.
+(docs/algorithms.md#what-is-a-near-duplicate): no metric turns images, so they are
+expected NOT to be found.
 
 Measured (every transform ≥ 99 % is asserted): 100 % for each transform, with
 or without the distractor filter. Scale (±1 px on 28 px, anchored top-left) was

@@ -1,4 +1,7 @@
-"""Review queue, review thresholds and graph resolution (SPEC §4.2)."""
+"""Review queue, review thresholds and graph resolution.
+
+See docs/algorithms.md#review-queue.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Regression on the released CIFAR-10.1 predictions (30 models; SPEC §7, issue 2)."""
+"""Regression on the released CIFAR-10.1 predictions (30 models, issue 2).
+
+See docs/algorithms.md#evaluation.
+"""
 
 from __future__ import annotations
 
@@ -62,8 +65,9 @@ def test_v4_table_matches_the_published_numbers(shared_data: Path) -> None:
 def test_v6_darc_and_paper_fit(shared_data: Path) -> None:
     assert f"{100 * _table(shared_data, 'v6').row('darc').new.value:.1f}" == "89.9"
     # The 29 paper models present (alexnet_tf_ben is not in the paper; the four
-    # autoaug models are missing): the paper's line 1.69·x − 72.7 (SPEC §7.3, §13)
-    # lies inside our bootstrap intervals.
+    # autoaug models are missing): the paper's line 1.69·x − 72.7
+    # (docs/algorithms.md#linear-fit, #reference-values) lies inside our bootstrap
+    # intervals.
     fit = fit_table(_table(shared_data, "v4", drop=("alexnet_tf_ben",)), n_boot=20_000)
     assert fit.slope_ci[0] < 1.69 < fit.slope_ci[1]
     assert fit.intercept_ci[0] < -72.7 < fit.intercept_ci[1]

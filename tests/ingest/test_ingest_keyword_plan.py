@@ -1,4 +1,7 @@
-"""Keyword plan rules v4 and v6 (SPEC §2.2, §2.3) and keyword recovery core."""
+"""Keyword plan rules v4 and v6 and keyword recovery core.
+
+See docs/algorithms.md#rule-v4, #rule-v6.
+"""
 
 from __future__ import annotations
 

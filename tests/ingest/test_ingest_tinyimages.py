@@ -61,7 +61,7 @@ def test_decoded_record_equals_the_written_array(ti_pair) -> None:
     np.testing.assert_array_equal(ti.images(np.arange(len(images))), images)
     np.testing.assert_array_equal(ti.image(137), images[137])
     np.testing.assert_array_equal(ti.image_range(5, 9), images[5:9])
-    # canonical single-record decode of SPEC §1.1
+    # canonical single-record decode of docs/algorithms.md#tinyimages
     rec = np.frombuffer(
         (root / "tiny_images.bin").read_bytes()[3072 * 7 : 3072 * 8], np.uint8
     )

@@ -22,14 +22,20 @@ METHODS = ["argmax", "confident-joint", "prune-by-class", "prune-by-noise-rate",
 
 
 def _spec_argmax_mask(s: np.ndarray, psx: np.ndarray) -> np.ndarray:
-    """SPEC §9.4 item 1, row by row: first maximal column != given label."""
+    """Method 1, row by row: first maximal column != given label.
+
+    See docs/algorithms.md#label-error-methods.
+    """
     return np.array(
         [int(np.flatnonzero(r == r.max())[0]) != g for r, g in zip(psx, s, strict=True)]
     )
 
 
 def _spec_confident_joint_mask(s: np.ndarray, psx: np.ndarray) -> np.ndarray:
-    """SPEC §9.4 item 2 written out per row (independent of the library)."""
+    """Method 2 written out per row, independent of the library.
+
+    See docs/algorithms.md#label-error-methods.
+    """
     k = psx.shape[1]
     t = [np.mean(psx[s == j, j]) for j in range(k)]
     out = np.zeros(s.size, dtype=bool)
@@ -92,7 +98,7 @@ def test_methods_find_planted_errors_and_nest() -> None:
 
 
 def test_min_examples_per_class_leaves_tiny_classes_alone() -> None:
-    # class 2 has 3 examples, all confidently "class 0": SPEC keeps classes <= 5.
+    # class 2 has 3 examples, all confidently "class 0": v0.1.0 keeps classes <= 5.
     p = np.array(
         [[0.9, 0.05, 0.05]] * 3 + [[0.9, 0.05, 0.05]] * 20 + [[0.1, 0.8, 0.1]] * 20
     )

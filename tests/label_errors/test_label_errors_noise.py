@@ -1,4 +1,7 @@
-"""Noisy-label simulation: requested trace/sparsity, realised noise, SPEC §9.2 legacy."""
+"""Noisy-label simulation: requested trace/sparsity, realised noise, legacy.
+
+See docs/algorithms.md#noise-generation.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,12 @@ import pytest
 
 from retest.errors import ConfigError, InputValidationError
 from retest.label_errors.noise import (
-    SPEC_NOISE_AMOUNTS,
-    SPEC_SPARSITIES,
+    PAPER_NOISE_AMOUNTS,
+    PAPER_SPARSITIES,
     generate_noise_matrix,
     generate_noisy_labels,
     noise_matrix_of,
-    spec_trace,
+    paper_trace,
 )
 
 K = 10
@@ -66,9 +69,9 @@ def test_realised_matrix_is_the_requested_one_up_to_rounding() -> None:
     )
 
 
-def test_spec_traces() -> None:
-    assert [spec_trace(x) for x in SPEC_NOISE_AMOUNTS] == [10, 8, 6, 3, 1]
-    assert SPEC_SPARSITIES[3] == 0.6000000000000001
+def test_paper_traces() -> None:
+    assert [paper_trace(x) for x in PAPER_NOISE_AMOUNTS] == [10, 8, 6, 3, 1]
+    assert PAPER_SPARSITIES[3] == 0.6000000000000001
 
 
 def test_bad_inputs() -> None:
@@ -91,11 +94,12 @@ def test_bad_inputs() -> None:
 def test_legacy_regenerates_the_released_label_file(shared_data: Path) -> None:
     y = np.load(shared_data / "cl" / "true_labels.npy").astype(np.int64)
     released = np.load(shared_data / "cl" / "noisy_labels.npy")
-    # SPEC §13 oracle: sparsity 0, noise "0.2" → label accuracy 0.8009.
+    # docs/algorithms.md#reference-values: sparsity 0, noise "0.2" → label accuracy
+    # 0.8009.
     nm = generate_noise_matrix(
         K,
-        spec_trace(SPEC_NOISE_AMOUNTS[1]),
-        frac_zero_noise_rates=SPEC_SPARSITIES[0],
+        paper_trace(PAPER_NOISE_AMOUNTS[1]),
+        frac_zero_noise_rates=PAPER_SPARSITIES[0],
         random_state=0,
         legacy=True,
     )
@@ -104,8 +108,8 @@ def test_legacy_regenerates_the_released_label_file(shared_data: Path) -> None:
     # The shared setting (sparsity 0.2, noise 0.4) bit for bit.
     nm = generate_noise_matrix(
         K,
-        spec_trace(SPEC_NOISE_AMOUNTS[2]),
-        frac_zero_noise_rates=SPEC_SPARSITIES[1],
+        paper_trace(PAPER_NOISE_AMOUNTS[2]),
+        frac_zero_noise_rates=PAPER_SPARSITIES[1],
         random_state=0,
         legacy=True,
     )

@@ -1,4 +1,4 @@
-"""SPEC §7.6 / §7.7 / §7.9 analyses against hand-computed answers."""
+"""Evaluation analyses (docs/algorithms.md#evaluation) against hand-computed answers."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def P(model: str, ds: str, labels: list[int]) -> Predictions:
 
 def test_selection_frequency_bins_hand_made() -> None:
     # new set: 8 images; frequencies hit every bin, including both edges 0.2 and 0.8
-    # and the closed top edge 1.0 (SPEC §5.4: first i with f < bins[i], else 4).
+    # and the closed top edge 1.0 (docs/algorithms.md#bins-and-rounding: first i with f
+    # < bins[i], else 4).
     y_new = [0, 1, 2, 0, 1, 2, 0, 1]
     f_new = [0.0, 0.19, 0.2, 0.5, 0.59, 0.6, 0.8, 1.0]
     a_new = [0, 0, 2, 0, 0, 2, 1, 1]  # correct: 1,0 | 1 | 1,0 | 1 | 0,1

@@ -97,7 +97,10 @@ def keywords(
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recover each reference image's keyword by exact match to TinyImages (SPEC §1.2)."""
+    """Recover each reference image's keyword by exact match to TinyImages.
+
+    See docs/algorithms.md#keyword-recovery.
+    """
     from retest.cli._console import print_json, print_table, progress_bar
     from retest.pipeline.project import Project
     from retest.pipeline.reference import recover_keywords

@@ -77,7 +77,7 @@ def status(
         except StageError as err:
             stale = str(err)
         rev_stats = None
-        if revision is not None:  # revision statistics (sampling, SPEC §5.7)
+        if revision is not None:  # revision statistics (docs/algorithms.md#revisions)
             from retest.cli.sample import revision_statistics_data
 
             rev_stats = revision_statistics_data(project, revision)

@@ -1,4 +1,4 @@
-"""CIFAR-10, python pickle version (SPEC §1.2).
+"""CIFAR-10, python pickle version (docs/algorithms.md#cifar-10-pickles).
 
 The archive ``cifar-10-python.tar.gz`` unpacks to ``cifar-10-batches-py/`` with
 ``data_batch_1..5``, ``test_batch`` and ``batches.meta``. Each batch is a pickled

@@ -1,4 +1,6 @@
-"""CIFAR-10.1 (Recht et al. 2018), versions v4 and v6 (SPEC §8).
+"""CIFAR-10.1 (Recht et al. 2018), versions v4 and v6.
+
+See docs/algorithms.md#npy-test-sets.
 
 Files from the authors' repository (``modestyachts/CIFAR-10.1``, ``datasets/``):
 ``cifar10.1_<v>_data.npy`` uint8 (N, 32, 32, 3) HWC RGB — same orientation as

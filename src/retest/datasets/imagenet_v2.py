@@ -1,7 +1,7 @@
 """ImageNetV2 (Recht et al. 2019): three 10,000-image test sets for ImageNet.
 
-Variants (sampling strategies, SPEC §5): ``matched-frequency`` (default),
-``threshold0.7`` and ``top-images``. Each archive unpacks to
+Variants (sampling strategies, docs/algorithms.md#samplers): ``matched-frequency``
+(default), ``threshold0.7`` and ``top-images``. Each archive unpacks to
 ``imagenetv2-<variant>-format-val/<class>/<hash>.jpeg``, 10 images per class.
 
 The class of an image is ``int(folder name)`` — the ImageNet class index 0..999 —

@@ -1,4 +1,6 @@
-"""TinyImages binary files: memory-mapped images and a keyword index (SPEC §1.1).
+"""TinyImages binary files: memory-mapped images and a keyword index.
+
+See docs/algorithms.md#tinyimages.
 
 ``tiny_images.bin`` holds 3072-byte records, MATLAB column-major H×W×C: byte
 ``r + 32*c + 1024*ch`` of record ``i`` (0-based) at offset ``i*3072``.
@@ -6,7 +8,8 @@
 bytes ``[0, 80)`` and the filename bytes ``[80, 185)``, ASCII, space padded.
 
 Both files are indexed from 0 (the CIFAR-10.2 blog's ``i+1`` off-by-one is a bug,
-SPEC §10) and decoded with the canonical conversion, never with a rotation.
+docs/algorithms.md#tinyimages) and decoded with the canonical conversion, never with a
+rotation.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ KEYWORD_BYTES = 80
 IMAGE_FILE = "tiny_images.bin"
 METADATA_FILE = "tiny_metadata.bin"
 
-#: ``name -> (start, end)`` byte ranges of a metadata record (SPEC §1.1 table).
+#: ``name -> (start, end)`` byte ranges of a metadata record
+#: (docs/algorithms.md#tinyimages).
 METADATA_FIELDS: dict[str, tuple[int, int]] = {
     "keyword": (0, 80),
     "filename": (80, 185),
@@ -332,7 +336,7 @@ class TinyImages:
     def metadata(self, index: int) -> dict[str, str]:
         """All metadata fields of record ``index`` as stripped text.
 
-        ``filename`` is the text before the first space (SPEC §1.1).
+        ``filename`` is the text before the first space (docs/algorithms.md#tinyimages).
         """
         self._check_index(np.array([index], dtype=np.int64))
         with self.metadata_path.open("rb") as fh:

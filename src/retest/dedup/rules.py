@@ -1,4 +1,6 @@
-"""Near-duplicate review rules and graph resolution (SPEC §4), as pure functions.
+"""Near-duplicate review rules and graph resolution, as pure functions.
+
+See docs/algorithms.md#near-duplicates.
 
 Inputs are plain mappings and records; nothing here touches the store. Item ids are
 strings; an id that is not a candidate is an original (reference) image.
@@ -45,11 +47,17 @@ __all__ = [
 ]
 
 IMAGENET_TARGETS: dict[str, float] = {"l2": 1.2e8, "dssim": 0.2205, "features": 1.32e4}
-"""Review targets of the ImageNetV2 notebook for 256×256×3 images (SPEC §4.2)."""
+"""Review targets of the ImageNetV2 notebook for 256×256×3 images.
+
+See docs/algorithms.md#review-targets.
+"""
 CIFAR_L2_EXCLUDE = 1000.0
 """CIFAR-10.1: a candidate whose nearest original is at plain L2 ≤ 1000 is excluded."""
 NO_PENDING = 1e100
-"""Review threshold of a candidate with no unreviewed neighbour (SPEC §4.2)."""
+"""Review threshold of a candidate with no unreviewed neighbour.
+
+See docs/algorithms.md#review-queue.
+"""
 REVIEW_TOP = 30
 _ALIASES = {"fc7": "features"}
 
@@ -167,7 +175,9 @@ def review_queue(
     reviewed: Mapping[str, Mapping[str, Collection[str]]] | None = None,
     top: int = REVIEW_TOP,
 ) -> list[ReviewItem]:
-    """Pairs under threshold that nobody has reviewed yet (SPEC §4.2).
+    """Pairs under threshold that nobody has reviewed yet.
+
+    See docs/algorithms.md#review-queue.
 
     A (candidate, metric) needs review iff the candidate is not blacklisted and
     among its first ``top`` neighbours there is a reference with distance ≤
@@ -307,7 +317,9 @@ def resolve_near_duplicates(
     overrides: Collection[str] = (),
     seed: int | None = None,
 ) -> Resolution:
-    """Connected components of the near-duplicate graph and who survives (SPEC §4.2).
+    """Connected components of the near-duplicate graph and who survives.
+
+    See docs/algorithms.md#graph-resolution.
 
     Edges are the (undirected) duplicate pairs plus links between candidates sharing
     a source id. Per component: any original (an id not in ``candidates``) → all its

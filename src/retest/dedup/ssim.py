@@ -58,7 +58,8 @@ class SSIMParams:
     ``win_size=None`` means 7 for the uniform window and ``2·int(3.5σ + 0.5) + 1``
     (11 for σ = 1.5) for the gaussian one; ``data_range=None`` means 255 for uint8
     input (float input needs it explicitly, as in skimage). ImageNetV2 used
-    ``win_size=35`` with the uniform window on 256×256×3 images (SPEC §4.2).
+    ``win_size=35`` with the uniform window on 256×256×3 images
+    (docs/algorithms.md#dssim).
     """
 
     win_size: int | None = None

@@ -23,7 +23,8 @@ warped copies of ``y``: the cross term is ``⟨wᵀ(x), y⟩`` with the adjoint 
 ``x``, and ``‖w(y)‖²`` is a per-reference quadratic form computed once.
 
 It never turns or flips an image, so a 90° rotation stays a different pose
-(SPEC §4.1). Like DSSIM it is computed on the shortlists of other metrics.
+(docs/algorithms.md#what-is-a-near-duplicate). Like DSSIM it is computed on the
+shortlists of other metrics.
 """
 
 from __future__ import annotations

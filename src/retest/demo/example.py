@@ -1,4 +1,6 @@
-"""A bundled example testbed, generated on disk with the paper's model (SPEC §7.4).
+"""A bundled example testbed, generated on disk with the paper's model.
+
+See docs/algorithms.md#probit-model.
 
 ``retest compare --example`` writes two label files and two folders of
 CIFAR-10.1-style prediction files (``<model>_predictions.json``) for a testbed of
@@ -63,7 +65,7 @@ EXAMPLE_MODELS: tuple[str, ...] = (
     "shake_drop",
     "shake_shake_96d_cutout",
 )
-# Test-set difficulty (μ, σ): original and new (SPEC §7.4).
+# Test-set difficulty (μ, σ): original and new (docs/algorithms.md#probit-model).
 ORIGINAL = (0.0, 1.0)
 NEW = (0.715, 1.107)
 

@@ -1,4 +1,4 @@
-"""Analyses beyond the comparison table (SPEC §7.6, §7.7, §7.9). Pure functions.
+"""Analyses beyond the comparison table (docs/algorithms.md#evaluation). Pure functions.
 
 * :func:`accuracy_by_selection_frequency` — accuracy of each model on the images
   of each selection-frequency bin, on the original and the new test set
@@ -141,12 +141,14 @@ def accuracy_by_selection_frequency(
     metric: str = "top1",
     confidence: float = 0.95,
 ) -> list[BinnedAccuracy]:
-    """Per model and bin: accuracy on original and new images of that bin (SPEC §7.6).
+    """Per model and bin: accuracy on original and new images of that bin.
 
-    Bins follow SPEC §5.4: an image with frequency ``f`` is in the first bin ``i``
-    with ``f < bins[i]``, else the last (so ``[0.8, 1.0]`` is closed). NaN marks an
-    unannotated image, left out of every bin (the original set is often only
-    partly annotated). A side without frequencies contributes no rows.
+    See docs/algorithms.md#binned-accuracy.
+
+    Bins follow docs/algorithms.md#bins-and-rounding: an image with frequency ``f`` is
+    in the first bin ``i`` with ``f < bins[i]``, else the last (so ``[0.8, 1.0]`` is
+    closed). NaN marks an unannotated image, left out of every bin (the original set is
+    often only partly annotated). A side without frequencies contributes no rows.
 
     Returns
     -------
@@ -208,7 +210,9 @@ def accuracy_across_revisions(
     metric: str = "top1",
     confidence: float = 0.95,
 ) -> list[RevisionAccuracy]:
-    """Accuracy of fixed models on every revision, in the order given (SPEC §7.7).
+    """Accuracy of fixed models on every revision, in the order given.
+
+    See docs/algorithms.md#revision-impact.
 
     Parameters
     ----------
@@ -330,7 +334,9 @@ def discriminate_datasets(
     random_state: RandomStateLike = 0,
     progress: ProgressCallback | None = None,
 ) -> DiscriminatorResult:
-    """Train a classifier to tell original (0) from new (1) images (SPEC §7.9).
+    """Train a classifier to tell original (0) from new (1) images.
+
+    See docs/algorithms.md#discriminator.
 
     Per class, equally many original and new images are drawn (the smaller count
     of the two, in a seeded random order); ``test_fraction`` of them of each kind

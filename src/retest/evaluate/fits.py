@@ -1,7 +1,7 @@
 """Linear fits of new vs original accuracy, with a pairs bootstrap over models.
 
-OLS of the new accuracy on the original one (SPEC §7.3) on one of three axis
-scales: ``linear`` (percent, the paper's 1.69·x − 72.7), ``probit``
+OLS of the new accuracy on the original one (docs/algorithms.md#linear-fit) on one of
+three axis scales: ``linear`` (percent, the paper's 1.69·x − 72.7), ``probit``
 (``Φ⁻¹(fraction)``, App. C.2) or ``logit``. Confidence intervals come from a pairs
 bootstrap: models are resampled with replacement, 100,000 times by default,
 fully vectorised: a block of 8,192 resamples is an index matrix of shape

@@ -1,9 +1,9 @@
 """Confidence intervals for accuracies and for differences of accuracies.
 
 Every accuracy in the paper carries a 95 % Clopper-Pearson (exact binomial)
-interval (SPEC §7.2). The gap between two accuracies gets Newcombe's hybrid
-interval built from the two Clopper-Pearson intervals (not a paper number; an
-added, documented choice).
+interval (docs/algorithms.md#confidence-intervals). The gap between two accuracies gets
+Newcombe's hybrid interval built from the two Clopper-Pearson intervals (not a paper
+number; an added, documented choice).
 
 All functions are vectorised over arrays of ``(k, n)`` and return float64
 arrays with the broadcast shape (scalar inputs give Python floats).

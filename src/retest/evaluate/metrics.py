@@ -2,7 +2,7 @@
 
 A metric maps ``(labels, topk)`` to a boolean "correct" vector; accuracies are
 always carried as exact counts ``(k, n)`` so intervals and gaps are computed from
-unrounded values (SPEC §7.2).
+unrounded values (docs/algorithms.md#accuracy).
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def per_class_accuracy(
 def rank(values: ArrayLike, names: Sequence[str]) -> NDArray[np.int64]:
     """Ranks (1 = best) by ``values`` descending; ties broken by name ascending.
 
-    Pass unrounded accuracies: the tie-break (SPEC §7.2) only decides exact ties.
+    Pass unrounded accuracies: the tie-break (docs/algorithms.md#accuracy) only decides
+    exact ties.
 
     Examples
     --------

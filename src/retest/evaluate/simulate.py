@@ -1,4 +1,6 @@
-"""The paper's model for the linear fit (SPEC §7.4, paper §5.3) as a simulator.
+"""The paper's model for the linear fit (paper §5.3) as a simulator.
+
+See docs/algorithms.md#probit-model.
 
 Each example has a difficulty ``θ ~ N(μ, σ²)``; a model with skill ``s`` gets an
 example right with probability ``Φ(s − θ)``. The accuracy on a test set

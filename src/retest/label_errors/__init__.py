@@ -1,4 +1,6 @@
-"""Label errors with confident learning (SPEC §9): finders, ranking, noise, ensembles.
+"""Label errors with confident learning: finders, ranking, noise, ensembles.
+
+See docs/algorithms.md#label-errors.
 
 Pure core: arrays and records in, arrays and records out; no files, no printing.
 """

@@ -1,9 +1,10 @@
 """Out-of-sample predicted probabilities by stratified K-fold cross-validation.
 
-Confident learning needs probabilities the model did not fit to (SPEC §9.3:
-4-fold ``StratifiedKFold(shuffle=True, random_state=0)``). Any model with
-``fit(X, y)`` and ``predict_proba(X)`` works (scikit-learn estimators, the
-testbed's model runners), or a factory returning a fresh one per fold.
+Confident learning needs probabilities the model did not fit to
+(docs/algorithms.md#cross-validation: 4-fold
+``StratifiedKFold(shuffle=True, random_state=0)``). Any model with ``fit(X, y)`` and
+``predict_proba(X)`` works (scikit-learn estimators, the testbed's model runners), or a
+factory returning a fresh one per fold.
 
 Resumability without files in the core: the caller passes a :class:`FoldCache`
 (``retest.pipeline.label_errors.NpyFoldCache`` stores atomic ``.npy`` files in a
@@ -112,7 +113,8 @@ def cross_val_pred_probs(
     X : array-like of shape (n_samples, ...)
         Features (indexed with integer arrays, as ``X[idx]``).
     labels : array-like of shape (n_samples,)
-        Given labels; also used for stratification (SPEC §9.3).
+        Given labels; also used for stratification
+        (docs/algorithms.md#cross-validation).
     model : model or callable
         Object with ``fit``/``predict_proba`` (cloned per fold; scikit-learn
         estimators via ``sklearn.base.clone``, others deep-copied) or a factory.

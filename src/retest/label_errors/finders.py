@@ -1,16 +1,16 @@
 """Label-error finders: the five methods of the confident-learning paper.
 
-The methods follow SPEC §9.4 (cleanlab v0.1.0, as used for the paper's CIFAR-10
-benchmark). ``prune-by-class``, ``prune-by-noise-rate`` and ``both`` call
-cleanlab 2.9 (``cleanlab.filter.find_label_issues``) for arrays that fit the
-memory budget, and an equivalent chunked engine otherwise; the two engines give
+The methods follow docs/algorithms.md#label-error-methods (cleanlab v0.1.0, as used for
+the paper's CIFAR-10 benchmark). ``prune-by-class``, ``prune-by-noise-rate`` and
+``both`` call cleanlab 2.9 (``cleanlab.filter.find_label_issues``) for arrays that fit
+the memory budget, and an equivalent chunked engine otherwise; the two engines give
 identical masks (tested). ``argmax`` and ``confident-joint`` are a few lines and
-are implemented here exactly as SPEC §9.4 items 1–2 say.
+are implemented here exactly as v0.1.0 does (docs/algorithms.md#label-error-methods).
 
-Mapping to cleanlab 2.9 and the differences from v0.1.0 (SPEC §9.4)
+Mapping to cleanlab 2.9 and the differences from v0.1.0
 ---------------------------------------------------------------------
 ========================  ==========================  ============================================
-retest name               cleanlab 2.9 ``filter_by``  difference from SPEC §9.4 and what we do
+retest name               cleanlab 2.9 ``filter_by``  difference from v0.1.0; what we do
 ========================  ==========================  ============================================
 ``argmax`` (C_confusion)  ``predicted_neq_given``     none (error iff argmax ≠ given); own code.
 ``confident-joint``       ``confident_learning``      2.9 clips thresholds below at 2e-6 and then
@@ -320,9 +320,10 @@ def compute_confident_joint(
 ) -> ConfidentJoint:
     """Confident joint C_{ỹ,y*} (uncalibrated), computed in row chunks.
 
-    SPEC §9.4 item 2: ``confident = pred_probs >= t - 1e-6``; the guess is the
-    argmax when more than one class is confident, else the single confident class.
-    ``clip_thresholds=True`` applies cleanlab 2.9's lower bound (2e-6).
+    docs/algorithms.md#label-error-methods item 2:
+    ``confident = pred_probs >= t - 1e-6``; the guess is the argmax when more than one
+    class is confident, else the single confident class. ``clip_thresholds=True``
+    applies cleanlab 2.9's lower bound (2e-6).
     """
     k = int(pred_probs.shape[1])
     sc = _self_conf
@@ -386,7 +387,10 @@ def _confident_joint(
     chunk_rows: int = _DEFAULT_CHUNK,
     row_stats: RowStats | None = None,
 ) -> NDArray[np.bool_]:
-    """C_{ỹ,y*}: the off-diagonal examples of the confident joint (SPEC §9.4 item 2)."""
+    """C_{ỹ,y*}: the off-diagonal examples of the confident joint, method 2.
+
+    See docs/algorithms.md#label-error-methods.
+    """
     sc = _row_stats(labels, pred_probs, chunk_rows, row_stats).self_confidence
     cj = compute_confident_joint(
         labels, pred_probs, chunk_rows=chunk_rows, _self_conf=sc
@@ -426,7 +430,7 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
         )
 
     method.__doc__ = (
-        f"cleanlab ``filter_by={filter_by!r}`` with SPEC §9.4's minimum class size."
+        f"cleanlab ``filter_by={filter_by!r}`` with v0.1.0's minimum class size (5)."
     )
     return method
 
@@ -538,7 +542,7 @@ def find_label_errors(
         A name in ``LABEL_ERROR_METHODS``: ``argmax``, ``confident-joint``,
         ``prune-by-class``, ``prune-by-noise-rate`` (default) or ``both``.
     min_examples_per_class : int
-        Classes with at most this many given labels are not pruned (SPEC: 5).
+        Classes with at most this many given labels are not pruned (5, as in v0.1.0).
     engine : {"auto", "cleanlab", "chunked"}
         For the pruning methods: cleanlab on an in-memory float32 copy, or the
         chunked equivalent (memory-bounded). ``auto`` picks cleanlab up to 2**24 entries.

@@ -16,7 +16,7 @@ Two behaviours:
   ``round(n_y·(1 − N[y, y]))`` examples of each true class ``y``, split over the
   rows of the column by largest remainder, so the realised noise matrix is the
   requested one up to rounding.
-* ``legacy=True``: SPEC §9.2, the original experiments' code
+* ``legacy=True``: docs/algorithms.md#noise-generation, the original experiments' code
   (``cleanlab.benchmarking.noise_generation``, identical to cleanlab v0.1.0),
   which seeds NumPy's global generator. We save and restore the global state
   around the call, so callers' ``np.random`` streams are unaffected (not
@@ -42,29 +42,30 @@ from retest._validation import (
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
-    "SPEC_NOISE_AMOUNTS",
-    "SPEC_SPARSITIES",
+    "PAPER_NOISE_AMOUNTS",
+    "PAPER_SPARSITIES",
     "generate_noise_matrix",
     "generate_noisy_labels",
     "noise_matrix_of",
-    "spec_trace",
+    "paper_trace",
 ]
 
-#: SPEC §9.2 grids, kept as the float values the original loops produced.
-SPEC_SPARSITIES: tuple[float, ...] = tuple(float(x) for x in np.arange(0, 0.8, 0.2))
-SPEC_NOISE_AMOUNTS: tuple[float, ...] = tuple(float(x) for x in np.arange(0, 1, 0.2))
+#: The benchmark grids (docs/algorithms.md#noise-generation), kept as the float values
+#: the original loops produced.
+PAPER_SPARSITIES: tuple[float, ...] = tuple(float(x) for x in np.arange(0, 0.8, 0.2))
+PAPER_NOISE_AMOUNTS: tuple[float, ...] = tuple(float(x) for x in np.arange(0, 1, 0.2))
 
 T = TypeVar("T")
 
 
-def spec_trace(noise_amount: float, n_classes: int = 10) -> int:
+def paper_trace(noise_amount: float, n_classes: int = 10) -> int:
     """The original trace ``int(K·(1 − noise))`` (truncation: "0.6" gives trace 3)."""
     return int(n_classes * (1 - noise_amount))
 
 
 @contextmanager
 def _isolated_global_rng() -> Iterator[None]:
-    state = np.random.get_state()  # noqa: NPY002 - SPEC §9.2 legacy stream
+    state = np.random.get_state()  # noqa: NPY002 - the legacy stream
     try:
         yield
     finally:
@@ -106,7 +107,8 @@ def generate_noise_matrix(
     random_state : int or Generator
         Seed (``legacy=True`` needs an int: it is the original ``seed``).
     legacy : bool
-        Use the original code (SPEC §9.2, ``valid_noise_matrix=False``).
+        Use the original code (docs/algorithms.md#noise-generation,
+        ``valid_noise_matrix=False``).
 
     Examples
     --------
@@ -218,8 +220,9 @@ def generate_noisy_labels(
 ) -> NDArray[np.int64]:
     """Noisy labels drawn from ``noise_matrix`` (column y = distribution of the given label).
 
-    ``legacy=True`` is SPEC §9.2: ``np.random.seed(seed)`` then cleanlab's
-    ``generate_noisy_labels`` (floors the counts), global state restored after.
+    ``legacy=True`` (docs/algorithms.md#noise-generation): ``np.random.seed(seed)`` then
+    cleanlab's ``generate_noisy_labels`` (floors the counts), global state restored
+    after.
     """
     y = check_labels(true_labels, name="true_labels")
     k = int(y.max()) + 1

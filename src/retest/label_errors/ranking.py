@@ -9,7 +9,7 @@
   noise matrix ``P(given | true)``, inverse noise matrix, latent prior and the
   estimated number of label errors per given class (``cleanlab.count``).
 * :func:`detection_report` — precision / recall / F1 against known errors
-  (SPEC §9.4, last paragraph).
+  (docs/algorithms.md#detection-scores).
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Keyword (sub-class) plans: how many new images each keyword needs (SPEC §2).
+"""Keyword (sub-class) plans: how many new images each keyword needs.
+
+See docs/algorithms.md#keyword-plans.
 
 Two published rules:
 
-* ``v4`` (CIFAR-10.1 v4, SPEC §2.2): ``n_k = 0 if c_k/r < 0.5 else ceil(c_k/r)``
-  with ``r = original_size / target_size``, forced zeros (exclusion list) and a
-  per-keyword skip list of classes whose occurrences are ignored when a keyword is
-  assigned to a class.
-* ``v6`` (CIFAR-10.1 v6/v7, SPEC §2.3): top-k keywords per class, fractional
-  ``per_class * c / sum(top-k c)``, floor plus largest remainder with a stable
-  tie-break, zeros dropped; every class gets exactly ``size / n_classes``.
+* ``v4`` (CIFAR-10.1 v4, docs/algorithms.md#rule-v4):
+  ``n_k = 0 if c_k/r < 0.5 else ceil(c_k/r)`` with ``r = original_size / target_size``,
+  forced zeros (exclusion list) and a per-keyword skip list of classes whose occurrences
+  are ignored when a keyword is assigned to a class.
+* ``v6`` (CIFAR-10.1 v6/v7, docs/algorithms.md#rule-v6): top-k keywords per class,
+  fractional ``per_class * c / sum(top-k c)``, floor plus largest remainder with a
+  stable tie-break, zeros dropped; every class gets exactly ``size / n_classes``.
 
 Pure functions on plain mappings; the pipeline reads counts from the store.
 """
@@ -47,7 +49,8 @@ CIFAR10_V4_EXCLUDE: tuple[str, ...] = (
 )
 
 #: Published v4 skip list: keyword → CIFAR-10 class ids whose occurrences of the
-#: keyword are ignored when assigning the keyword to a class (SPEC §2.2).
+#: keyword are ignored when assigning the keyword to a class
+#: (docs/algorithms.md#rule-v4).
 CIFAR10_V4_SKIP: dict[str, tuple[int, ...]] = {
     "cruiser": (8,),
     "sound_truck": (1,),
@@ -289,8 +292,8 @@ def allocate_v4(
     remaining ties are reported as conflicts and go to the class with the most
     occurrences. Keywords in ``exclude`` get 0 (and are listed in ``params``).
 
-    [AMBIGUOUS] SPEC §2.2 says ``keyword_counts_v4.json`` holds the count "in
-    CIFAR-10"; we read this as the count over all classes, skipped ones included.
+    [AMBIGUOUS] The published pipeline says ``keyword_counts_v4.json`` holds the count
+    "in CIFAR-10"; we read this as the count over all classes, skipped ones included.
 
     Examples
     --------

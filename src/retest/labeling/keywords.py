@@ -1,10 +1,12 @@
-"""Original keywords: exact-match recovery and the per-class histogram (SPEC §1.2, §2.1).
+"""Original keywords: exact-match recovery and the per-class histogram.
+
+See docs/algorithms.md#keyword-recovery.
 
 CIFAR-10 images carry no keyword; each one is an exact copy of a TinyImages record,
 whose keyword is its sub-class. Recovery matches content ids (any exact-duplicate
-finder is acceptable, SPEC §1.2), then makes each image's keyword unique by the
-published rule: per class count the keywords over all matches, pick the keyword
-maximising ``(class count, keyword)``.
+finder is acceptable, docs/algorithms.md#keyword-recovery), then makes each image's
+keyword unique by the published rule: per class count the keywords over all matches,
+pick the keyword maximising ``(class count, keyword)``.
 """
 
 from __future__ import annotations

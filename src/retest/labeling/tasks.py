@@ -2,9 +2,9 @@
 
 A task shows a grid of images for one target class; the labeler checks every image
 that contains the class. Composition follows the ImageNetV2 HIT generator
-(SPEC §3.2): 42 candidates + 3 originals of the class (positive controls) + 3
-originals of the nearest class (negative controls), shuffled with a seed. When a
-class has fewer candidates than a full grid, its last grid is topped up with
+(docs/algorithms.md#crowd-tasks): 42 candidates + 3 originals of the class (positive
+controls) + 3 originals of the nearest class (negative controls), shuffled with a seed.
+When a class has fewer candidates than a full grid, its last grid is topped up with
 candidates drawn from the class's earlier grids; a class with fewer candidates
 than one grid gets extra controls instead (half positive, rounded up).
 
@@ -96,7 +96,9 @@ def compose_tasks(
     neg_controls: int = 3,
     random_state: RandomStateLike = 0,
 ) -> list[Task]:
-    """Split each class's candidates into grid tasks with controls (SPEC §3.2).
+    """Split each class's candidates into grid tasks with controls.
+
+    See docs/algorithms.md#crowd-tasks.
 
     Parameters
     ----------

@@ -5,8 +5,9 @@ Built-ins: ``reference-mlp`` (the dedup default, trained on the project's
 original training images: :mod:`retest.models.reference_features`), a seeded
 random projection (deterministic; tests and quick runs, never a default), any
 torch module or TorchScript file, an ONNX model (onnxruntime) and any callable.
-The published ImageNetV2 pipeline used VGG-16 fc7 on raw 0–255 pixels (SPEC §4.2);
-wrap such a network with :class:`TorchEmbedder` (``scale=1.0`` keeps that quirk).
+The published ImageNetV2 pipeline used VGG-16 fc7 on raw 0–255 pixels
+(docs/algorithms.md#features); wrap such a network with :class:`TorchEmbedder`
+(``scale=1.0`` keeps that quirk).
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ class FourierEmbedder:
     Invariant to circular shifts and brightness offsets, nearly so to small real
     shifts; scaled to unit norm (× 100) so contrast changes cancel. A cheap,
     weight-free stand-in for a CNN embedding in tests and quick runs; it is not
-    rotation invariant (a 90° turn is a different pose, as SPEC §4.1 wants).
+    rotation invariant (a 90° turn is a different pose:
+    docs/algorithms.md#what-is-a-near-duplicate).
     """
 
     def __init__(self, k: int = 10) -> None:

@@ -105,7 +105,7 @@ def create_tasks(
 
     Candidates need annotations when they are not blacklisted and have fewer than
     ``min_assignments`` counted task assignments (the same votes selection
-    frequencies count; SPEC §3.2 HIT candidate selection). A candidate that already
+    frequencies count; docs/algorithms.md#crowd-tasks). A candidate that already
     sits in a stored task not yet answered by ``min_assignments`` workers (created
     or exported, see :func:`pending_task_candidates`) gets no new task, so running
     this again creates tasks only for new candidates, or for candidates whose

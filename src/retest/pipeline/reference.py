@@ -7,7 +7,8 @@
   pixels a killed run appended without rows are given back by the next run.
 * :func:`recover_keywords` finds each original image's TinyImages keyword by exact
   pixel match (content id of the 32×32×3 HWC image after the canonical TinyImages
-  decode) and makes it unique with the published rule (SPEC §1.2).
+  decode) and makes it unique with the published rule
+  (docs/algorithms.md#keyword-recovery).
 * :func:`reference_keyword_histogram` counts keywords per class; it is also
   written to the store's keyword table (``original_count``).
 """
@@ -400,9 +401,9 @@ def recover_keywords(
 
     Scans the whole image file (or only the records of ``keywords``), hashes each
     decoded record and looks it up among the reference images' content ids
-    (SPEC §1.2: any exact-duplicate finder will do). The unique keyword per image
-    maximises (class count over all matches, keyword); images without a match keep
-    no keyword. Updates the reference rows and the keyword table.
+    (docs/algorithms.md#keyword-recovery: any exact-duplicate finder will do). The
+    unique keyword per image maximises (class count over all matches, keyword); images
+    without a match keep no keyword. Updates the reference rows and the keyword table.
 
     Parameters
     ----------

@@ -1,4 +1,6 @@
-"""The "possible label error" review queue (SPEC §9, issue 7 → the web app).
+"""The "possible label error" review queue of the web app (issue 7).
+
+See docs/algorithms.md#suspect-review.
 
 Store encoding (append-only annotation events, no new tables)
 -------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Test-set revisions: sample → review → blacklist → resample (SPEC §5.7).
+"""Test-set revisions: sample → review → blacklist → resample.
+
+See docs/algorithms.md#revisions.
 
 A revision is immutable once written. Its name is ``<project>-<tag>-<r>`` with tag
 ``a`` (threshold), ``b`` (matched-frequency), ``c`` (top-images) or the strategy
@@ -386,7 +388,7 @@ def diff_revisions(project: Project, a: str, b: str) -> list[ClassDiff]:
 
 @dataclass(frozen=True, slots=True)
 class ClassStatistics:
-    """Statistics of one class of a revision (SPEC §5.7 dataset checks)."""
+    """Statistics of one class of a revision (docs/algorithms.md#revisions)."""
 
     class_id: int
     class_name: str

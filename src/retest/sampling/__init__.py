@@ -1,4 +1,6 @@
-"""Samplers that draw a new test set from a cleaned candidate pool (SPEC §5).
+"""Samplers that draw a new test set from a cleaned candidate pool.
+
+See docs/algorithms.md#samplers.
 
 Every sampler is a pure function registered with :func:`register_sampler` in
 :data:`SAMPLERS`, together with a :class:`SamplerSpec` saying whether it makes a

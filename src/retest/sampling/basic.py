@@ -1,7 +1,8 @@
 """Threshold τ (ImageNetV2 ``a``), TopImages (``c``) and class-balanced uniform samplers.
 
-SPEC §5.3, §5.5, §5.6. Every class is handled in sorted order with its own
-generator (see :func:`~retest.sampling.base.class_generators`).
+docs/algorithms.md#threshold, #top-images, #class-balanced. Every class is handled in
+sorted order with its own generator (see
+:func:`~retest.sampling.base.class_generators`).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def sample_threshold(
     previous: Iterable[str] | None = None,
     classes: Iterable[str] | None = None,
 ) -> SampleResult:
-    """Threshold τ sampler (ImageNetV2 "Threshold0.7", SPEC §5.3).
+    """Threshold τ sampler (ImageNetV2 "Threshold0.7", docs/algorithms.md#threshold).
 
     Per class: previous members that are still eligible (selection frequency ≥ τ,
     or the class's override) are carried over; the missing slots are drawn
@@ -204,7 +205,9 @@ def sample_top_images(
     previous: Iterable[str] | None = None,
     classes: Iterable[str] | None = None,
 ) -> SampleResult:
-    """TopImages sampler (ImageNetV2 ``c``, SPEC §5.5): the most-selected images.
+    """TopImages sampler (ImageNetV2 ``c``): the most-selected images.
+
+    See docs/algorithms.md#top-images.
 
     Per class the eligible candidates are sorted descending by
     ``(selection frequency, #assignments, in previous revision, id)`` and the

@@ -1,10 +1,12 @@
-"""Which candidates a sampler may use, and why the others are excluded (SPEC §5.2).
+"""Which candidates a sampler may use, and why the others are excluded.
+
+See docs/algorithms.md#sampler-checks.
 
 Reasons are checked in a fixed order and the first failing one is reported:
 ``blacklisted`` → ``few_annotations`` → ``below_threshold`` (threshold sampler only)
 → ``near_duplicate`` → ``unreviewed``. The CIFAR rule "nearest original image at
-L2 distance ≤ 1000 is never used" (SPEC §3.1, §5.1) is reported as
-``near_duplicate``.
+L2 distance ≤ 1000 is never used" (docs/algorithms.md#near-original-threshold) is
+reported as ``near_duplicate``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class CandidateInfo:
     blacklisted, near_duplicate : bool
         Current state from the blacklist and near-duplicate resolution.
     reviewed : bool
-        Near-duplicate review is sufficient (SPEC §4.2).
+        Near-duplicate review is sufficient (docs/algorithms.md#review-queue).
     keyword : str, optional
         Keyword / sub-class (CIFAR keyword sampler).
     nn_distance : float, optional
@@ -72,7 +74,9 @@ class CandidateInfo:
 
 @dataclass(frozen=True, slots=True)
 class EligibilityRules:
-    """Which checks apply; the defaults are ImageNetV2's (SPEC §5.2).
+    """Which checks apply; the defaults are ImageNetV2's.
+
+    See docs/algorithms.md#sampler-checks.
 
     ``threshold`` enables ``below_threshold`` (``class_thresholds`` override it per
     class); ``max_nn_distance`` excludes candidates whose nearest original image is

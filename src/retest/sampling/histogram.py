@@ -1,4 +1,6 @@
-"""Selection-frequency bins and largest-remainder rounding of histograms (SPEC §5.4).
+"""Selection-frequency bins and largest-remainder rounding of histograms.
+
+See docs/algorithms.md#bins-and-rounding.
 
 The MatchedFrequency sampler reproduces, per class, the distribution of the
 original images over five selection-frequency bins
@@ -80,7 +82,8 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
 
     ``frac = target * hist / sum(hist)``; every bin gets ``floor(frac)`` and the
     remaining ``target - sum(floor)`` units go to the bins in descending order of
-    ``(frac - floor, bin_index)``, so ties go to the higher bin (SPEC §5.4).
+    ``(frac - floor, bin_index)``, so ties go to the higher bin
+    (docs/algorithms.md#bins-and-rounding).
 
     The remainders are compared as exact integers (``target * hist mod sum``), not
     floats, so rationally equal remainders always tie; the original float code can

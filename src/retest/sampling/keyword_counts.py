@@ -1,4 +1,4 @@
-"""CIFAR-10.1 keyword-count sampler (SPEC §2, §5.1).
+"""CIFAR-10.1 keyword-count sampler (docs/algorithms.md#keyword-plans, #keyword-count).
 
 The plan gives ``n_k`` new images per (class, keyword). Candidates are the
 verified images of the keyword minus the blacklist minus those whose nearest
@@ -10,10 +10,10 @@ original image is at L2 distance ≤ ``max_nn_distance`` (1000).
   add a random draw from the other candidates when it has fewer.
 
 Decisions (documented deviations): classes and keywords are visited in sorted
-order with a generator per class, never in Python ``set`` order (SPEC §12.12);
-a keyword with too few candidates keeps all it has and is reported as a
-shortfall (the original notebook skipped it and printed a message), so the
-result is visibly invalid rather than silently short. Previous members that
+order with a generator per class, never in Python ``set`` order
+(docs/algorithms.md#deviations); a keyword with too few candidates keeps all it has and
+is reported as a shortfall (the original notebook skipped it and printed a message), so
+the result is visibly invalid rather than silently short. Previous members that
 became ineligible (e.g. blacklisted in review) are dropped before the
 add/remove step, which is what the review loop needs.
 """

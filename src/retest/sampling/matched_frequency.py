@@ -1,4 +1,4 @@
-"""MatchedFrequency sampler (ImageNetV2 ``b``, SPEC §5.4).
+"""MatchedFrequency sampler (ImageNetV2 ``b``, docs/algorithms.md#matched-frequency).
 
 Per class, the new images reproduce the original images' histogram over five
 selection-frequency bins:

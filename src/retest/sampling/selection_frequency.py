@@ -1,16 +1,17 @@
 """Selection frequency: the share of crowd workers who said an image shows its class.
 
-SPEC §3.2 (``mturk_data.MTurkData``): an assignment is *valid* when its status is
-Submitted or Approved (Rejected ones are ignored). For image ``x`` and class ``w``,
-over all tasks of class ``w`` that contain ``x``::
+docs/algorithms.md#selection-frequency (``mturk_data.MTurkData``): an assignment is
+*valid* when its status is Submitted or Approved (Rejected ones are ignored). For image
+``x`` and class ``w``, over all tasks of class ``w`` that contain ``x``::
 
     n_assignments[x][w] = number of valid assignments
     frequency[x][w]     = valid assignments whose answer contains x / n_assignments
                           (0.0 when there is no valid assignment)
 
 Applied to the original (reference) images shown as controls, the frequencies give
-each class's target histogram for the MatchedFrequency sampler (SPEC §5.4 step 1).
-Inputs are plain records and arrays, so CIFAR-10H label counts work as well.
+each class's target histogram for the MatchedFrequency sampler
+(docs/algorithms.md#matched-frequency step 1). Inputs are plain records and arrays, so
+CIFAR-10H label counts work as well.
 
 One vote per worker and task. A crowd platform can hand the same worker a task
 more than once (MTurk does when a HIT is extended or re-posted); each copy would
@@ -331,7 +332,8 @@ def class_target_histograms(
     """Per-class target histograms from the original images' selection frequencies.
 
     Only images with at least ``min_annotations`` valid assignments count; a class
-    with fewer than ``min_images`` such images is invalid (SPEC §5.4 step 1).
+    with fewer than ``min_images`` such images is invalid
+    (docs/algorithms.md#matched-frequency step 1).
 
     Parameters
     ----------

@@ -1,4 +1,6 @@
-"""Overlap-minimising train/test builder (CIFAR-10.2, SPEC §10.6–10.7).
+"""Overlap-minimising train/test builder of CIFAR-10.2.
+
+See docs/algorithms.md#train-test-split.
 
 Per class, take up to ``per_class`` eligible images that are *not* in the original
 training set (in pool order, i.e. the caller's index order), fill up to

@@ -1,4 +1,6 @@
-"""Candidate sources: where new images come from (issue 3, SPEC §1).
+"""Candidate sources (issue 3): where new images come from.
+
+See docs/algorithms.md#candidate-sources.
 
 Every source is registered in :data:`CANDIDATE_SOURCES` under its kind and offers
 the same small surface (*describe → iterate*):

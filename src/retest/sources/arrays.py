@@ -281,7 +281,9 @@ class IdxSource(_ArrayLikeSource):
 
 @CANDIDATE_SOURCES.register("cifar")
 class CifarSource(_ArrayLikeSource):
-    """CIFAR python pickle batches (channel-planar rows → HWC, SPEC §1.2).
+    """CIFAR python pickle batches (channel-planar rows → HWC).
+
+    See docs/algorithms.md#cifar-10-pickles.
 
     ``path`` is a batch file, or a folder (or its ``cifar-10-batches-py``
     child) with ``data_batch_1..5`` and ``test_batch``: train batches in order,
@@ -371,7 +373,7 @@ class CifarSource(_ArrayLikeSource):
 
 @CANDIDATE_SOURCES.register("tinyimages")
 class TinyImagesSource(CandidateSource):
-    """TinyImages records of a keyword list (SPEC §1.1).
+    """TinyImages records of a keyword list (docs/algorithms.md#tinyimages).
 
     Positions run over the keywords in the given order, each keyword's records in
     file order. ``ref`` is the 0-based TinyImages index; the keyword is stored as

@@ -176,7 +176,9 @@ _FLICKR_EXTRA = (
 
 @CANDIDATE_SOURCES.register("flickr")
 class FlickrSource(CandidateSource):
-    """Flickr search-result records (SPEC §1.4) and their downloaded images.
+    """Flickr search-result records and their downloaded images.
+
+    See docs/algorithms.md#flickr-search.
 
     ``path`` is a search-result JSON file or a folder of them (read with
     :func:`retest.sources.flickr.load_search_results`: sorted by file name,

@@ -1,11 +1,11 @@
 """Flickr candidates: the search client, the image downloader and pool loading.
 
-Search (SPEC §1.4): for every class (wnid) and every synonym of its synset, page
-through ``flickr.photos.search`` (text, taken/upload date window, sort by upload
-date, the SPEC's ``extras``) and keep at most ``int(max_images / len(synset))``
-photos per synonym. Each kept photo becomes one candidate record in the published
-``search_results/*.json`` format, with the search parameters recorded in every
-record. Differences from ``flickr_search.py``, on purpose:
+Search (docs/algorithms.md#flickr-search): for every class (wnid) and every synonym of
+its synset, page through ``flickr.photos.search`` (text, taken/upload date window, sort
+by upload date, the published ``extras``) and keep at most
+``int(max_images / len(synset))`` photos per synonym. Each kept photo becomes one
+candidate record in the published ``search_results/*.json`` format, with the search
+parameters recorded in every record. Differences from ``flickr_search.py``, on purpose:
 
 * retries are per HTTP request (5 retries sleeping 1, 2, 4, 8, 16 s), not per
   class, so a failure on page 7 does not append pages 1–6 twice; after the last
@@ -21,10 +21,11 @@ record. Differences from ``flickr_search.py``, on purpose:
 As in the original, photos without any usable URL are skipped but still count
 towards the per-synonym limit (the limit slices the raw result stream).
 
-Download (SPEC §1.5): :func:`download_candidates` fetches each record's URL with
-bounded parallelism and retries, applies the EXIF orientation, converts to RGB and
-writes ``original/<id>.jpg``, ``scaled_256/<id>.jpg``, ``scaled_500/<id>.jpg``
-(JPEG quality 90). Finished candidates are skipped on a re-run (resume).
+Download (docs/algorithms.md#image-decoding): :func:`download_candidates` fetches each
+record's URL with bounded parallelism and retries, applies the EXIF orientation,
+converts to RGB and writes ``original/<id>.jpg``, ``scaled_256/<id>.jpg``,
+``scaled_500/<id>.jpg`` (JPEG quality 90). Finished candidates are skipped on a re-run
+(resume).
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ def candidate_id(photo_id: str, search_engine: str = "flickr") -> str:
 class FlickrSearchParams:
     """One search window; recorded in every candidate record.
 
-    Defaults are the published CLI defaults (SPEC §1.4). ``max_images`` is per
-    class (split evenly over the synonyms); ``None`` means no limit.
+    Defaults are the published CLI defaults (docs/algorithms.md#flickr-search).
+    ``max_images`` is per class (split evenly over the synonyms); ``None`` means no
+    limit.
     """
 
     min_taken_date: str = "2012-07-11"
@@ -309,7 +311,10 @@ def photo_to_record(
     uploader: str,
     now: datetime,
 ) -> dict[str, Any] | None:
-    """The SPEC §1.4 candidate record of one photo, or None without a usable URL."""
+    """The candidate record of one photo, or None without a usable URL.
+
+    See docs/algorithms.md#flickr-search.
+    """
     url_type = next((k for k in URL_PREFERENCE if photo.get(k)), None)
     if url_type is None:
         return None

@@ -1,4 +1,6 @@
-"""Image helpers shared by image ingest and the Flickr downloader (SPEC §1.5).
+"""Image helpers shared by image ingest and the Flickr downloader.
+
+See docs/algorithms.md#image-decoding.
 
 Decode bytes with Pillow, apply the EXIF orientation, convert to RGB, and derive
 the two published sizes: ``scaled_256`` (256×256, aspect ratio **not**

@@ -100,7 +100,9 @@ def class_histograms(
     per_class: Mapping[int, int] | None = None,
     near_duplicates: Collection[str] = frozenset(),
 ) -> dict[int, dict[str, list[int]]]:
-    """Per class id, the SPEC §6.2 bin table: original, target, valid, annotated.
+    """Per class id, the review page's bin table: original, target, valid, annotated.
+
+    See docs/algorithms.md#revisions.
 
     ``original``: original images of the class with ≥ ``min_annotations`` valid
     assignments (as for the target histogram); ``target``: that histogram

@@ -1,5 +1,6 @@
-"""Review and progress pages: near-duplicate queue (SPEC §4.2), selection-frequency
-statistics per class, keyword progress against the plan, and the label-error queue.
+"""Review and progress pages: near-duplicate queue (docs/algorithms.md#review-queue),
+selection-frequency statistics per class, keyword progress against the plan, and the
+label-error queue.
 
 The near-duplicate queue and "sufficiently reviewed" come from
 :mod:`retest.pipeline.dedup` / :mod:`retest.dedup.rules` (one implementation
