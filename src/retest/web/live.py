@@ -29,13 +29,13 @@ from __future__ import annotations
 import dataclasses
 import gc
 import multiprocessing
+import os
 import queue
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -459,7 +459,7 @@ class Live:
         self.sync_seconds = sync_seconds
         self.first_wait = first_wait
         self.processes = processes
-        self._pool: ProcessPoolExecutor | None = None
+        self._child: _Child | None = None
         self.lock = threading.RLock()
         self.aggregates = EventAggregates()
         self.generation = 0
@@ -528,9 +528,9 @@ class Live:
         with self._cache_lock:
             self._closed = True
             self._wake.notify_all()
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            child, self._child = self._child, None
+        if child is not None:
+            child.close()
         with self._readers_lock:
             for r in self._readers:
                 r.close()
@@ -760,18 +760,16 @@ class Live:
         with self._cache_lock:
             if self._closed:
                 return False, None
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
-                )
-            pool = self._pool
-        root, config = self.project.root, self.project.config
+            if self._child is None:
+                self._child = _Child()
+            child = self._child
         try:
-            return True, pool.submit(_in_child, root, config, compute).result()
-        except BrokenProcessPool:
+            return True, child.run(self.project.root, self.project.config, compute)
+        except (EOFError, OSError):  # it died (or was stopped by close)
             with self._cache_lock:
-                if self._pool is pool:
-                    self._pool = None
+                if self._child is child:
+                    self._child = None
+            child.close()
             return False, None
 
     def _refresh(
@@ -790,17 +788,69 @@ class Live:
         return cast(T, value)
 
 
-_CHILD: dict[Path, Project] = {}
-"""The worker process's projects, on read-only stores (opened once)."""
+class _Child:
+    """A worker process that runs one computation at a time for :class:`Live`.
+
+    Its only link to the server is a pipe: when the server stops, even killed,
+    the pipe closes and the worker exits with it.
+    """
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a threaded server
+        self._conn, theirs = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_child_main, args=(theirs,), name="retest-worker", daemon=True
+        )
+        self._proc.start()
+        theirs.close()
+        self._lock = threading.Lock()
+
+    def run(
+        self, root: Path, config: ProjectConfig, compute: Callable[[Project], T]
+    ) -> T:
+        with self._lock:
+            self._conn.send((root, config, compute))
+            ok, value = self._conn.recv()
+        if not ok:
+            raise value
+        return cast(T, value)
+
+    def close(self) -> None:
+        self._conn.close()
+        self._proc.terminate()
+        self._proc.join(10)
 
 
-def _in_child(root: Path, config: ProjectConfig, compute: Callable[[Project], T]) -> T:
-    proj = _CHILD.get(root)
-    if proj is None:
-        proj = _CHILD[root] = Project(root, config, SQLiteReadStore(root / DB_NAME))
-    elif proj.config != config:
-        proj = _CHILD[root] = dataclasses.replace(proj, config=config)
-    return compute(proj)
+def _exit_with(parent: int) -> None:
+    """End this process within a second of its parent's end (even mid-computation)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _child_main(conn: Any) -> None:
+    """The worker process: computations on the project's read-only store."""
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+    projects: dict[Path, Project] = {}
+    while True:
+        try:
+            root, config, compute = conn.recv()
+        except (EOFError, OSError):
+            return  # the server is gone
+        proj = projects.get(root)
+        if proj is None or proj.config != config:
+            store = proj.store if proj else SQLiteReadStore(root / DB_NAME)
+            proj = projects[root] = Project(root, config, store)
+        try:
+            reply: tuple[bool, Any] = (True, compute(proj))
+        except Exception as err:  # the page that waits shows it
+            reply = (False, err)
+        try:
+            conn.send(reply)
+        except (EOFError, OSError):
+            return
+        except Exception as err:  # a result or error that does not pickle
+            conn.send((False, RuntimeError(f"{type(err).__name__}: {err}")))
 
 
 @contextmanager
