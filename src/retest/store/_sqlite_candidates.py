@@ -27,6 +27,7 @@ same transaction as the statement.
 from __future__ import annotations
 
 import builtins
+import gc
 import hashlib
 import json
 import re
@@ -38,7 +39,7 @@ import numpy as np
 from retest.errors import NotFoundError
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
-from retest.store.base import CandidateRepo
+from retest.store.base import CandidateRepo, _check_columns
 from retest.store.rows import CandidateRow
 
 __all__ = [
@@ -63,6 +64,10 @@ _FIELDS = (
     "license, width, height, array_name, array_row, file_path, extra"
 )
 _CAND_COLS = f"{_ID}, {_FIELDS}"
+_SRC = "source || ':' || source_ref"  # the source id that links candidates
+_SCAN_BATCH = 100_000
+_FEW_VALUES = frozenset({"source", "keyword", "license", "array_name"})
+"""Columns with few distinct values: a scan keeps one string object per value."""
 _PARAMS = ",".join(f"?{i}" for i in range(3, 17))
 
 
@@ -389,3 +394,74 @@ class _Candidates(_Repo, CandidateRepo):
         return dict(
             self._db.rows(f"SELECT {_ID}, class_id FROM candidates ORDER BY seq")
         )
+
+    def columns(
+        self,
+        names: Sequence[str],
+        *,
+        ids: Iterable[str] | None = None,
+        has_class: bool = False,
+    ) -> dict[str, builtins.list[Any]]:
+        _check_columns(names)
+        sel = ", ".join(_ID if n == "id" else n for n in names)
+        out: builtins.list[builtins.list[Any]] = [[] for _ in names]
+        if ids is not None:
+            wanted = builtins.list(dict.fromkeys(ids))
+            found = {r[0]: r for r in self._fetch(f"{_ID}, class_id, {sel}", wanted)}
+            for i in wanted:
+                r = found.get(i)
+                if r is not None and not (has_class and r[1] is None):
+                    for col, v in zip(out, r[2:], strict=True):
+                        col.append(v)
+            return dict(zip(names, out, strict=True))
+        # "+class_id": filter while walking the rowid range, never through the
+        # class index (which would read every row, then sort by seq)
+        cond = " AND +class_id IS NOT NULL" if has_class else ""
+        sql = f"SELECT seq, {sel} FROM candidates WHERE seq > ?{cond} ORDER BY seq LIMIT ?"
+        shared: builtins.list[dict[Any, Any] | None] = [
+            {} if n in _FEW_VALUES else None for n in names
+        ]
+        last = 0
+        # The cyclic GC would walk the growing lists after every batch (a full
+        # collection each time the batch's tuples survive): 68 s instead of 13 s
+        # at ten million rows. Nothing here makes a cycle.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while rows := self._db.rows(sql, (last, _SCAN_BATCH)):
+                last = rows[-1][0]
+                cols = builtins.list(zip(*rows, strict=True))
+                for col, vals, one in zip(out, cols[1:], shared, strict=True):
+                    # one string object per distinct keyword or source, not per row
+                    col.extend(
+                        vals if one is None else [one.setdefault(v, v) for v in vals]
+                    )
+        finally:
+            if enabled:
+                gc.enable()
+        return dict(zip(names, out, strict=True))
+
+    def source_groups(self) -> builtins.list[builtins.list[str]]:
+        # One sort of every source id inside SQLite, on the read-only second
+        # connection (never inside a transaction, where temp_store cannot
+        # change), spilled to a temporary file rather than held in memory (0.8 GB
+        # at ten million candidates).
+        rows = self._db.snapshot_rows
+        prev = int(rows("PRAGMA temp_store")[0][0])
+        rows("PRAGMA temp_store = FILE")
+        try:
+            shared = rows(
+                f"SELECT {_SRC} AS s FROM candidates GROUP BY s HAVING COUNT(*) > 1"
+            )
+        finally:
+            rows(f"PRAGMA temp_store = {prev}")
+        if not shared:  # almost always: nothing is shared
+            return []
+        groups: dict[str, builtins.list[str]] = {}
+        for s, cid in self._db.rows(
+            f"SELECT {_SRC}, {_ID} FROM candidates WHERE {_SRC} IN "
+            "(SELECT value FROM json_each(?))",
+            (json.dumps([r[0] for r in shared]),),
+        ):
+            groups.setdefault(s, []).append(cid)
+        return sorted(sorted(v) for v in groups.values())

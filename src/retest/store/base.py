@@ -68,6 +68,7 @@ from retest.store.rows import (
 )
 
 __all__ = [
+    "CANDIDATE_COLUMNS",
     "AnnotationRepo",
     "ArtifactRepo",
     "BlacklistRepo",
@@ -84,6 +85,20 @@ __all__ = [
 
 
 # ----------------------------------------------------------------- repositories
+
+CANDIDATE_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(CandidateRow) if f.name != "extra"
+)
+"""Columns :meth:`CandidateRepo.columns` reads: the row fields but ``extra``."""
+
+
+def _check_columns(names: Sequence[str]) -> None:
+    bad = [n for n in names if n not in CANDIDATE_COLUMNS]
+    if bad or not names:
+        raise ValueError(
+            f"candidate columns must be some of {', '.join(CANDIDATE_COLUMNS)}; "
+            f"got {builtins.list(names)}."
+        )
 
 
 class ClassRepo(ABC):
@@ -244,6 +259,44 @@ class CandidateRepo(ABC):
     @abstractmethod
     def class_map(self) -> dict[str, int | None]:
         """``candidate id → class_id`` for every candidate."""
+
+    def columns(
+        self,
+        names: Sequence[str],
+        *,
+        ids: Iterable[str] | None = None,
+        has_class: bool = False,
+    ) -> dict[str, builtins.list[Any]]:
+        """Some columns of many candidates, one list per name, no row objects.
+
+        ``names`` are :data:`CANDIDATE_COLUMNS`. Rows are every candidate in
+        insertion order or, given ``ids``, the stored ones among them in the
+        order of ``ids`` (unknown ids and repeats dropped); ``has_class`` keeps
+        only candidates with a class. What eligibility and the samplers read at
+        ten million candidates, where a :class:`CandidateRow` per row is too slow.
+        Implementations may override it with a faster one.
+        """
+        _check_columns(names)
+        if ids is None:
+            rows: Iterable[CandidateRow] = self.iter()
+        else:
+            wanted = builtins.list(dict.fromkeys(ids))
+            found = self.existing(wanted)
+            rows = self.get_many([i for i in wanted if i in found])
+        out: dict[str, builtins.list[Any]] = {n: [] for n in names}
+        for r in rows:
+            if not has_class or r.class_id is not None:
+                for n in names:
+                    out[n].append(getattr(r, n))
+        return out
+
+    def source_groups(self) -> builtins.list[builtins.list[str]]:
+        """Candidates sharing a source id ``"<source>:<source_ref>"`` (linked as
+        near-duplicates): one sorted list of ids per id held by two or more."""
+        by_src: dict[str, builtins.list[str]] = {}
+        for r in self.iter():
+            by_src.setdefault(f"{r.source}:{r.source_ref}", []).append(r.id)
+        return sorted(sorted(v) for v in by_src.values() if len(v) > 1)
 
     def array_refs(self, array_name: str) -> Iterator[tuple[str, int]]:
         """``(id, array_row)`` of every candidate stored in pixel array ``array_name``
