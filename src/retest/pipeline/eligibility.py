@@ -30,32 +30,51 @@ A candidate is excluded for every reason that applies, reported in this order
 
 Stale inputs are refused, not used: :func:`check_fresh` raises when candidates
 were ingested after the last dedup run or an ingest was interrupted.
+
+The decision is sparse: it reads the few candidates that have a reason (from
+the blacklist, the references' content hashes, the neighbour lists, the
+near-duplicate graph) and counts the rest per class in SQL, so ten million
+candidates cost seconds and no Python object per eligible candidate.
 """
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import Any, TypeVar
 
 from retest.dedup.rules import (
     DedupCandidate,
+    Resolution,
     near_original_threshold,
     resolve_near_duplicates,
 )
 from retest.errors import StageError
 from retest.pipeline.project import Project
+from retest.sampling.selection_frequency import FrequencyStat, aggregate_item_events
+from retest.store.base import Store
 from retest.store.rows import content_id, split_reference_id
 
 __all__ = [
     "AUTO_METRICS",
     "REASONS",
+    "CandidateReasons",
     "Eligibility",
     "candidate_eligibility",
     "check_fresh",
+    "class_tallies",
     "copies",
     "heavy_automatic_losses",
     "ineligible_members",
@@ -75,6 +94,102 @@ DUPLICATE_REASONS = frozenset(REASONS[1:5])
 """Reasons that mean "a copy of something": what ``status`` counts as near-duplicates."""
 AUTO_METRICS = ("l2", "warp")
 """Pixel metrics whose distances the automatic near-original rule reads."""
+_T = TypeVar("_T")
+GOOD_FREQUENCY = 0.7
+"""Selection frequency of a "good" candidate (the near-duplicate rule's class counts)."""
+
+
+class CandidateReasons(Mapping[str, tuple[str, ...]]):
+    """Every candidate with a class → its reasons, holding only the excluded.
+
+    A candidate with a reason is stored with its class; every other candidate
+    with a class maps to ``()`` and is read from the store only when asked for
+    by id or iterated, so the mapping stays small however large the pool.
+
+    Attributes
+    ----------
+    excluded : dict of str to tuple of str
+        Candidates with at least one reason → their reasons.
+    class_of : dict of str to int
+        The class of every candidate in ``excluded``.
+    per_class : dict of int to int
+        Candidates per class (all of them, excluded or not).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_reader",
+        "_store",
+        "class_of",
+        "excluded",
+        "per_class",
+    )
+
+    def __init__(
+        self,
+        excluded: dict[str, tuple[str, ...]],
+        class_of: dict[str, int],
+        per_class: dict[int, int],
+        store: Store,
+    ) -> None:
+        self.excluded = excluded
+        self.class_of = class_of
+        self.per_class = per_class
+        self._store = store
+        self._reader: Store | None = None
+
+    def _read(self, fn: Callable[[Store], _T]) -> _T:
+        """``fn`` on a read-only view of the project's database, opened on first
+        use: a decision outlives the ``with Project.open(...)`` it was made in."""
+        if self._reader is None:
+            path = getattr(self._store, "path", None)
+            if path is None:
+                self._reader = self._store
+            else:
+                from retest.store.sqlite_reader import SQLiteReadStore
+
+                self._reader = reader = SQLiteReadStore(path)
+                weakref.finalize(self, reader.close)
+        return fn(self._reader)
+
+    def __getitem__(self, cid: str) -> tuple[str, ...]:
+        r = self.excluded.get(cid)
+        if r is not None:
+            return r
+        if isinstance(cid, str) and self._read(
+            lambda s: _classes_of(s, [cid], has_class=True)
+        ):
+            return ()
+        raise KeyError(cid)
+
+    def __len__(self) -> int:
+        return sum(self.per_class.values())
+
+    def __iter__(self) -> Iterator[str]:
+        cols = self._read(lambda s: s.candidates.columns(("id",), has_class=True))
+        return iter(cols["id"])
+
+    def items(self) -> ItemsView[str, tuple[str, ...]]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[tuple[str, ...]]:
+        return _Values(self)
+
+
+class _Items(ItemsView[str, tuple[str, ...]]):
+    _mapping: CandidateReasons
+
+    def __iter__(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        ex = self._mapping.excluded
+        return ((c, ex.get(c, ())) for c in self._mapping)
+
+
+class _Values(ValuesView[tuple[str, ...]]):
+    _mapping: CandidateReasons
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        ex = self._mapping.excluded
+        return (ex.get(c, ()) for c in self._mapping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +198,10 @@ class Eligibility:
 
     Attributes
     ----------
-    reasons : dict of str to tuple of str
-        Every candidate with a class → its reasons in :data:`REASONS` order.
+    reasons : mapping of str to tuple of str
+        Every candidate with a class → its reasons in :data:`REASONS` order
+        (:func:`candidate_eligibility` gives a :class:`CandidateReasons`, which
+        holds only the excluded; any mapping works).
     include_unreviewed : bool
         Whether ``unreviewed`` alone was allowed through.
     near_original_threshold : float or None
@@ -93,45 +210,70 @@ class Eligibility:
         The member kept from each candidate-only near-duplicate component.
     """
 
-    reasons: dict[str, tuple[str, ...]]
+    reasons: Mapping[str, tuple[str, ...]]
     include_unreviewed: bool = False
     near_original_threshold: float | None = None
     kept: frozenset[str] = field(default_factory=frozenset)
 
-    def blocking(self, cid: str) -> tuple[str, ...]:
-        """The reasons that keep ``cid`` out (``unreviewed`` dropped if allowed)."""
-        r = self.reasons.get(cid, ())
-        if self.include_unreviewed:
-            r = tuple(x for x in r if x != "unreviewed")
+    def _block(self, r: tuple[str, ...]) -> tuple[str, ...]:
+        if self.include_unreviewed and "unreviewed" in r:
+            return tuple(x for x in r if x != "unreviewed")
         return r
 
+    def excluded(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        """``(candidate, reasons)`` of the candidates with at least one reason."""
+        if isinstance(self.reasons, CandidateReasons):
+            return iter(self.reasons.excluded.items())
+        return ((c, r) for c, r in self.reasons.items() if r)
+
+    def blocking(self, cid: str) -> tuple[str, ...]:
+        """The reasons that keep ``cid`` out (``unreviewed`` dropped if allowed)."""
+        rs = self.reasons
+        r = (
+            rs.excluded.get(cid, ())
+            if isinstance(rs, CandidateReasons)
+            else rs.get(cid, ())
+        )
+        return self._block(r)
+
     def is_eligible(self, cid: str) -> bool:
-        return cid in self.reasons and not self.blocking(cid)
+        return not self.blocking(cid) and cid in self.reasons
 
     def excluded_by(self, reason: str) -> set[str]:
-        return {c for c, r in self.reasons.items() if reason in r}
+        return {c for c, r in self.excluded() if reason in r}
 
     @property
     def n_unreviewed_included(self) -> int:
         """Candidates let in only because ``include_unreviewed`` was set."""
         if not self.include_unreviewed:
             return 0
-        return sum(1 for r in self.reasons.values() if r == ("unreviewed",))
+        return sum(1 for _, r in self.excluded() if r == ("unreviewed",))
 
     def counts(self) -> dict[str, int]:
         """Candidates per reason (a candidate counts once per reason) and
         ``eligible``."""
         c: Counter[str] = Counter()
-        for cid, r in self.reasons.items():
+        n_excluded = 0
+        for _, r in self.excluded():
+            n_excluded += 1
             c.update(r)
-            if not self.blocking(cid):
+            if not self._block(r):
                 c["eligible"] += 1
+        c["eligible"] += len(self.reasons) - n_excluded
         return {k: c[k] for k in (*REASONS, "eligible")}
 
     def first_reason(self, cid: str) -> str | None:
         """The first blocking reason of ``cid`` (None when eligible)."""
         r = self.blocking(cid)
         return r[0] if r else None
+
+
+def _classes_of(
+    store: Store, ids: Iterable[str], *, has_class: bool = False
+) -> dict[str, int | None]:
+    """Class of every stored candidate among ``ids`` (other ids left out)."""
+    cols = store.candidates.columns(("id", "class_id"), ids=ids, has_class=has_class)
+    return dict(zip(cols["id"], cols["class_id"], strict=True))
 
 
 # ------------------------------------------------------------------ exact copies
@@ -158,20 +300,26 @@ def _reference_digests(project: Project) -> set[str]:
     return {r.content_id for r in project.store.references.list()}
 
 
-def _exact_copies(project: Project, cand_ids: Sequence[str]) -> set[str]:
+def _exact_copies(project: Project) -> set[str]:
+    """Candidates with a class whose pixels are an original's, byte for byte."""
     ref = _reference_digests(project)
     if not ref:
         return set()
+    cands = project.store.candidates
+    cols = ("id", "array_name", "array_row")
     out = set()
-    rows = project.store.candidates.get_many(list(cand_ids)) if cand_ids else []
-    file_backed = []
-    for row in rows:
-        if row.array_name is not None and row.array_row is not None:
-            # array candidates are stored under the content hash of their pixels
-            if row.id in ref:
-                out.add(row.id)
-        elif row.file_path is not None:
-            file_backed.append(row.id)
+    # array candidates are stored under the content hash of their pixels
+    arr = cands.columns(cols, ids=sorted(cands.existing(ref)), has_class=True)
+    for cid, name, row in zip(*arr.values(), strict=True):
+        if name is not None and row is not None:
+            out.add(cid)
+    # file candidates are stored under the hash of their file: hash the pixels
+    files = cands.columns(cols, ids=[f[0] for f in cands.file_refs()], has_class=True)
+    file_backed = [
+        cid
+        for cid, name, row in zip(*files.values(), strict=True)
+        if name is None or row is None
+    ]
     for cid, d in _digest_of_row(project, file_backed).items():
         if d in ref:
             out.add(cid)
@@ -193,31 +341,105 @@ def _dedup_shape(project: Project) -> tuple[int, ...] | None:
 def _pool_shape(project: Project) -> tuple[int, ...] | None:
     """Shape of the first candidate with pixels (the dedup stage's input shape
     when it ran without resizing)."""
-    for row in project.store.candidates.iter():
+    for row in project.store.candidates.iter(batch_size=256):
         if row.array_name is not None or row.file_path is not None:
             return tuple(project.pixels([row.id])[0].shape)
     return None
 
 
 def _auto_pairs(
-    project: Project, threshold: float, cand_ids: Iterable[str]
-) -> tuple[dict[str, float], set[tuple[str, str]]]:
-    """Nearest-original distance per candidate (min over the pixel metrics) and
-    every (candidate, image) pair within ``threshold``."""
-    cands = set(cand_ids)
-    nearest: dict[str, float] = {}
+    project: Project, threshold: float
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """Candidates whose nearest original under a pixel metric lies within
+    ``threshold``, and every (candidate, image) pair within it."""
+    near: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for metric in AUTO_METRICS:
         for nl in project.store.neardup.iter_neighbours(metric=metric):
             cid = nl.candidate_id
-            if cid not in cands:
-                continue
             for ref, d in zip(nl.ref_ids, nl.distances, strict=True):
-                if split_reference_id(ref) is not None:
-                    nearest[cid] = min(nearest.get(cid, np.inf), float(d))
-                if d <= threshold and ref != cid:
-                    pairs.add((cid, ref))
-    return nearest, pairs
+                if d <= threshold:
+                    if split_reference_id(ref) is not None:
+                        near.add(cid)
+                    if ref != cid:
+                        pairs.add((cid, ref))
+    # lists of ids that are not candidates (none are written) count for nothing
+    known = project.store.candidates.existing(near | {c for c, _ in pairs})
+    return near & known, {p for p in pairs if p[0] in known}
+
+
+def _stats(project: Project) -> Mapping[tuple[str, int], FrequencyStat]:
+    """Selection frequencies (as :func:`retest.pipeline.sample.selection_frequencies`)."""
+    return aggregate_item_events(project.store.annotations.list(kind="task"))
+
+
+def _dedup_infos(
+    project: Project,
+    ids: Iterable[str],
+    stats: Mapping[tuple[str, int], FrequencyStat],
+    black: Collection[str],
+) -> dict[str, DedupCandidate]:
+    """:func:`retest.pipeline.dedup.candidate_infos` of the candidates among ``ids``."""
+    cols = project.store.candidates.columns(
+        ("id", "class_id", "source", "source_ref"), ids=ids
+    )
+    out = {}
+    for cid, k, src, ref in zip(*cols.values(), strict=True):
+        st = stats.get((cid, k)) if k is not None else None
+        out[cid] = DedupCandidate(
+            class_id=k,
+            selection_frequency=st.frequency if st and st.n_assignments else None,
+            blacklisted=cid in black,
+            source_id=f"{src}:{ref}",
+        )
+    return out
+
+
+def _good_counts(
+    project: Project,
+    stats: Mapping[tuple[str, int], FrequencyStat],
+    black: Collection[str],
+) -> dict[int, int]:
+    """Per class: candidates not blacklisted whose selection frequency for their
+    own class is at least :data:`GOOD_FREQUENCY` (what the near-duplicate rule
+    balances); only annotated candidates can count, so only they are read."""
+    good = {
+        (i, k)
+        for (i, k), st in stats.items()
+        if st.n_assignments and st.frequency >= GOOD_FREQUENCY and i not in black
+    }
+    cls = _classes_of(project.store, {i for i, _ in good})
+    return dict(Counter(k for i, k in good if cls.get(i, -1) == k))
+
+
+def _resolve(
+    project: Project,
+    pairs: Iterable[tuple[str, str]],
+    stats: Mapping[tuple[str, int], FrequencyStat],
+    black: Collection[str],
+) -> tuple[Resolution, dict[str, DedupCandidate]]:
+    """The near-duplicate graph of ``pairs`` plus the links between candidates
+    sharing a source id, and the infos of its candidates (every candidate that
+    shares a source id among them: what the review queue compares)."""
+    groups = project.store.candidates.source_groups()
+    links = [p for g in groups for p in itertools.pairwise(g)]
+    pairs = [*pairs, *links]
+    infos = _dedup_infos(project, {n for p in pairs for n in p}, stats, black)
+    res = resolve_near_duplicates(
+        pairs,
+        candidates=infos,
+        good_counts=_good_counts(project, stats, black),
+        seed=_seed(project),
+    )
+    return res, infos
+
+
+def _source_infos(project: Project) -> dict[str, DedupCandidate]:
+    """Infos of the candidates that share a source id: all the review queue
+    needs to tell pairs from the same source apart (it reads the blacklist
+    itself)."""
+    ids = {c for g in project.store.candidates.source_groups() for c in g}
+    return _dedup_infos(project, ids, {}, ())
 
 
 def pending_reviews(
@@ -237,19 +459,18 @@ def pending_reviews(
     ``thresholds`` overrides review targets per metric.
     """
     from retest.dedup.rules import ReviewItem
-    from retest.pipeline.dedup import dedup_review_queue
+    from retest.pipeline.dedup import dedup_review_queue, review_targets
 
+    if thresholds is None and not review_targets(project):
+        return []  # no metric ever ran: nothing to review
     if infos is None:
-        infos = _infos(project)
+        infos = _source_infos(project)
     if auto is None or settled is None:
         threshold = _near_threshold(project)
-        nearest, auto = (
-            ({}, set()) if threshold is None else _auto_pairs(project, threshold, infos)
+        near, auto = (
+            (set(), set()) if threshold is None else _auto_pairs(project, threshold)
         )
-        cands = [c for c, i in infos.items() if i.class_id is not None]
-        settled = _exact_copies(project, cands) | {
-            c for c, d in nearest.items() if threshold is not None and d <= threshold
-        }
+        settled = _exact_copies(project) | near
     out = []
     for item in dedup_review_queue(project, thresholds=thresholds, candidates=infos):
         if item.candidate_id in settled:
@@ -280,12 +501,6 @@ def _near_threshold(project: Project) -> float | None:
     return threshold
 
 
-def _infos(project: Project) -> dict[str, DedupCandidate]:
-    from retest.pipeline.dedup import candidate_infos
-
-    return candidate_infos(project)
-
-
 def _seed(project: Project) -> int:
     seed = project.config.seed("dedup")
     return 0 if seed is None else seed
@@ -310,31 +525,34 @@ def candidate_eligibility(
     Returns
     -------
     Eligibility
+        Its ``reasons`` is a :class:`CandidateReasons`.
     """
     store = project.store
-    infos = _infos(project)
-    cand_ids = [c for c, info in infos.items() if info.class_id is not None]
+    per_class = {
+        k: n for k, n in store.candidates.count_by_class().items() if k is not None
+    }
     black = set(store.blacklist.current())
-    exact = _exact_copies(project, cand_ids)
+    stats = _stats(project)
+    exact = _exact_copies(project)
     threshold = _near_threshold(project)
-    nearest: dict[str, float] = {}
+    near_orig: set[str] = set()
     auto: set[tuple[str, str]] = set()
     if threshold is not None:
-        nearest, auto = _auto_pairs(project, threshold, infos)
-    near_orig = {c for c, d in nearest.items() if d <= (threshold or -1.0)}
+        near_orig, auto = _auto_pairs(project, threshold)
     confirmed = store.neardup.duplicate_pairs()
     exact_pairs = {(c, f"exact-copy:{c}") for c in exact}  # an original node
-    res = resolve_near_duplicates(
-        [*confirmed, *auto, *exact_pairs], candidates=infos, seed=_seed(project)
-    )
+    res, infos = _resolve(project, [*confirmed, *auto, *exact_pairs], stats, black)
     pending = {
         i.candidate_id
         for i in pending_reviews(
             project, auto=auto, settled=exact | near_orig, infos=infos
         )
     }
-    out: dict[str, tuple[str, ...]] = {}
-    for cid in cand_ids:
+    flagged = black | exact | near_orig | res.near_duplicates | pending
+    cls = _classes_of(store, sorted(flagged), has_class=True)
+    excluded: dict[str, tuple[str, ...]] = {}
+    class_of: dict[str, int] = {}
+    for cid, k in cls.items():
         r = []
         if cid in black:
             r.append("blacklisted")
@@ -350,8 +568,11 @@ def candidate_eligibility(
                 r.append("pool_duplicate")
         if cid in pending:
             r.append("unreviewed")
-        out[cid] = tuple(r)
-    return Eligibility(out, include_unreviewed, threshold, res.kept)
+        if r and k is not None:
+            excluded[cid] = tuple(r)
+            class_of[cid] = k
+    reasons = CandidateReasons(excluded, class_of, per_class, store)
+    return Eligibility(reasons, include_unreviewed, threshold, res.kept)
 
 
 # ------------------------------------------------------------------ freshness
@@ -381,12 +602,12 @@ def stale_candidates(project: Project) -> list[str]:
     nbrs = load_neighbours(project, list(metrics))
     black = set(project.store.blacklist.current())
     out = []
-    for row in project.store.candidates.iter():
-        if row.class_id is None or row.id in black:
+    for cid in project.store.candidates.columns(("id",), has_class=True)["id"]:
+        if cid in black:
             continue
-        have = nbrs.get(row.id, {})
+        have = nbrs.get(cid, {})
         if any(m not in have for m in metrics):
-            out.append(row.id)
+            out.append(cid)
     return out
 
 
@@ -446,19 +667,19 @@ def ineligible_members(
         include_unreviewed = bool(params.get("include_unreviewed", False))
     members = project.store.revisions.members(revision)
     elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
+    cands = [m.item_id for m in members if split_reference_id(m.item_id) is None]
+    with_class = _classes_of(project.store, cands, has_class=True)
     out = {}
-    for m in members:
-        if split_reference_id(m.item_id) is not None:
-            continue
-        r = elig.blocking(m.item_id) if m.item_id in elig.reasons else ("no_class",)
+    for m in cands:
+        r = elig.blocking(m) if m in with_class else ("no_class",)
         if r:
-            out[m.item_id] = r
+            out[m] = r
     return out
 
 
 def copies(elig: Eligibility) -> frozenset[str]:
     """Candidates excluded as a copy of an original or of another candidate."""
-    return frozenset(c for c, r in elig.reasons.items() if DUPLICATE_REASONS & set(r))
+    return frozenset(c for c, r in elig.excluded() if DUPLICATE_REASONS & set(r))
 
 
 def eligibility_summary(elig: Eligibility) -> dict[str, Any]:
@@ -471,20 +692,59 @@ def eligibility_summary(elig: Eligibility) -> dict[str, Any]:
     }
 
 
-def reasons_by_class(
-    elig: Eligibility, class_of: Mapping[str, int | None]
-) -> dict[int, dict[str, int]]:
-    """Per class id: candidates per reason and ``eligible``."""
+def _tally(c: Counter[str], r: tuple[str, ...]) -> None:
+    c.update(r)
+    if DUPLICATE_REASONS & set(r):
+        c["copies"] += 1
+    if "near_original" in r and "exact_copy" not in r:
+        c["automatic"] += 1
+
+
+def class_tallies(
+    elig: Eligibility, class_of: Mapping[str, int | None] | None = None
+) -> dict[int, Counter[str]]:
+    """Per class id: candidates per reason, ``eligible``, all ``candidates``, the
+    ``copies`` (a duplicate reason) and those the ``automatic`` near-original
+    rule took (not exact copies).
+
+    ``class_of`` (candidate → class) is needed unless ``elig.reasons`` is a
+    :class:`CandidateReasons`, which knows the classes; candidates it maps to
+    None are left out.
+    """
     out: dict[int, Counter[str]] = {}
-    for cid, r in elig.reasons.items():
-        k = class_of.get(cid)
-        if k is None:
+    rs = elig.reasons
+    if class_of is None:
+        if not isinstance(rs, CandidateReasons):
+            raise TypeError("class_of is needed for reasons without their classes")
+        for k, n in rs.per_class.items():
+            out[k] = Counter(candidates=n, eligible=n)
+        for cid, r in rs.excluded.items():
+            c = out.setdefault(rs.class_of[cid], Counter())
+            _tally(c, r)
+            if elig._block(r):
+                c["eligible"] -= 1
+        return out
+    for cid, r in rs.items():
+        kk = class_of.get(cid)
+        if kk is None:
             continue
-        c = out.setdefault(k, Counter())
-        c.update(r)
-        if not elig.blocking(cid):
+        c = out.setdefault(kk, Counter())
+        c["candidates"] += 1
+        _tally(c, r)
+        if not elig._block(r):
             c["eligible"] += 1
-    return {k: {x: v[x] for x in (*REASONS, "eligible")} for k, v in out.items()}
+    return out
+
+
+def reasons_by_class(
+    elig: Eligibility, class_of: Mapping[str, int | None] | None = None
+) -> dict[int, dict[str, int]]:
+    """Per class id: candidates per reason and ``eligible`` (``class_of``: see
+    :func:`class_tallies`)."""
+    return {
+        k: {x: v[x] for x in (*REASONS, "eligible")}
+        for k, v in class_tallies(elig, class_of).items()
+    }
 
 
 HEAVY_LOSS = 0.10
@@ -493,20 +753,14 @@ warns: the new test set would lose that class's most typical images."""
 
 
 def heavy_automatic_losses(
-    elig: Eligibility, class_of: Mapping[str, int | None]
+    elig: Eligibility, class_of: Mapping[str, int | None] | None = None
 ) -> dict[int, float]:
     """Classes whose candidates the automatic near-original rule excludes beyond
     :data:`HEAVY_LOSS`, with the share: a sign the threshold is too loose for
-    these images (set ``[thresholds] near_original`` lower and review instead)."""
-    total: Counter[int] = Counter()
-    auto: Counter[int] = Counter()
-    for cid, r in elig.reasons.items():
-        k = class_of.get(cid)
-        if k is None:
-            continue
-        total[k] += 1
-        if "near_original" in r and "exact_copy" not in r:
-            auto[k] += 1
-    return {
-        k: auto[k] / total[k] for k in sorted(total) if auto[k] / total[k] > HEAVY_LOSS
-    }
+    these images (set ``[thresholds] near_original`` lower and review instead).
+    ``class_of``: see :func:`class_tallies`."""
+    out = {}
+    for k, c in sorted(class_tallies(elig, class_of).items()):
+        if c["candidates"] and c["automatic"] / c["candidates"] > HEAVY_LOSS:
+            out[k] = c["automatic"] / c["candidates"]
+    return out

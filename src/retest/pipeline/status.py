@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from retest.pipeline.eligibility import (
-    DUPLICATE_REASONS,
     REASONS,
     candidate_eligibility,
+    class_tallies,
     eligibility_summary,
     heavy_automatic_losses,
-    reasons_by_class,
 )
 from retest.pipeline.project import Project
+from retest.store.base import Store
 
 __all__ = ["ClassStatus", "ProjectStatus", "candidate_status", "project_status"]
 
@@ -70,10 +70,10 @@ class ProjectStatus:
         }
 
 
-def _per_class(
-    items: Iterable[str], class_of: dict[str, int | None]
-) -> Counter[int | None]:
-    return Counter(class_of[i] for i in items if i in class_of)
+def _per_class(store: Store, items: Iterable[str]) -> Counter[int | None]:
+    """Candidates among ``items`` per class (other ids are not counted)."""
+    cols = store.candidates.columns(("class_id",), ids=items)
+    return Counter(cols["class_id"])
 
 
 def project_status(
@@ -82,18 +82,16 @@ def project_status(
     revision: str | None = None,
     include_unreviewed: bool = False,
 ) -> ProjectStatus:
-    """Count, per class, what the project holds (see the module docstring)."""
+    """Count, per class, what the project holds (see the module docstring).
+
+    Reads only the candidates that are annotated, blacklisted or excluded; the
+    rest are counted per class in SQL.
+    """
     store = project.store
-    class_of = store.candidates.class_map()
-    n_cand = store.candidates.count_by_class()
-    annotated = _per_class(store.annotations.item_counts(), class_of)
-    blacklisted = _per_class(store.blacklist.current(), class_of)
+    annotated = _per_class(store, store.annotations.item_counts())
+    blacklisted = _per_class(store, store.blacklist.current())
     elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
-    by_class = reasons_by_class(elig, class_of)
-    dups = _per_class(
-        {c for c, r in elig.reasons.items() if DUPLICATE_REASONS & set(r)}, class_of
-    )
-    empty = dict.fromkeys((*REASONS, "eligible"), 0)
+    tallies = class_tallies(elig)
     sampled: Counter[int] = Counter()
     reviews: dict[int, Any] = {}
     if revision is None:
@@ -111,26 +109,27 @@ def project_status(
             reviewed = "no"
         else:
             reviewed = "problematic" if state.problematic else "yes"
+        t = tallies.get(c.id, Counter())
         rows.append(
             ClassStatus(
                 c.id,
                 c.name,
-                n_cand.get(c.id, 0),
+                t["candidates"],
                 annotated[c.id],
                 blacklisted[c.id],
-                dups[c.id],
-                by_class.get(c.id, empty)["unreviewed"],
-                by_class.get(c.id, empty)["eligible"],
+                t["copies"],
+                t["unreviewed"],
+                t["eligible"],
                 sampled[c.id],
                 reviewed,
-                dict(by_class.get(c.id, empty)),
+                {x: t[x] for x in (*REASONS, "eligible")},
             )
         )
     summary = eligibility_summary(elig)
     names = {c.id: c.name for c in store.classes.list()}
     summary["heavy_automatic_losses"] = {
         names.get(k, str(k)): round(v, 3)
-        for k, v in heavy_automatic_losses(elig, class_of).items()
+        for k, v in heavy_automatic_losses(elig).items()
     }
     return ProjectStatus(project.config.name, revision, tuple(rows), summary)
 
