@@ -142,7 +142,8 @@ def _candidate_pool(
     check_fresh(project)
     elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
     names = dict(enumerate(project.class_names))
-    rows = [r for r in project.store.candidates.iter() if r.id in elig.reasons]
+    # the decision covers exactly the candidates with a class
+    rows = [r for r in project.store.candidates.iter() if r.class_id is not None]
     copy_like = [
         r.id
         for r in rows
