@@ -5,9 +5,9 @@ grid-task answers of 48 images, plus stage-1/2 labels), starts a real
 ``retest serve`` on 127.0.0.1 and measures
 
 * every page's latency with nobody else on the server (``--reps`` each);
-* a write load: ``--clients`` concurrent clients answering grid tasks for
-  ``--seconds`` (each request with a fresh submission key; every 10th is sent
-  twice, as a double click would), while a labeler in Chromium (Debian's
+* a write load: ``--clients`` concurrent clients (a process each) answering
+  grid tasks for ``--seconds`` (each request with a fresh submission key; every
+  10th is sent twice, as a double click would), while a labeler in Chromium (Debian's
   ``/usr/bin/chromium`` through Playwright, or plain page fetches when absent)
   answers tasks with the keyboard and another client reads pages;
 * afterwards, in the database: events lost (accepted answers without their 48
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -155,9 +156,10 @@ def start_server(root: Path, src: Path | None) -> tuple[subprocess.Popen[str], s
     args = [sys.executable, "-c", code, "serve", "-p", str(root), "--port", str(port),
             "--token", TOKEN]  # fmt: skip
     env = dict(os.environ)
-    if src is None:
-        args += ["--reviewer-token", REVIEWER]
-    else:
+    serve_py = None if src is None else src / "retest" / "cli" / "serve.py"
+    if serve_py is None or "reviewer_token" in serve_py.read_text():
+        args += ["--reviewer-token", REVIEWER]  # a version with roles
+    if src is not None:
         env["PYTHONPATH"] = str(src)
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -239,56 +241,65 @@ def measure_pages(
     return out
 
 
+def _client(base: str, task_ids: list[str], k: int, seconds: float, timeout: float,
+            start: Any, out: Any) -> None:  # fmt: skip
+    """One person answering grid tasks, in a process of its own: as threads of
+    the measuring process the clients would share one interpreter lock with each
+    other and with the reader, and the measured latencies would include waits
+    for it."""
+    hdr = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": f"bench{k}"}
+    lat: list[float] = []
+    accepted: list[tuple[str, str]] = []
+    errors: list[str] = []
+    replays = n = 0
+    with httpx.Client(base_url=base, headers=hdr, timeout=timeout) as c:
+        start.wait()
+        stop = time.perf_counter() + seconds
+        while time.perf_counter() < stop:
+            task = task_ids[(k * 7919 + n) % len(task_ids)]
+            key = f"b{k}n{n}x{os.getpid()}"
+            body = {"submission": key, "task_id": task, "selected_tokens": []}
+            for _ in range(2 if n % 10 == 0 else 1):
+                t0 = time.perf_counter()
+                try:
+                    r = c.post("/api/task", json=body)
+                except httpx.HTTPError as err:
+                    errors.append(repr(err))
+                    continue
+                lat.append(time.perf_counter() - t0)
+                if r.status_code == 200:
+                    accepted.append((key, task))
+                    replays += bool(r.json().get("replayed"))
+                else:
+                    errors.append(f"{r.status_code} {r.text[:80]}")
+            n += 1
+    out.put({"lat": lat, "accepted": accepted, "errors": errors, "replays": replays})
+
+
 def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
                timeout: float) -> dict[str, Any]:  # fmt: skip
-    """Concurrent grid answers; every 10th request is sent twice (same key)."""
-    from retest.labeling.tasks import image_token  # noqa: F401  (tokens are optional)
-
-    lat: list[float] = []
-    accepted: list[tuple[str, str]] = []  # (submission, task)
-    sent = [0]
-    replays = [0]
-    errors: list[str] = []
-    lock = threading.Lock()
-    stop = time.perf_counter() + seconds
-
-    def client(k: int) -> None:
-        hdr = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": f"bench{k}"}
-        n = 0
-        with httpx.Client(base_url=base, headers=hdr, timeout=timeout) as c:
-            while time.perf_counter() < stop:
-                task = info["task_ids"][(k * 7919 + n) % len(info["task_ids"])]
-                key = f"b{k}n{n}x{os.getpid()}"
-                body = {"submission": key, "task_id": task, "selected_tokens": []}
-                for _ in range(2 if n % 10 == 0 else 1):
-                    t0 = time.perf_counter()
-                    try:
-                        r = c.post("/api/task", json=body)
-                    except httpx.HTTPError as err:
-                        with lock:
-                            errors.append(repr(err))
-                        continue
-                    dt = time.perf_counter() - t0
-                    with lock:
-                        lat.append(dt)
-                        sent[0] += 1
-                        if r.status_code == 200:
-                            accepted.append((key, task))
-                            replays[0] += bool(r.json().get("replayed"))
-                        else:
-                            errors.append(f"{r.status_code} {r.text[:80]}")
-                n += 1
-
+    """Concurrent grid answers, one process per client; every 10th request is
+    sent twice (same key)."""
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(clients + 1), ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(base, info["task_ids"], k, seconds,
+                                               timeout, start, out))
+             for k in range(clients)]  # fmt: skip
+    for pr in procs:
+        pr.start()
+    start.wait()  # every client is ready: all start now
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    parts = [out.get() for _ in procs]
     wall = time.perf_counter() - t0
-    return {"latency": _summary(lat), "requests": sent[0], "answered": len(accepted),
-            "replays_answered": replays[0], "writes_per_s": sent[0] / wall,
-            "errors": errors[:5], "n_errors": len(errors), "wall_s": wall,
+    for pr in procs:
+        pr.join()
+    lat = [x for r in parts for x in r["lat"]]
+    accepted = [a for r in parts for a in r["accepted"]]
+    errors = [e for r in parts for e in r["errors"]]
+    return {"latency": _summary(lat), "requests": len(lat), "answered": len(accepted),
+            "replays_answered": sum(r["replays"] for r in parts),
+            "writes_per_s": len(lat) / wall, "errors": errors[:5],
+            "n_errors": len(errors), "wall_s": wall,
             "accepted_list": accepted}  # fmt: skip
 
 
@@ -400,9 +411,13 @@ def run(
         bt = threading.Thread(target=browser_labeler, args=(base, stop, bres))
         rt.start()
         bt.start()
-        load_before = os.getloadavg()
+        load_before, cpu_before = os.getloadavg(), _cpu_seconds(proc.pid)
         load = write_load(base, info, args.clients, args.seconds, args.timeout)
         load["loadavg_before_after"] = [load_before, os.getloadavg()]
+        # the server's CPU time per answer (the reader and the browser it served
+        # meanwhile included): the cost that does not depend on the machine's load
+        cpu = _cpu_seconds(proc.pid) - cpu_before
+        load["server_cpu_ms_per_write"] = 1000 * cpu / max(1, load["requests"])
         stop.set()
         rt.join()
         bt.join()
@@ -418,6 +433,12 @@ def run(
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def baseline_src(commit: str) -> Path:
@@ -443,7 +464,8 @@ def _table(res: dict[str, Any]) -> str:
     lines.append(
         f"\nwrites: {w['requests']} in {w['wall_s']:.1f} s = {w['writes_per_s']:.0f}/s, "
         f"p50 {w['latency']['p50_ms']:.0f} ms, p95 {w['latency']['p95_ms']:.0f} ms, "
-        f"errors {w['n_errors']}; load average before/after "
+        f"errors {w['n_errors']}; server CPU {w['server_cpu_ms_per_write']:.1f} ms "
+        f"per write; load average before/after "
         f"{w['loadavg_before_after']}; database: {res['database']}"
     )
     for name, r in res["pages_under_load"].items():
