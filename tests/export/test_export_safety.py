@@ -418,3 +418,24 @@ def test_members_blacklisted_since_sampling_refused(proj: Path, tmp_path: Path) 
     assert members[1] in line
     code, text = _run(proj, "export", "r-0", "--out", str(tmp_path / "o"), "--force")
     assert code == 0, text
+
+
+def test_parquet_without_pyarrow_is_one_line(
+    proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the [parquet] extra, the export says what to install (exit 1,
+    nothing written) instead of failing half-way with a traceback."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
+    out = tmp_path / "pq"
+    line = _refused(
+        proj,
+        "export",
+        "r-0",
+        "--format",
+        "parquet",
+        "--out",
+        str(out),
+        match="pip install 'retest[parquet]'",
+    )
+    assert "--format" in line
+    assert not out.exists()

@@ -16,8 +16,9 @@ Formats (:data:`EXPORT_FORMATS`):
 ``imagefolder``
     ``<class_id>/<k>.png|jpeg`` (k counts per class in revision order) plus
     ``class_index.json`` mapping each folder name to its class: do not rely on
-    lexicographic folder order (SPEC §8: "10" sorts before "2"). File-backed images
-    keep their original bytes; array-backed ones are encoded as PNG.
+    lexicographic folder order (docs/algorithms.md#imagefolder-test-sets: "10" sorts
+    before "2"). File-backed images keep their original bytes; array-backed ones are
+    encoded as PNG.
 ``parquet``
     ``<name>.parquet``: one row per image with the image bytes and all metadata.
 
@@ -400,6 +401,14 @@ def _write_imagefolder(ctx: _Ctx) -> None:
     write_json(ctx.stage / "class_index.json", index)
 
 
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _write_parquet(ctx: _Ctx) -> None:
     import pyarrow as pa
 
@@ -709,6 +718,11 @@ def export_revision(
         raise UnknownNameError("export format", format, [], list(EXPORT_FORMATS))
     if batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer. Got {batch_size}.")
+    if format == "parquet" and not _has_pyarrow():
+        raise ConfigError(
+            "--format parquet needs pyarrow, which is not installed: "
+            "pip install 'retest[parquet]', or use another --format."
+        )
     validate_name(revision, "revision")
     if name is not None:
         validate_name(name, "export")
