@@ -5,7 +5,8 @@
              job, recording the rate of every million; then ``retest status``,
              ``retest sample`` (every strategy) and ``candidate_eligibility`` on
              the full project, each in a child process whose own peak RSS
-             (``VmHWM``) is reported.
+             (``VmHWM``) and peak anonymous memory (``RssAnon``) are reported;
+             ``--reuse`` times them again on the project a ``--keep`` run left.
 ``dedup``  – exact kNN of Q queries against N references (default 1,048,576 ×
              4,096 float16, memory-mapped; 8 GiB) on a local Dask cluster of 1
              and then 2 worker processes (one thread each), against the
@@ -14,10 +15,12 @@
 Usage::
 
     python3 benchmarks/bench_scale.py store [--n 10000000] [--dir D] [--keep]
+        [--reuse] [--queries status,eligibility,sample]
     python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
         [--dtype float16] [--dir D] [--keep]
 
-Results go to ``benchmarks/results/scale_<part>.json`` and a table on stdout.
+Results go to ``benchmarks/results/scale_<part>.json`` (``scale_queries.json``
+with ``--reuse``) and a table on stdout.
 Scratch data is deleted at the end unless ``--keep``.
 """
 
@@ -82,9 +85,30 @@ def _synthetic_source(path: Path, n: int, seed: int) -> Any:
     return Synthetic(path)
 
 
+def _status_kib(field: str) -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
 def _child(argv: list[str]) -> None:
     """Run ``argv`` (``retest …`` or ``eligibility ROOT``) in this process, then
-    print its wall time and this process's own peak RSS as the last line."""
+    print its wall time and this process's own peak RSS as the last line.
+
+    ``VmHWM`` counts the database pages SQLite reads through its memory map
+    (file-backed page cache, up to the whole file); ``RssAnon`` is the
+    process's own memory, sampled every 20 ms for its peak."""
+    import threading
+
+    peak_anon = [0]
+
+    def sample_anon() -> None:
+        while True:
+            peak_anon[0] = max(peak_anon[0], _status_kib("RssAnon"))
+            time.sleep(0.02)
+
+    threading.Thread(target=sample_anon, daemon=True).start()
     t0 = time.perf_counter()
     code = 0
     if argv[0] == "eligibility":
@@ -93,7 +117,7 @@ def _child(argv: list[str]) -> None:
 
         with Project.open(argv[1]) as p:
             elig = candidate_eligibility(p)
-            ok = sum(not r for r in elig.reasons.values())
+            ok = elig.counts()["eligible"]
             print(f"eligible={ok} of {len(elig.reasons)}", file=sys.stderr)
     else:
         from retest.cli.main import app
@@ -106,14 +130,14 @@ def _child(argv: list[str]) -> None:
             print(f"error: {err}", file=sys.stderr)
             code = 1
     wall = time.perf_counter() - t0
-    hwm = next(
-        int(line.split()[1]) for line in open("/proc/self/status")
-        if line.startswith("VmHWM")
-    )  # fmt: skip
-    print(json.dumps({"wall_s": wall, "peak_rss_mib": hwm / 1024, "exit": code}))
+    hwm = _status_kib("VmHWM")
+    anon = max(peak_anon[0], _status_kib("RssAnon"))
+    print(json.dumps({"wall_s": wall, "peak_rss_mib": hwm / 1024,
+                      "peak_anon_mib": anon / 1024, "exit": code}))  # fmt: skip
 
 
 def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
+    load = _load()
     out = subprocess.run(
         [sys.executable, __file__, "_child", *argv],
         capture_output=True,
@@ -127,6 +151,7 @@ def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
     except json.JSONDecodeError:
         res = {"exit": out.returncode}
     res["stderr_tail"] = out.stderr.strip().splitlines()[-1:] if out.stderr else []
+    res["load_before"] = load
     return res
 
 
@@ -137,6 +162,9 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
     root = base / "proj"
     base.mkdir(parents=True, exist_ok=True)
+    if args.reuse and (root / "retest.db").exists():
+        print(f"  reusing {root} (no ingest)", flush=True)
+        return {"n": args.n, "reused": str(root), **_queries(args, root, base)}
     if root.exists():
         shutil.rmtree(root)
     spec = base / "synthetic.txt"
@@ -156,7 +184,10 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     with Project.init(root, name="scale", classes=CLASSES) as proj:
         t0, c0 = time.perf_counter(), time.process_time()
         rep = ingest_source(
-            proj, _synthetic_source(spec, args.n, 0), name="synthetic", progress=progress
+            proj,
+            _synthetic_source(spec, args.n, 0),
+            name="synthetic",
+            progress=progress,
         )
         wall = time.perf_counter() - t0
     per_million = []
@@ -178,6 +209,13 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
         "per_million": per_million,
         "project_bytes": du,
     }
+    res.update(_queries(args, root, base))
+    return res
+
+
+def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]:
+    """Time status, eligibility and every sampling strategy on the project."""
+    res: dict[str, Any] = {}
     (root / "kc.json").write_text(
         json.dumps({c: {f"kw{i:04d}": 1 for i in range(3)} for c in CLASSES})
     )
@@ -203,9 +241,11 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
             r = {"timeout_s": args.query_timeout}
         res["queries"][name] = r
         print(f"  {name:28s} {r.get('wall_s', float('nan')):8.1f} s  "
-              f"peak {r.get('peak_rss_mib', float('nan')):8.0f} MiB  exit "
-              f"{r.get('exit')}  {r.get('stderr_tail')}", flush=True)  # fmt: skip
-    if not args.keep:
+              f"peak {r.get('peak_rss_mib', float('nan')):6.0f} MiB (own "
+              f"{r.get('peak_anon_mib', float('nan')):5.0f})  exit {r.get('exit')}"
+              f"  load {r.get('load_before')}  {r.get('stderr_tail')}",
+              flush=True)  # fmt: skip
+    if not (args.keep or args.reuse):
         shutil.rmtree(base, ignore_errors=True)
     return res
 
@@ -320,6 +360,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--dir")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument(
+        "--reuse", action="store_true", help="store: time the queries on the "
+        "project a --keep run left in --dir (no ingest)"
+    )  # fmt: skip
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--queries", help="store: which of status,eligibility,sample")
@@ -330,7 +374,8 @@ def main() -> None:
     print(f"{args.part}: n={args.n:,}  load {_load()}", flush=True)
     res = bench_store(args) if args.part == "store" else bench_dedup(args)
     res["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
-    out = Path(args.out) if args.out else RESULTS / f"scale_{args.part}.json"
+    part = "queries" if args.part == "store" and args.reuse else args.part
+    out = Path(args.out) if args.out else RESULTS / f"scale_{part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
     print(f"wrote {out}")
