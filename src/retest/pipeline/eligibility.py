@@ -250,13 +250,13 @@ class Eligibility:
         return sum(1 for _, r in self.excluded() if r == ("unreviewed",))
 
     def counts(self) -> dict[str, int]:
-        """Candidates per reason (a candidate counts once per reason) and
-        ``eligible``."""
+        """Excluded candidates per reason (each once, under its first reason:
+        see :func:`_tally`) and ``eligible``."""
         c: Counter[str] = Counter()
         n_excluded = 0
         for _, r in self.excluded():
             n_excluded += 1
-            c.update(r)
+            _tally(c, r)
             if not self._block(r):
                 c["eligible"] += 1
         c["eligible"] += len(self.reasons) - n_excluded
@@ -693,7 +693,12 @@ def eligibility_summary(elig: Eligibility) -> dict[str, Any]:
 
 
 def _tally(c: Counter[str], r: tuple[str, ...]) -> None:
-    c.update(r)
+    """Count one candidate's reasons into ``c``: the one place reason counts are
+    made. A candidate counts once, under its first reason in :data:`REASONS`
+    order (an exact copy is also within the near-original threshold, but is one
+    excluded image), so the reason counts add up to the excluded candidates."""
+    if r:
+        c[r[0]] += 1
     if DUPLICATE_REASONS & set(r):
         c["copies"] += 1
     if "near_original" in r and "exact_copy" not in r:
@@ -703,9 +708,9 @@ def _tally(c: Counter[str], r: tuple[str, ...]) -> None:
 def class_tallies(
     elig: Eligibility, class_of: Mapping[str, int | None] | None = None
 ) -> dict[int, Counter[str]]:
-    """Per class id: candidates per reason, ``eligible``, all ``candidates``, the
-    ``copies`` (a duplicate reason) and those the ``automatic`` near-original
-    rule took (not exact copies).
+    """Per class id: candidates per first reason (:func:`_tally`), ``eligible``,
+    all ``candidates``, the ``copies`` (a duplicate reason) and those the
+    ``automatic`` near-original rule took (not exact copies).
 
     ``class_of`` (candidate → class) is needed unless ``elig.reasons`` is a
     :class:`CandidateReasons`, which knows the classes; candidates it maps to
@@ -739,7 +744,7 @@ def class_tallies(
 def reasons_by_class(
     elig: Eligibility, class_of: Mapping[str, int | None] | None = None
 ) -> dict[int, dict[str, int]]:
-    """Per class id: candidates per reason and ``eligible`` (``class_of``: see
+    """Per class id: candidates per first reason and ``eligible`` (``class_of``: see
     :func:`class_tallies`)."""
     return {
         k: {x: v[x] for x in (*REASONS, "eligible")}
