@@ -92,19 +92,23 @@ def init_project(
     name: str | None = None,
     classes: Sequence[str] = (),
     classes_from: str | None = None,
+    force: bool = False,
 ) -> Project:
     """Create a project in ``path`` (created if missing) and open it.
 
     Parameters
     ----------
     path : path-like
-        Project directory; must not already hold a ``retest.toml``.
+        Project directory; must not already hold a ``retest.toml``, nor files
+        other than hidden ones unless ``force``.
     name : str, optional
         Project name (letters, digits, ``_ . -``); default from the directory name.
     classes : sequence of str
-        Class names in class-id order.
+        Distinct class names in class-id order (a list, not ``"cat,dog"``).
     classes_from : {"cifar10", "fashion-mnist"}, optional
         Take the class names of a known dataset instead of ``classes``.
+    force : bool
+        Make the project in a folder that already holds other files.
 
     Returns
     -------
@@ -113,9 +117,13 @@ def init_project(
 
     Raises
     ------
+    InputValidationError
+        ``path`` is not a path or is a file, or ``classes`` is not a sequence of
+        str (a comma-separated string is refused).
     ConfigError
-        ``path`` is already a project, both ``classes`` and ``classes_from`` are
-        given, or the name is invalid.
+        ``path`` is already a project or holds other files (without ``force``),
+        ``classes`` is empty or repeats a name, both ``classes`` and
+        ``classes_from`` are given, or the name is invalid.
     UnknownNameError
         ``classes_from`` names no known dataset.
 
@@ -130,7 +138,9 @@ def init_project(
     """
     from retest.pipeline.project import Project
 
-    return Project.init(path, name=name, classes=classes, classes_from=classes_from)
+    return Project.init(
+        path, name=name, classes=classes, classes_from=classes_from, force=force
+    )
 
 
 def status(

@@ -38,8 +38,14 @@ def init(
             help="Class names of a known dataset: cifar10, fashion-mnist.",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Make the project in a folder that holds other files."
+        ),
+    ] = False,
 ) -> None:
-    """Create a replication project in DIR."""
+    """Create a replication project in DIR (a new or empty folder)."""
     from retest.cli._console import console
     from retest.pipeline.project import Project
 
@@ -62,7 +68,7 @@ def init(
     )
     try:
         project = Project.init(
-            root, name=name, classes=names, classes_from=classes_from
+            root, name=name, classes=names, classes_from=classes_from, force=force
         )
     except OSError as err:
         raise InputValidationError(

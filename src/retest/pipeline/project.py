@@ -28,7 +28,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest.config import CONFIG_NAME, ProjectConfig, load_config, save_config
-from retest.errors import ConfigError, DataIntegrityError, StoreError
+from retest.errors import (
+    ConfigError,
+    DataIntegrityError,
+    InputValidationError,
+    StoreError,
+)
 from retest.store.artifacts import PixelArray
 from retest.store.base import Store
 from retest.store.rows import ClassRow, split_reference_id
@@ -50,6 +55,81 @@ CLASS_PRESETS: dict[str, tuple[str, ...]] = {
 """Class names in id order of known datasets (``retest init --classes-from``)."""
 
 _DIRS = ("arrays", "images", "revisions", "reports")
+#: Entries ``Project.init`` may find in its folder without ``force``: what an
+#: interrupted init leaves behind (its database and still empty data folders).
+_OWN_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
+
+
+def _check_root(root: object, what: str) -> Path:
+    """``root`` as an absolute path; anything but a str or path-like is one line."""
+    if isinstance(root, bytes) or not isinstance(root, (str, os.PathLike)):
+        raise InputValidationError(
+            f"{what} must be a path (str or pathlib.Path). Got {root!r} of type "
+            f"{type(root).__name__}."
+        )
+    return Path(root).resolve()
+
+
+def _check_classes(classes: object) -> tuple[str, ...]:
+    """The class names as a tuple: a sequence of distinct, non-empty strings.
+
+    A bare string is refused rather than read as a sequence of one-letter classes.
+    """
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence):
+        hint = (
+            f" (split it first: {[c.strip() for c in classes.split(',')]!r})"
+            if isinstance(classes, str)
+            else ""
+        )
+        raise InputValidationError(
+            f"classes must be a list of class names in class-id order, e.g. "
+            f"['cat', 'dog']. Got {classes!r}{hint}."
+        )
+    names = tuple(classes)
+    for c in names:
+        if not isinstance(c, str):
+            raise InputValidationError(
+                f"classes must hold strings (class names). Got {c!r} of type "
+                f"{type(c).__name__} in {list(names)!r}."
+            )
+    if not names:
+        raise ConfigError(
+            "classes is empty: pass the class names in class-id order, e.g. "
+            "['cat', 'dog'], or classes_from='cifar10'."
+        )
+    if not all(c.strip() for c in names):
+        raise ConfigError(f"classes must be non-empty names. Got {list(names)!r}.")
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise ConfigError(
+            f"classes must be distinct; {', '.join(map(repr, dup))} appears more "
+            f"than once in {list(names)!r}."
+        )
+    return names
+
+
+def _refuse_occupied(root: Path) -> None:
+    """Refuse to turn a folder holding other files into a project (``force`` allows).
+
+    Hidden entries (``.git``, ``.DS_Store``) and the leftovers of an interrupted
+    init do not count, so ``retest init`` can be run again on its own folder.
+    """
+    if not root.is_dir():
+        return
+    foreign = sorted(
+        p.name
+        for p in root.iterdir()
+        if not p.name.startswith(".")
+        and p.name not in _OWN_FILES
+        and not (p.name in _DIRS and p.is_dir() and not any(p.iterdir()))
+    )
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise ConfigError(
+            f"{root} is not empty (it holds {', '.join(foreign[:3])}{more}); init a "
+            "new or empty folder, or pass --force (force=True in Python) to make the "
+            "project there anyway."
+        )
 
 
 def _find_root(start: Path) -> Path | None:
@@ -138,28 +218,47 @@ class Project:
         name: str | None = None,
         classes: Sequence[str] = (),
         classes_from: str | None = None,
+        force: bool = False,
     ) -> Project:
         """Create a project in ``root`` (created if missing) and open it.
 
         Parameters
         ----------
         root : path-like
-            Project directory; must not already hold a ``retest.toml``.
+            Project directory; must not already hold a ``retest.toml``, nor other
+            files than hidden ones unless ``force``.
         name : str, optional
             Project name; defaults to the directory name.
         classes : sequence of str
-            Class names in id order.
+            Distinct class names in id order (a list, not a comma-separated str).
         classes_from : {"cifar10", "fashion-mnist"}, optional
             Take the class names of a known dataset instead.
+        force : bool
+            Make the project in a folder that already holds other files.
+
+        Raises
+        ------
+        InputValidationError
+            ``root`` is not a path or is a file, or ``classes`` is not a sequence
+            of str.
+        ConfigError
+            ``root`` is already a project or holds other files (without
+            ``force``), ``classes`` is empty or repeats a name, or both
+            ``classes`` and ``classes_from`` are given.
         """
-        root = Path(root).resolve()
+        root = _check_root(root, "the project folder")
+        if root.exists() and not root.is_dir():
+            raise InputValidationError(
+                f"{root} is a file, not a folder: a project needs a folder that does "
+                "not exist yet or is empty. Choose another path."
+            )
         if (root / CONFIG_NAME).exists():
             raise ConfigError(
                 f"{root} is already a retest project ({CONFIG_NAME} exists). "
                 "Open it with --project, or init another directory."
             )
         if classes_from is not None:
-            if classes:
+            if isinstance(classes, str) or not isinstance(classes, Sequence) or classes:
                 raise ConfigError("pass either classes or classes_from, not both.")
             if classes_from not in CLASS_PRESETS:
                 from retest.errors import UnknownNameError
@@ -168,6 +267,9 @@ class Project:
                     "class preset", classes_from, (), list(CLASS_PRESETS)
                 )
             classes = CLASS_PRESETS[classes_from]
+        classes = _check_classes(classes)
+        if not force:
+            _refuse_occupied(root)
         from retest.names import suggest_name, validate_name
 
         name = validate_name(name, "project") if name else suggest_name(root.name)
@@ -184,7 +286,7 @@ class Project:
     def open(cls, root: str | os.PathLike[str] | None = None) -> Project:
         """Open the project in ``root`` or the nearest parent holding ``retest.toml``
         (``root`` defaults to the current directory)."""
-        start = Path(root if root is not None else ".").resolve()
+        start = _check_root(root if root is not None else ".", "the project folder")
         found = _find_root(start)
         if found is None:
             raise ConfigError(

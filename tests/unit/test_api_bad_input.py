@@ -1,0 +1,133 @@
+"""Wrong inputs to the public ``retest`` API: one retest error naming the input.
+
+Each call here once ended in a bare Python error, or silently did the wrong
+thing (a str of classes split into letters, a project made inside a folder of
+other files). Every one must raise ``InputValidationError`` (wrong type or
+shape) or ``ConfigError`` (a bad option value) with a one-line message naming
+the input, and must leave nothing behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import retest
+from retest.cli.main import app
+from retest.errors import ConfigError, InputValidationError
+
+
+def _one_line(err: pytest.ExceptionInfo[BaseException]) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+# -- project creation: classes
+
+
+@pytest.mark.parametrize(
+    ("classes", "error", "words"),
+    [
+        ("cat,dog", InputValidationError, ["classes", "'cat,dog'", "['cat', 'dog']"]),
+        ("cat", InputValidationError, ["classes", "'cat'"]),
+        (b"cat", InputValidationError, ["classes"]),
+        (3, InputValidationError, ["classes", "3"]),
+        ({"cat", "dog"}, InputValidationError, ["classes"]),
+        (["cat", 1], InputValidationError, ["classes", "1", "int"]),
+        (["cat", None], InputValidationError, ["classes", "None"]),
+        ([], ConfigError, ["classes is empty", "classes_from"]),
+        (["cat", ""], ConfigError, ["classes", "non-empty"]),
+        (["cat", "dog", "cat"], ConfigError, ["classes", "'cat'", "more than once"]),
+    ],
+)
+def test_init_project_refuses_bad_classes(
+    tmp_path: Path, classes: object, error: type[Exception], words: list[str]
+) -> None:
+    root = tmp_path / "p"
+    with pytest.raises(error) as err:
+        retest.init_project(root, classes=classes)  # type: ignore[arg-type]
+    msg = _one_line(err)
+    for w in words:
+        assert w in msg, (w, msg)
+    assert not root.exists()  # refused before anything is created
+
+
+def test_classes_and_classes_from_together_are_refused_even_as_a_str(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError, match="either classes or classes_from"):
+        retest.init_project(tmp_path / "p", classes="cat", classes_from="cifar10")
+
+
+def test_a_tuple_of_classes_keeps_its_order(tmp_path: Path) -> None:
+    with retest.init_project(tmp_path / "p", classes=("dog", "cat", "bird")) as p:
+        assert p.class_names == ("dog", "cat", "bird")
+        assert [c.name for c in p.store.classes.list()] == ["dog", "cat", "bird"]
+
+
+# -- project creation: the folder
+
+
+def test_init_refuses_a_folder_holding_other_files(tmp_path: Path) -> None:
+    (tmp_path / "thesis.tex").write_text("x")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ConfigError) as err:
+        retest.init_project(tmp_path, classes=["a", "b"])
+    msg = _one_line(err)
+    assert str(tmp_path) in msg and "--force" in msg and "thesis.tex" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "thesis.tex"]
+    with retest.init_project(tmp_path, classes=["a", "b"], force=True) as p:
+        assert p.root == tmp_path.resolve() and p.class_names == ("a", "b")
+    assert (tmp_path / "thesis.tex").read_text() == "x"
+
+
+def test_init_accepts_hidden_files_and_its_own_leftovers(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".DS_Store").write_text("")
+    (tmp_path / "arrays").mkdir()  # an interrupted init: empty data folders
+    (tmp_path / "images").mkdir()
+    with retest.init_project(tmp_path, classes=["a"]) as p:
+        assert p.class_names == ("a",)
+
+
+def test_init_refuses_a_data_folder_that_is_not_empty(tmp_path: Path) -> None:
+    """``images/`` with files in it is somebody's data, not an init's leftover."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "cat.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(ConfigError, match=r"holds images\b.*--force"):
+        retest.init_project(tmp_path, classes=["a"])
+
+
+def test_init_on_a_file_is_input_error(tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    with pytest.raises(InputValidationError) as err:
+        retest.init_project(f, classes=["a"])
+    assert "notes.txt" in _one_line(err) and "is a file" in str(err.value)
+
+
+def test_cli_init_refuses_a_parent_folder_unless_forced(tmp_path: Path) -> None:
+    """``retest init ../x/..`` names the folder it resolves to, not a new one."""
+    (tmp_path / "other-project").mkdir()
+    (tmp_path / "x").mkdir()
+    runner = CliRunner()
+    res = runner.invoke(app, ["init", str(tmp_path / "x" / ".."), "--classes", "a,b"])
+    assert res.exit_code == 2
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--force" in lines[0] and str(tmp_path) in lines[0]
+    assert not (tmp_path / "retest.toml").exists()
+    forced = ["init", str(tmp_path), "--classes", "a,b", "--force"]
+    assert runner.invoke(app, forced).exit_code == 0
+    assert (tmp_path / "retest.toml").is_file()
+
+
+@pytest.mark.parametrize("path", [42, b"/tmp", 1.5])
+def test_open_and_init_refuse_a_non_path(path: object, tmp_path: Path) -> None:
+    with pytest.raises(InputValidationError) as err:
+        retest.open_project(path)  # type: ignore[arg-type]
+    assert repr(path) in _one_line(err) and "path" in str(err.value)
+    with pytest.raises(InputValidationError, match=repr(path)):
+        retest.init_project(path, classes=["a"])  # type: ignore[arg-type]
