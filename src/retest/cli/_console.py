@@ -108,9 +108,16 @@ def progress_bar(*, disable: bool = False) -> Iterator[ProgressCallback]:
     tasks: dict[str, TaskID] = {}
 
     def callback(task: str, done: int, total: int | None) -> None:
+        if not tasks:
+            prog.start()
         if task not in tasks:
             tasks[task] = prog.add_task(task, total=total)
         prog.update(tasks[task], completed=done, total=total)
 
-    with prog:
+    # started on the first report only: a bar stopped before it drew anything
+    # still writes an empty line, which would come before an ``error:`` line
+    try:
         yield callback
+    finally:
+        if tasks:
+            prog.stop()

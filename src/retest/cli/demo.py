@@ -22,7 +22,9 @@ def demo(
     quick: Annotated[
         bool, typer.Option("--quick", help="Quick testbed preset (under 2 minutes).")
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every random step.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of every random step, ≥ 0.")
+    ] = 0,
     workers: Annotated[
         int,
         typer.Option(

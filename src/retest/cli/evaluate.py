@@ -124,7 +124,9 @@ def evaluate(
     ] = 100_000,
     seed: Annotated[
         int,
-        typer.Option("--seed", help="Seed of the testbed models and the bootstrap."),
+        typer.Option(
+            "--seed", min=0, help="Seed of the testbed models and the bootstrap, ≥ 0."
+        ),
     ] = 0,
     label: Annotated[
         list[str] | None, typer.Option("--label", help="Model to label in the figure.")

@@ -6,8 +6,9 @@ One handler (:class:`_RetestGroup`) is the only map from errors to exit codes:
 a :class:`~retest.errors.RetestError` becomes ``error: …`` on stderr with exit
 code 1 (2 for configuration errors and unknown names), a usage error (unknown
 option, missing argument, a value click's own type checks refuse) the same one
-line with exit code 2, and an :class:`OSError` nobody turned into a retest error
-one line naming the path with exit code 1. ``--debug`` shows the traceback.
+line with exit code 2, an :class:`OSError` nobody turned into a retest error
+one line naming the path with exit code 1, and Ctrl-C one line naming the command
+to rerun with exit code 130. ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import shlex
 import sys
 import warnings
 from typing import Annotated, Any
@@ -35,8 +37,21 @@ class _RetestGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         _printable_streams()
+        # the subcommand and its arguments, read before click consumes them
+        rest = [*getattr(ctx, "_protected_args", ()), *ctx.args]
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # every stage keeps a checkpoint: the same command picks up from it
+            from retest.cli._console import err_console, escape
+
+            command = shlex.join(["retest", *rest])
+            err_console.print(
+                f"interrupted: rerun `{escape(command)}` to resume", soft_wrap=True
+            )
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise typer.Exit(130) from None
         except (RetestError, UsageError, OSError) as err:
             if ctx.obj and ctx.obj.get("debug"):
                 raise

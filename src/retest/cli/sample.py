@@ -93,7 +93,10 @@ def sample(
     seed: Annotated[
         int | None,
         typer.Option(
-            "--seed", help="Seed of every random draw (default: [seeds] sample)."
+            "--seed",
+            min=0,
+            help="Seed of every random draw, ≥ 0 (default: `sample` under "
+            "\\[seeds] in retest.toml).",
         ),
     ] = None,
     per_class: Annotated[

@@ -18,7 +18,9 @@ def split(
         int | None,
         typer.Option(
             "--seed",
-            help="Seed of the per-class split (default: [seeds] split, else "
+            min=0,
+            help="Seed of the per-class split, ≥ 0 (default: `split` under "
+            "\\[seeds] in retest.toml, else "
             "CIFAR-10.2's 200).",
         ),
     ] = None,
