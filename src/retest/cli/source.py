@@ -218,7 +218,18 @@ def add(
                 progress=bar,
             )  # fmt: skip
     if as_json:
-        print_json(rep.to_json())
+        print_json({**rep.to_json(), "already_ingested": rep.already_ingested})
+        return
+    if rep.already_ingested:
+        from retest.cli._console import console
+
+        console.print(
+            f"already ingested: job {rep.job} (source {rep.name!r}, {rep.kind} "
+            f"{rep.path}); 0 new this run. Earlier: {rep.total} items, {rep.new} new "
+            f"candidates, {rep.duplicates} exact duplicates, {len(rep.skipped)} "
+            "unreadable.",
+            soft_wrap=True,
+        )
         return
     rows: list[list[Any]] = [
         ["source", rep.name], ["kind", rep.kind], ["path", rep.path],

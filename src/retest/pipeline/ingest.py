@@ -19,7 +19,9 @@ processed when it died is redone: its rows are already stored, and since those r
 carry this source's name and reference they are recognised as this job's own and
 counted as new again, not as duplicates (and their pixels are not appended again).
 Nothing is lost and nothing is stored twice. The final report
-(``reports/ingest/<job>.json``) is recorded as an artifact.
+(``reports/ingest/<job>.json``) is recorded as an artifact. A rerun of a complete
+job (same kind, path and options) does nothing and returns the earlier report
+marked ``already_ingested``; a job keeps the source name it started with.
 
 Leftovers: every check that can fail (class names, labels) runs before a batch's
 pixels are appended. Pixels a killed run appended without their rows are given
@@ -33,6 +35,7 @@ that started but did not complete, with the command that resumes each.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -193,7 +196,8 @@ def ingest_source(
         Pixels go to its ``arrays/`` or ``images/``, rows and progress to its store.
     source : CandidateSource
     name : str, optional
-        Name stored as each candidate's ``source``; defaults to the source kind.
+        Name stored as each candidate's ``source``; defaults to the source kind,
+        or for a job already started to the name it was started with.
     batch_size : int, optional
         Items per batch (one transaction, one checkpoint); default the source's
         ``default_batch_size`` (65,536 for TinyImages), else 16,384 for array
@@ -215,6 +219,8 @@ def ingest_source(
     ------
     StageError
         An item's class is not a project class.
+    ConfigError
+        ``name`` differs from the name the job was started with.
     """
     from retest.pipeline.check import reclaim_tail_orphans
 
@@ -258,8 +264,21 @@ def _ingest(
     store, root = project.store, project.root
     job = ingest_job_key(source)
     cp = Checkpoint(project, INGEST_STAGE, job)
-    name = name or source.kind
     desc = source.describe()
+    previous = cp.load("report")
+    if previous is not None:
+        # the job's candidates carry the name it was started with: keep it
+        recorded = str(previous.get("name") or source.kind)
+        if name is not None and name != recorded:
+            raise ConfigError(
+                f"{desc['path']} was already ingested as source {recorded!r} (job "
+                f"{job}); rerun with --name {recorded} or without --name."
+            )
+        name = recorded
+        if cp.done and previous.get("total") == len(source):
+            rep = IngestReport.from_json(previous)
+            return dataclasses.replace(rep, already_ingested=True)
+    name = name or source.kind
     log_path = root / REPORT_DIR / f"{job}.log.jsonl"  # for people, never read
     report_rel = f"{REPORT_DIR}/{job}.json"
     resume = _resume_position(cp)

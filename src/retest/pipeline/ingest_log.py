@@ -42,6 +42,9 @@ class IngestReport:
         Position the last run started at (0 for a fresh job).
     command : str
         The command line that resumes (re-runs) this job.
+    already_ingested : bool
+        This run found the job complete and did nothing: the counts are the
+        earlier runs' (not written to the report).
     """
 
     job: str
@@ -60,6 +63,7 @@ class IngestReport:
     started: str = ""
     finished: str = ""
     command: str = ""
+    already_ingested: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
