@@ -594,6 +594,9 @@ def sample(
 
     Raises
     ------
+    InputValidationError
+        ``pool`` is not a sequence of CandidateInfo, or is empty without
+        ``classes`` (with it, every class is reported short).
     UnknownNameError
         No sampler is called ``strategy`` (with close matches).
     ConfigError
@@ -611,12 +614,30 @@ def sample(
     1
     """
     from retest.sampling.base import run_sampler, sampler_spec
+    from retest.sampling.eligibility import CandidateInfo
 
+    if isinstance(pool, (str, bytes)) or not isinstance(pool, Sequence):
+        raise InputValidationError(
+            "pool must be a list of CandidateInfo (one per candidate). "
+            f"Got {type(pool).__name__}."
+        )
+    for i, c in enumerate(pool):
+        if not isinstance(c, CandidateInfo):
+            raise InputValidationError(
+                f"pool[{i}] is {c!r} of type {type(c).__name__}, not a CandidateInfo; "
+                "build each candidate as CandidateInfo(id, class_name, ...)."
+            )
     spec = sampler_spec(strategy)
     extra = sorted(set(inputs) - set(spec.inputs))
     if extra:
         takes = ", ".join(spec.inputs) or "no inputs"
         raise ConfigError(
             f"sampler {strategy!r} does not take {', '.join(extra)}; it takes {takes}."
+        )
+    if not pool and inputs.get("classes") is None:
+        # with no candidate and no class list there is no class to come up short
+        raise InputValidationError(
+            "pool is empty: there is nothing to sample. Pass candidates, or "
+            "classes=[...] to get each class's shortfall."
         )
     return run_sampler(strategy, pool, random_state=random_state, **inputs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -131,3 +132,101 @@ def test_open_and_init_refuse_a_non_path(path: object, tmp_path: Path) -> None:
     assert repr(path) in _one_line(err) and "path" in str(err.value)
     with pytest.raises(InputValidationError, match=repr(path)):
         retest.init_project(path, classes=["a"])  # type: ignore[arg-type]
+
+
+# -- core functions
+
+
+def _vectors() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.random((5, 4), np.float32), rng.random((6, 4), np.float32)
+
+
+def test_knn_refuses_empty_queries_in_one_line() -> None:
+    a, b = _vectors()
+    with pytest.raises(InputValidationError, match="queries are empty"):
+        retest.knn(a[:0], b, k=1)
+
+
+@pytest.mark.parametrize("k", ["3", 2.7, 3.0, True])
+def test_knn_refuses_a_k_that_is_not_an_int(k: object) -> None:
+    a, b = _vectors()
+    with pytest.raises(ConfigError) as err:
+        retest.knn(a, b, k=k)  # type: ignore[arg-type]
+    assert "k must be a positive integer" in _one_line(err) and repr(k) in str(
+        err.value
+    )
+
+
+def test_knn_takes_numpy_integers() -> None:
+    a, b = _vectors()
+    got = retest.knn(a, b, k=np.int64(2))
+    want = retest.knn(a, b, k=2)
+    assert np.array_equal(got.indices, want.indices) and got.indices.shape == (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ([[0, 1], [1, 1]], ["predictions[0]", "list", "Predictions.from_labels"]),
+        (np.zeros((2, 2)), ["predictions must be a list", "ndarray"]),
+        (5, ["predictions must be a list", "int"]),
+    ],
+)
+def test_ensemble_refuses_raw_arrays(value: object, words: list[str]) -> None:
+    with pytest.raises(InputValidationError) as err:
+        retest.ensemble_pred_probs(value)  # type: ignore[arg-type]
+    msg = _one_line(err)
+    assert all(w in msg for w in words), msg
+
+
+def test_ensemble_refuses_a_single_predictions() -> None:
+    one = retest.Predictions.from_labels("a", "t", [0, 1])
+    with pytest.raises(InputValidationError, match="a list of Predictions"):
+        retest.ensemble_pred_probs(one)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("pool", "words"),
+    [
+        ([1, 2, 3], ["pool[0]", "int", "CandidateInfo"]),
+        ("cat-1", ["pool must be a list", "str"]),
+        (7, ["pool must be a list", "int"]),
+        ([], ["pool is empty", "classes="]),
+    ],
+)
+def test_sample_refuses_a_pool_that_is_not_candidates(
+    pool: object, words: list[str]
+) -> None:
+    with pytest.raises(InputValidationError) as err:
+        retest.sample(pool, "class-balanced", random_state=0, per_class=2)  # type: ignore[arg-type]
+    msg = _one_line(err)
+    assert all(w in msg for w in words), msg
+
+
+def test_sample_of_an_empty_pool_with_classes_reports_every_class_short() -> None:
+    got = retest.sample(
+        [], "class-balanced", random_state=0, per_class=2, classes=["cat", "dog"]
+    )
+    assert not got.is_valid and got.ids == []
+    assert [(s.class_name, s.needed, s.got) for s in got.shortfall] == [
+        ("cat", 2, 0),
+        ("dog", 2, 0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("orig", "new", "words"),
+    [
+        (5, 6, ["original testbed must be", "int"]),
+        ([[0, 1]], [[0, 1]], ["original testbed[0]", "list", "Predictions"]),
+        ({"a": [0, 1]}, "ab", ["new testbed must be", "str"]),
+    ],
+)
+def test_compare_refuses_predictions_of_the_wrong_type(
+    orig: object, new: object, words: list[str]
+) -> None:
+    with pytest.raises(InputValidationError) as err:
+        retest.compare([0, 1], [0, 1], orig, new)  # type: ignore[arg-type]
+    msg = _one_line(err)
+    assert all(w in msg for w in words), msg

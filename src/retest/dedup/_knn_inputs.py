@@ -101,5 +101,9 @@ def validate_knn_inputs(
     q = _as_2d(queries, "queries")
     refs = _as_2d(references, "references")
     ex = _resolve_exclude(exclude, exclude_self, q.shape[0], refs.shape[0])
+    if k is not None and (
+        isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer))
+    ):  # int("3") and int(2.7) would silently pass
+        raise ConfigError(f"k must be a positive integer. Got {k!r}.")
     _validate(q, refs, None if k is None else int(k), pad, ex)
     return q, refs, ex

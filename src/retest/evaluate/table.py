@@ -109,8 +109,23 @@ def as_testbed(testbed: Testbed, *, name: str = "testbed") -> dict[str, Predicti
     Raises
     ------
     InputValidationError
-        If a sequence holds the same model name twice.
+        If ``testbed`` is neither, holds something else than Predictions, or a
+        sequence holds the same model name twice.
     """
+    if isinstance(testbed, (str, bytes)) or not isinstance(
+        testbed, (Mapping, Sequence)
+    ):
+        raise InputValidationError(
+            f"{name} must be a mapping model name → Predictions or a list of "
+            f"Predictions. Got {type(testbed).__name__}."
+        )
+    items = testbed.items() if isinstance(testbed, Mapping) else enumerate(testbed)
+    for key, p in items:
+        if not isinstance(p, Predictions):
+            raise InputValidationError(
+                f"{name}[{key!r}] is a {type(p).__name__}, not a Predictions; wrap "
+                "it with Predictions.from_labels / from_scores."
+            )
     if isinstance(testbed, Mapping):
         return dict(testbed)
     out: dict[str, Predictions] = {}

@@ -120,7 +120,20 @@ def ensemble_pred_probs(
     >>> [round(float(x), 3) for x in e.pred_probs[1]]
     [0.333, 0.667]
     """
+    if isinstance(predictions, (Predictions, str)) or not isinstance(
+        predictions, Sequence
+    ):
+        raise InputValidationError(
+            "predictions must be a list of Predictions, one per model. "
+            f"Got {type(predictions).__name__}."
+        )
     preds = list(predictions)
+    for i, p in enumerate(preds):
+        if not isinstance(p, Predictions):
+            raise InputValidationError(
+                f"predictions[{i}] is a {type(p).__name__}, not a Predictions; wrap "
+                "each model's output with Predictions.from_labels / from_scores."
+            )
     if not preds:
         raise InputValidationError(
             "an ensemble needs at least one model's predictions."
