@@ -36,6 +36,7 @@ class Predictions:
 
     Examples
     --------
+    >>> from retest import Predictions
     >>> p = Predictions.from_labels("m", "test", [0, 2, 1])
     >>> p.n, p.k, p.top1.tolist()
     (3, 1, [0, 2, 1])

@@ -42,6 +42,7 @@ class Registry(Generic[T]):
 
     Examples
     --------
+    >>> from retest import Registry
     >>> REG = Registry[int]("number")
     >>> @REG.register("one")
     ... def one():

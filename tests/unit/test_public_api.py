@@ -330,3 +330,15 @@ def test_doctests_collect_without_optional_extras() -> None:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "retest.api.compare" in run.stdout
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_examples_run_when_pasted_after_import_retest(name: str) -> None:
+    """Each example imports what it uses: it runs in an empty namespace."""
+    import doctest
+
+    obj = getattr(retest, name)
+    for test in doctest.DocTestFinder(recurse=False).find(obj, name, globs={}):
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        result = runner.run(test, out=lambda _: None)
+        assert result.failed == 0, f"{name}: {result}"

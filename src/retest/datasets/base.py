@@ -467,6 +467,7 @@ def load_dataset(
 
     Examples
     --------
+    >>> from retest import load_dataset
     >>> test = load_dataset("fashion_mnist", "test")  # dataset-fashion-mnist
     >>> test.images.shape, test.labels[:5].tolist(), test.class_names[9]
     ((10000, 28, 28), [9, 2, 1, 1, 6], 'Ankle boot')

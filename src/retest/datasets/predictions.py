@@ -450,6 +450,8 @@ def read_testbed(
 
     Examples
     --------
+    >>> from retest import Predictions, read_testbed
+    >>> from retest.datasets.predictions import write_testbed
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = write_testbed({"a": Predictions.from_labels("a", "t", [0, 1]),
@@ -490,6 +492,7 @@ def read_labels(path: PathLike, *, n_classes: int | None = None) -> NDArray[np.i
 
     Examples
     --------
+    >>> from retest import read_labels
     >>> import tempfile
     >>> from pathlib import Path
     >>> with tempfile.TemporaryDirectory() as d:

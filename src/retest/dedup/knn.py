@@ -514,6 +514,7 @@ def knn(
 
     Examples
     --------
+    >>> from retest import knn
     >>> import numpy as np
     >>> x = np.array([[0, 0], [1, 0], [5, 5]], dtype=np.uint8)
     >>> r = knn(x, x, 1, exclude_self=True, backend="numpy")

@@ -91,6 +91,7 @@ def clopper_pearson(
 
     Examples
     --------
+    >>> from retest import clopper_pearson
     >>> lo, hi = clopper_pearson(425, 500)
     >>> round(100 * lo, 1), round(100 * hi, 1)
     (81.6, 88.0)

@@ -153,6 +153,7 @@ def accuracy(
 
     Examples
     --------
+    >>> from retest import accuracy
     >>> a = accuracy([0, 1, 1, 2], [0, 1, 2, 2])
     >>> (a.k, a.n, a.value)
     (3, 4, 0.75)

@@ -112,6 +112,7 @@ def ensemble_pred_probs(
 
     Examples
     --------
+    >>> from retest import Predictions, ensemble_pred_probs
     >>> ps = [Predictions.from_labels(m, "t", l) for m, l in
     ...       [("a", [0, 1]), ("b", [0, 0]), ("c", [0, 1])]]
     >>> e = ensemble_pred_probs(ps, n_classes=2, smoothing=0.0)

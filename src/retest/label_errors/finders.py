@@ -570,6 +570,7 @@ def find_label_errors(
 
     Examples
     --------
+    >>> from retest import find_label_errors
     >>> import numpy as np
     >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8]])
     >>> find_label_errors([0, 1, 1, 1], p, method="argmax").tolist()

@@ -146,6 +146,7 @@ def rank_label_errors(
 
     Examples
     --------
+    >>> from retest import rank_label_errors
     >>> import numpy as np
     >>> from retest.label_errors.finders import find_label_errors
     >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8], [0.6, 0.4]])
