@@ -113,11 +113,13 @@ def test_evaluate_second_run_computes_nothing(
     other_train = LabeledSet(
         "train", train.labels[:900], train.class_names, train.images[:900]
     )
+    entries_of_train = sorted(tmp_path.glob("*.npz"))
     third = [_counting("gaussian-nb")]
     evaluate_testbed(third, orig, new, train=other_train, cache_dir=tmp_path)
     assert third[0].calls == {"fit": 1, "predict": 2}
-    # Corrupt one cached file of one model: only that model is recomputed.
-    victim = next(iter(sorted(tmp_path.glob("*.npz"))))
+    # Corrupt one cached file of one model trained on `train` (an entry of the
+    # other training set would not be read below): only that model is recomputed.
+    victim = entries_of_train[0]
     victim.write_bytes(victim.read_bytes()[:-10])
     fourth = [_counting(n) for n in QUICK_MODELS]
     with pytest.warns(RetestWarning, match="corrupted"):
