@@ -147,3 +147,22 @@ def test_finished_steps_are_reused_from_the_store(tmp_path: Path) -> None:
         assert again("ingest", step("ingest"))["name"] == "ingest"
         assert calls == ["split", "ingest", "ingest"]
         assert (again.reused, again.run) == (["split"], ["ingest"])
+
+
+def test_demo_reopens_a_folder_holding_only_its_own_records(tmp_path: Path) -> None:
+    """A demo folder whose retest.toml is gone but whose demo/ records remain is
+    the demo's own: it starts again there; any other entry is refused."""
+    root = tmp_path / "run"
+    (root / "demo").mkdir(parents=True)
+    (root / "demo" / "settings.json").write_text("{}")
+    project = _open_project(root, DemoSettings())
+    try:
+        assert (root / "retest.toml").is_file()
+    finally:
+        project.close()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not empty and not a retest project"):
+        _open_project(other, DemoSettings())
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]

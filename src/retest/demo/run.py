@@ -217,7 +217,10 @@ def _open_project(root: Path, settings: DemoSettings) -> Project:
             raise ConfigError(
                 f"{root} is not empty and not a retest project. Pass an empty or new --dir."
             )
-        project = Project.init(root, name=PROJECT_NAME, classes_from="fashion-mnist")
+        # the folder was checked above: nothing but an earlier run's demo/ records
+        project = Project.init(
+            root, name=PROJECT_NAME, classes_from="fashion-mnist", force=True
+        )
     write_json(marker, settings.key())
     return project
 
