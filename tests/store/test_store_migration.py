@@ -79,7 +79,7 @@ def test_candidate_key_is_injective_and_compact() -> None:
 
 def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
     with SQLiteStore(old_db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         got = list(store.candidates.iter())
         want = [
             CandidateRow(*r[1:15], extra={"a": 1} if r[15] else {})  # type: ignore[arg-type]
@@ -106,7 +106,10 @@ def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
         assert [(a.who, a.item_id) for a in ann] == [("ann", _IDS[3])]
         store.annotations.add([AnnotationEvent("b", "label", 0, _IDS[4], 0)])
     with SQLiteStore(old_db) as store:  # reopening does not migrate again
-        assert store.schema_version() == 4 and store.candidates.count() == len(_IDS) + 1
+        assert (
+            store.schema_version() == SCHEMA_VERSION
+            and store.candidates.count() == len(_IDS) + 1
+        )
     with sqlite3.connect(old_db) as c:
         ddl = c.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'candidates'"
@@ -148,3 +151,47 @@ def test_any_id_round_trips_through_the_key(tmp_path_factory, ids: list[str]) ->
         assert list(store.candidates.class_map()) == ids
         assert store.candidates.existing([*ids, "zz-not-there"]) == set(ids)
         assert [r.id for r in store.candidates.get_many(ids)] == ids
+
+
+def test_v5_grid_answers_leave_the_item_index_and_per_item_lookups_still_use_one(
+    tmp_path: Path,
+) -> None:
+    """Version 5: grid answers are not in the item index (their random keys were
+    most of each commit's pages); label events still are, and the per-item
+    queries of the label-error queue reach that partial index."""
+    path = tmp_path / "retest.db"
+    with SQLiteStore(path) as store:
+        store.annotations.add(
+            [AnnotationEvent("w", "task", 0, f"c{i}", i % 2, task_id="t",
+                             assignment_id="a1") for i in range(6)]
+            + [AnnotationEvent("w", "select", 0, "c1", 1),
+               AnnotationEvent("w", "label-error-suspect", 0, "c1", 0)]
+        )  # fmt: skip
+        # every kind is still found by item, grid answers included (by a scan)
+        assert [e.kind for e in store.annotations.list(item_id="c1")] == [
+            "task",
+            "select",
+            "label-error-suspect",
+        ]
+        assert len(store.annotations.list(kind="task", item_id="c1")) == 1
+        sql: list[str] = []
+        store._db.conn.set_trace_callback(sql.append)
+        got = store.annotations.list(kind="label-error-suspect", item_id="c1")
+        store._db.conn.set_trace_callback(None)
+        assert [(e.kind, e.item_id) for e in got] == [("label-error-suspect", "c1")]
+        # the statement the store ran (bound values expanded) uses the index
+        plan = store._db.conn.execute("EXPLAIN QUERY PLAN " + sql[-1]).fetchall()
+    with sqlite3.connect(path) as c:
+        idx = {r[0]: r[1] for r in c.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index'")}  # fmt: skip
+        entries = c.execute(
+            "SELECT COUNT(*) FROM annotations INDEXED BY annotations_item_labels "
+            "WHERE kind <> 'task' AND item_id >= ''"
+        ).fetchone()[0]
+    c.close()
+    assert (
+        "annotations_item" not in idx
+        and "kind <> 'task'" in idx["annotations_item_labels"]
+    )
+    assert entries == 2  # the two label events, none of the six grid answers
+    assert "annotations_item_labels" in str(plan)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import retest.store._sqlite_candidates as sc
-from retest.store._sqlite_schema import MIGRATIONS
+from retest.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from retest.store.rows import CandidateRow
 from retest.store.sqlite import SQLiteStore
 
@@ -153,7 +153,7 @@ def test_version_3_database_migrates_with_its_data(tmp_path: Path) -> None:
     ids = [_hex(i) for i in range(300)] + ["file:a.png", "x" * 31]
     _v3_database(path, ids)
     with SQLiteStore(path) as s:
-        assert s.schema_version() == 4
+        assert s.schema_version() == SCHEMA_VERSION
         rows = list(s.candidates.iter())
         assert [r.id for r in rows] == ids  # same rows, same order
         assert [r.array_row for r in rows] == list(range(len(ids)))

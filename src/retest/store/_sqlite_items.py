@@ -234,6 +234,10 @@ class _Annotations(_Repo, AnnotationRepo):
             assignment_id=assignment_id,
         )
         cond = (where + " AND" if where else " WHERE") + " id > ?"
+        if item_id is not None and kind is not None and kind != "task":
+            # implied by kind = ?, but SQLite needs it spelt out to use the
+            # partial item index (grid answers are not in it: schema version 5)
+            cond += " AND kind <> 'task'"
         rows = self._db.rows(
             f"SELECT {_ANN_COLS} FROM annotations{cond} ORDER BY id",
             [*params, after_id],
