@@ -25,6 +25,7 @@ from retest.store.rows import (
     BlacklistEvent,
     DuplicateVerdict,
     ReviewState,
+    utc_now,
 )
 from retest.web.deps import (
     UI_VERSION,
@@ -129,6 +130,7 @@ async def post_label(
             422, f"{bad[0][:70]!r} is not a candidate of keyword {body.keyword[:40]!r}."
         )
     assignment = f"web:{who.name}:{body.stage}:{body.submission}"
+    now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
             who=who.name,
@@ -136,6 +138,7 @@ async def post_label(
             class_id=body.class_id,
             item_id=i,
             value=int(i in checked),
+            when=now,
             ui_version=UI_VERSION,
             assignment_id=assignment,
             extra={"keyword": body.keyword},
@@ -169,6 +172,7 @@ async def post_task(
         raise HTTPException(422, f"unknown image token {bad[0]!r} for this task.")
     selected = {tokens[t] for t in body.selected_tokens}
     assignment = f"web:{who.name}:{task.id}:{body.submission}"
+    now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
             who=who.name,
@@ -176,6 +180,7 @@ async def post_task(
             class_id=task.class_id,
             item_id=i,
             value=int(i in selected),
+            when=now,
             ui_version=UI_VERSION,
             task_id=task.id,
             assignment_id=assignment,
