@@ -148,9 +148,13 @@ def check_labels(
         bad_ids = out[
             (out < 0) | (out >= n_classes if n_classes is not None else False)
         ]
-        rng = f"[0, {n_classes})" if n_classes is not None else "[0, K)"
+        want = (
+            f"class ids in [0, {n_classes})"
+            if n_classes is not None
+            else "non-negative class ids"
+        )
         raise InputValidationError(
-            f"{name} must be class ids in {rng}. Got values "
+            f"{name} must be {want}. Got values "
             f"{np.unique(bad_ids)[:5].tolist()} (min {lo}, max {hi})."
         )
     return out

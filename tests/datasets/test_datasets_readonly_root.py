@@ -3,6 +3,7 @@ system data): checksums are cached under retest's own cache directory."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,4 +24,26 @@ def test_fetch_from_the_debian_folder_leaves_it_untouched(
     r = CliRunner().invoke(app, ["datasets", "fetch", "fashion_mnist"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in DEBIAN.iterdir()) == before
+    assert list((tmp_path / "cache" / "sha256").glob("*.json"))
+
+
+def test_fetch_into_a_dataset_folder_writes_nothing_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same check on a copy, so it holds however the real folder was left:
+    verifying the files of --root adds no file to it (the checksums go to
+    retest's cache) and a second fetch reads them from there."""
+    if not (DEBIAN / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    root = tmp_path / "fashion-mnist"
+    root.mkdir()
+    for f in sorted(DEBIAN.glob("*-ubyte.gz")):
+        shutil.copy2(f, root / f.name)
+    before = sorted(p.name for p in root.iterdir())
+    monkeypatch.setenv("RETEST_CACHE_DIR", str(tmp_path / "cache"))
+    for _ in range(2):
+        r = CliRunner().invoke(app, ["datasets", "fetch", "fashion_mnist", "--root",
+                                     str(root)])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        assert sorted(p.name for p in root.iterdir()) == before
     assert list((tmp_path / "cache" / "sha256").glob("*.json"))

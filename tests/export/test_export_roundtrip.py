@@ -264,9 +264,11 @@ def test_export_errors_and_overwrite(tmp_path: Path) -> None:
         assert res.out == (p.revisions_dir / "r-0" / "imagefolder").resolve()
         with pytest.raises(StageError, match="--overwrite"):
             export_revision(p, "r-0", format="imagefolder")
-        (res.out / "junk").write_text("x")
+        (res.out / "notes.txt").write_text("x")  # the user's: never deleted
+        with pytest.raises(StageError, match=r"notes\.txt"):
+            export_revision(p, "r-0", format="imagefolder", overwrite=True)
+        (res.out / "notes.txt").unlink()
         export_revision(p, "r-0", format="imagefolder", overwrite=True)
-        assert not (res.out / "junk").exists()
         with pytest.raises(NotFoundError, match="revisions: r-0"):
             export_revision(p, "r-9", format="npy")
 

@@ -211,13 +211,32 @@ def test_overwrite_replaces_our_own_export(proj: Path, tmp_path: Path) -> None:
     assert code == 0, text
     assert _is_export(out)
     first = (out / "manifest.json").read_bytes()
-    (out / "junk").write_text("x")
+    (out / ".DS_Store").write_text("x")  # a file browser's, not the user's
     code, text = _run(
         proj, "export", "r-0", "--out", str(out), "--overwrite", "--format", "npy"
     )
     assert code == 0, text
-    assert not (out / "junk").exists()
+    assert not (out / ".DS_Store").exists()
     assert (out / "manifest.json").read_bytes() == first  # deterministic
+
+
+@pytest.mark.parametrize("extra", ["notes.txt", "analysis/fig1.py", "0/mine.png"])
+def test_overwrite_refuses_an_export_holding_the_users_files(
+    proj: Path, tmp_path: Path, extra: str
+) -> None:
+    """Files put into an export folder after it was written are the user's:
+    --overwrite would delete them, so it refuses and keeps everything."""
+    out = tmp_path / "release"
+    code, text = _run(proj, "export", "r-0", "--out", str(out), "--format",
+                      "imagefolder")  # fmt: skip
+    assert code == 0, text
+    (out / extra).parent.mkdir(parents=True, exist_ok=True)
+    (out / extra).write_text("mine")
+    before = _snapshot(out)
+    line = _refused(proj, "export", "r-0", "--out", str(out), "--overwrite",
+                    "--format", "imagefolder", match=extra)  # fmt: skip
+    assert "did not export" in line
+    assert _snapshot(out) == before
 
 
 # ---------------------------------------------------------------- 2. names

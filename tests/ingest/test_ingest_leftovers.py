@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,167 @@ def test_resume_command_of_a_configured_source_is_its_name(tmp_path: Path) -> No
     assert r.returncode != 0
     with Project.open(proj) as p:
         assert interrupted_ingests(p) == [f"retest source add mine --project {proj}"]
+
+
+# ------------------------------------------------- through the CLI, as a user meets it
+# These run `retest source add` in a child process and inspect only the files and
+# the stored rows, so they hold for any version of the ingest code.
+
+_CLI = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CLI, *map(str, args)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _files(proj: Path) -> dict[str, bytes]:
+    """retest.db and every file under arrays/ and images/ (lock files aside)."""
+    out = {"retest.db": (proj / "retest.db").read_bytes()}
+    for sub in ("arrays", "images"):
+        for f in sorted((proj / sub).rglob("*")):
+            if f.is_file() and not f.name.endswith(".lock"):
+                out[f.relative_to(proj).as_posix()] = f.read_bytes()
+    return out
+
+
+def _cli_project(tmp_path: Path) -> Path:
+    proj = tmp_path / "p"
+    assert _cli("init", proj, "--classes", "cat,dog").returncode == 0
+    r = _cli("source", "add", "arrays", _npz(tmp_path / "a.npz", _images(1, 30)),
+             "--project", proj)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return proj
+
+
+def test_bad_class_folder_after_good_ones_stores_nothing(tmp_path: Path) -> None:
+    """A folder source whose last class folder is not a project class: refused
+    before the good folders' images are written (not after 300 of them, with the
+    ingest left half done and a resume command that fails again)."""
+    proj = _cli_project(tmp_path)
+    rng = np.random.default_rng(1)
+    src = tmp_path / "photos"
+    for cls, n in (("cat", 150), ("dog", 150), ("zebra", 1)):
+        (src / cls).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
+                src / cls / f"{i:03d}.png"
+            )
+    before = _files(proj)
+    r = _cli("source", "add", "folder", src, "--batch-size", "100", "--project", proj)
+    assert r.returncode == 1, r.stdout + r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "zebra" in errors[0], r.stderr
+    assert _files(proj) == before
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 30
+
+
+def test_label_out_of_range_in_a_late_batch_stores_nothing(tmp_path: Path) -> None:
+    """One bad label in the last batch: no batch before it is written."""
+    proj = _cli_project(tmp_path)
+    labels = np.zeros(600, np.int64)
+    labels[550] = 5
+    src = tmp_path / "late.npz"
+    np.savez(src, images=_images(7, 600), labels=labels)
+    before = _files(proj)
+    r = _cli("source", "add", "arrays", src, "--batch-size", "200", "--project", proj)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert _files(proj) == before
+    assert "late.npz" in r.stderr and "5" in r.stderr
+
+
+_KILL_AFTER_APPEND = """
+import os, signal, sys
+from retest.store.artifacts import PixelArray
+original, calls = PixelArray.append, []
+def append(self, *args, **kwargs):
+    rows = original(self, *args, **kwargs)
+    calls.append(1)
+    if len(calls) == 2:  # batch 2's pixels are durable, its rows are not stored
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rows
+PixelArray.append = append
+from retest.cli.main import main
+sys.argv[0] = "retest"
+main()
+"""
+
+
+def test_sigkill_after_a_pixel_append_then_rerun_keeps_one_row_per_image(
+    tmp_path: Path,
+) -> None:
+    """kill -9 between a batch's pixel append and its rows, then the same command
+    again: the array ends with one row per stored image (the killed batch's rows
+    were given back and reused, not left as orphans with a second copy after)."""
+    proj = tmp_path / "p"
+    assert _cli("init", proj, "--classes", "cat,dog").returncode == 0
+    src = _npz(tmp_path / "a.npz", _images(2, 300))
+    args = ["source", "add", "arrays", str(src), "--batch-size", "100",
+            "--project", str(proj)]  # fmt: skip
+    killed = subprocess.run([sys.executable, "-c", _KILL_AFTER_APPEND, *args],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert _rows(proj) == 200  # batch 2's pixels without rows
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 300
+    assert _rows(proj) == 300
+
+
+_WAIT_BEFORE_APPEND = """
+import os, sys, time
+from pathlib import Path
+from retest.store.artifacts import PixelArray
+original, flags = PixelArray.append, Path(sys.argv.pop(1))
+def append(self, *args, **kwargs):
+    (flags / "ready").touch()  # looked up: every image is new so far
+    deadline = time.monotonic() + 120
+    while not (flags / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return original(self, *args, **kwargs)
+PixelArray.append = append
+from retest.cli.main import main
+sys.argv[0] = "retest"
+main()
+"""
+
+
+def test_an_ingest_that_loses_the_race_counts_its_images_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    """Two `source add` of the same images: the first looks them up (all new),
+    the second stores them all before the first writes. Each image is counted
+    new once in all and stored once."""
+    proj = tmp_path / "p"
+    assert _cli("init", proj, "--classes", "cat,dog").returncode == 0
+    imgs = _images(4, 50)
+    a = _npz(tmp_path / "a.npz", imgs)
+    b = _npz(tmp_path / "b.npz", imgs[::-1].copy())
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    first = subprocess.Popen(
+        [sys.executable, "-c", _WAIT_BEFORE_APPEND, str(flags), "source", "add",
+         "arrays", str(a), "--name", "first", "--project", str(proj), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (flags / "ready").exists():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        second = _cli("source", "add", "arrays", b, "--name", "second",
+                      "--project", proj, "--json")  # fmt: skip
+        assert second.returncode == 0, second.stderr
+    finally:
+        (flags / "go").touch()
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    reps = [json.loads(out), json.loads(second.stdout)]
+    assert reps[1]["new"] == 50
+    assert reps[0]["new"] + reps[1]["new"] == 50
+    with Project.open(proj) as p:
+        assert p.store.candidates.count() == 50

@@ -183,6 +183,8 @@ def test_one_based_labels_are_diagnosed(tmp_path: Path) -> None:
     )
     assert res.exit_code == 1, res.output
     assert "look 1-based" in res.stderr and "subtract 1" in res.stderr
+    # the labels file is at fault, so the line starts with it
+    assert res.stderr.startswith(f"error: {tmp_path / 'y1.npy'}: "), res.stderr
     np.save(tmp_path / "yf.npy", y + 0.5)
     res = runner.invoke(
         app,

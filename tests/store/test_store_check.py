@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -191,3 +192,18 @@ def test_leftovers_of_killed_exports_and_writers(tmp_path: Path) -> None:
     assert not stage.exists() and not temp.exists() and not old_temp.exists()
     assert live.exists()  # a running process's folder is left alone
     assert u8.stat().st_size == 300 * 192
+
+
+def test_pixel_folder_replaced_by_a_file_is_a_finding(tmp_path: Path) -> None:
+    """arrays/ turned into a file (a bad copy, a stray `mv`): a finding of the
+    report naming the path, not an OS error about a lock file inside it."""
+    proj = _project(tmp_path)
+    shutil.rmtree(proj / "arrays")
+    (proj / "arrays").write_text("not a folder")
+    code, rep = _check(proj)
+    assert code == 1 and not rep["ok"]
+    (problem,) = rep["problems"]
+    assert problem["kind"] == "pixels" and str(proj / "arrays") in problem["detail"]
+    r = _cli("check", "--project", str(proj))
+    assert r.returncode == 1 and "1 problem found" in r.stdout, r.stdout + r.stderr
+    assert (proj / "arrays").read_text() == "not a folder"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,27 @@ def test_unknown_task_is_reported(env: tuple[Path, Path], proj: Path) -> None:
     assert "Traceback" not in res.stderr
     text = res.stdout + res.stderr
     assert "nope" in text or "rejected" in text or "unknown" in text, text
+
+
+def test_a_stray_quote_costs_one_row_not_the_rest_of_the_file(
+    env: tuple[Path, Path], proj: Path, tmp_path: Path
+) -> None:
+    """An unquoted results file with one field starting with ``"``: a CSV reader
+    would read every following line into that field. Only that row is lost; it
+    is reported with its line number and the other 14 assignments are stored."""
+    tasks = list(csv.reader((env[1] / "good.csv").open(newline="")))[1:]
+    rows = [[f"A{i}", f"W{i}", "Submitted", *tasks[i % len(tasks)][3:]]
+            for i in range(15)]  # several workers per task  # fmt: skip
+    lines = [",".join(HEADER), *(",".join(r) for r in rows)]
+    lines[3] = lines[3].replace(f",{rows[2][1]},", f',"{rows[2][1]},', 1)
+    path = tmp_path / "stray.csv"
+    path.write_text("\n".join(lines) + "\n")
+    res = invoke("crowd", "import", path, "--project", proj)
+    assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
+    assert "Traceback" not in res.stdout + res.stderr
+    with sqlite3.connect(proj / "retest.db") as db:
+        (stored,) = db.execute(
+            "SELECT COUNT(DISTINCT assignment_id) FROM annotations"
+        ).fetchone()
+    assert stored == 14
+    assert "line 4" in res.stdout + res.stderr

@@ -53,6 +53,7 @@ def _bad_files(d: Path) -> None:
     np.savez(d / "str_labels.npz", images=imgs, labels=np.array(["a"] * 10))
     np.savez(d / "oor_labels.npz", images=imgs, labels=np.full(10, 7))
     np.savez(d / "neg_labels.npz", images=imgs, labels=-labels - 1)
+    np.savez(d / "one_based.npz", images=imgs, labels=labels + 1)
     np.savez(d / "short_labels.npz", images=imgs, labels=labels[:9])
     np.savez(d / "no_pixels.npz", images=np.zeros((10, 0, 8, 3), np.uint8))
     np.savez(d / "flat.npz", images=imgs.reshape(10, -1), labels=labels)
@@ -142,6 +143,12 @@ SOURCE_CASES = [
         "source add arrays {bad}/oor_labels.npz",
         1,
         ["oor_labels.npz", "7"],
+    ),
+    (
+        "labels-one-based",
+        "source add arrays {bad}/one_based.npz",
+        1,
+        ["one_based.npz", "look 1-based", "subtract 1"],
     ),
     (
         "labels-negative",
@@ -280,6 +287,8 @@ REFERENCE_CASES = [
      ["float_labels.npz"]),
     ("labels-out-of-range", "reference add arrays {bad}/oor_labels.npz --split test",
      1, ["oor_labels.npz"]),
+    ("labels-one-based", "reference add arrays {bad}/one_based.npz --split test",
+     1, ["one_based.npz", "look 1-based", "subtract 1"]),
     ("labels-misaligned", "reference add arrays {bad}/short_labels.npz --split test",
      1, ["short_labels.npz"]),
     ("no-labels", "reference add arrays {bad}/good.npy --split test", 2,

@@ -234,3 +234,16 @@ def test_read_only_output_folder(
     assert "not writable" in lines[0] or "Permission denied" in lines[0], lines[0]
     assert list(ro.iterdir()) == []
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("name", ["status", "sample", "source add", "export"])
+def test_misspelt_config_section_is_named(
+    name: str, session_project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``[projetc]`` in retest.toml: the line names the section and the likely
+    one, not a consequence ("project name must be a non-empty string")."""
+    root = _copy(session_project, tmp_path)
+    toml = root / "retest.toml"
+    toml.write_text(toml.read_text().replace("[project]", "[projetc]"))
+    argv = _argv(name, session_project[1], tmp_path)
+    refused(root, argv, 2, str(toml), "[projetc]", "Did you mean [project]?")

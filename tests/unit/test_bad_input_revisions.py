@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bad_input_helpers import build_project, case_param, refused
+from bad_input_helpers import build_project, case_param, invoke, refused
 
 
 def _files(d: Path, export: Path) -> None:
@@ -199,3 +199,22 @@ def test_refused(
     )
     refused(proj, argv, code, *culprits)
     assert not (tmp_path / "e").exists() and not (tmp_path / "split.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--strategy", "class-balanced", "--per-class", "1000"], "INVALID"),
+        (["--strategy", "threshold"], "rx: 0 images"),  # nothing is verified
+    ],
+    ids=["short-classes", "empty"],
+)
+def test_an_invalid_or_empty_revision_exits_1(
+    proj: Path, args: list[str], shown: str
+) -> None:
+    """The revision is recorded (its shortfall is what to fix), but it is not a
+    usable test set, so a script running `retest sample` must see it fail."""
+    res = invoke("sample", *args, "--seed", "1", "--name", "rx", "--project", proj)
+    out = res.stdout + res.stderr
+    assert res.exit_code == 1, out
+    assert "Traceback" not in out and shown in res.stdout, out

@@ -23,8 +23,12 @@ def check(
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check the project: SQLite integrity, schema, every pixel row against its
-    content hash, orphans, leftovers, interrupted ingests. Exit 1 on problems."""
+    """Check the project: database integrity, pixels, orphans, leftovers.
+
+    SQLite's integrity check and the schema version, every pixel row and image
+    file against its content hash, orphaned pixel rows, leftovers of killed
+    processes and interrupted ingests. Exit 1 when a problem is found.
+    """
     from retest.cli._console import console, print_json, print_table
     from retest.pipeline.check import check_project
 
@@ -42,8 +46,9 @@ def check(
         for note in rep.notes:
             console.print(f"note: {note}")
         stats = ", ".join(f"{k} {v}" for k, v in rep.stats.items())
-        verdict = "ok" if rep.ok else "problems found"
-        console.print(f"{verdict}: {stats}" if stats else verdict)
+        n = len(rep.problems)
+        verdict = "ok" if rep.ok else f"{n} problem{'s' * (n != 1)} found"
+        console.print(f"{verdict} (checked: {stats})" if stats else verdict)
     if not rep.ok:
         raise typer.Exit(1)
 

@@ -33,7 +33,9 @@ def export(
     overwrite: Annotated[
         bool,
         typer.Option(
-            "--overwrite", help="Replace an output folder that retest exported."
+            "--overwrite",
+            help="Replace an output folder that retest exported and that holds "
+            "nothing else.",
         ),
     ] = False,
     force: Annotated[

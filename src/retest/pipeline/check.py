@@ -440,6 +440,16 @@ def check_project(
     with project:
         rep.stats["candidates"] = project.store.candidates.count()
         rep.stats["references"] = project.store.references.count()
+        not_dirs = [
+            d for d in (project.arrays_dir, project.images_dir)
+            if d.exists() and not d.is_dir()
+        ]  # fmt: skip
+        for d in not_dirs:
+            rep.add("pixels", f"{d} is a file, not the folder of the project's "
+                    "pixels; restore the folder from a backup.")  # fmt: skip
+        if not_dirs:
+            rep.stats["seconds"] = round(time.perf_counter() - t0, 3)
+            return rep
         with writers_lock(project.arrays_dir, exclusive=True, wait=False) as alone:
             if repair and not alone:
                 rep.notes.append(

@@ -548,6 +548,32 @@ def _check_target(target: Path, *, overwrite: bool) -> None:
             f"export folder {target} holds a retest project ({found}); --overwrite "
             "never deletes a project. Choose another --out."
         )
+    extra = _files_not_exported(target)
+    if extra:
+        raise StageError(
+            f"export folder {target} holds {len(extra)} file{'s' * (len(extra) > 1)} "
+            f"retest did not export (e.g. {extra[0]}); --overwrite replaces only "
+            "what the manifest lists. "
+            "Move them out first, or choose another --out."
+        )
+
+
+#: Files a file browser drops into any folder it shows: no one's data.
+_OS_METADATA = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+
+
+def _files_not_exported(folder: Path) -> list[str]:
+    """Files under an export folder that its manifest does not list (a user's
+    notes added after the export): an overwrite would delete them."""
+    listed = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    ours = {*listed["files"], "manifest.json"}
+    return sorted(
+        rel
+        for p in folder.rglob("*")
+        if (p.is_file() or p.is_symlink())
+        and p.name not in _OS_METADATA
+        and (rel := p.relative_to(folder).as_posix()) not in ours
+    )
 
 
 def _clean_leftovers(project: Project, target: Path) -> list[str]:

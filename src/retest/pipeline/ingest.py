@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from retest._progress import ProgressCallback, report
+from retest._validation import check_labels
 from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
@@ -225,7 +226,7 @@ def ingest_source(
     from retest.pipeline.check import reclaim_tail_orphans
 
     root = project.root
-    _check_labels_first(project, source)
+    _check_classes_first(project, source, add_classes)
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
             reclaim_tail_orphans(project)
@@ -234,22 +235,42 @@ def ingest_source(
                        command)  # fmt: skip
 
 
-def _check_labels_first(project: Project, source: CandidateSource) -> None:
-    """Refuse labels outside the project's class ids before anything is written
-    (array sources know all their labels up front)."""
-    labels = getattr(source, "labels", None)
-    ids = {c.id for c in project.store.classes.list()}
-    if labels is None or not ids or getattr(source, "class_name", None) is not None:
+def _check_classes_first(
+    project: Project, source: CandidateSource, add_classes: bool | None
+) -> None:
+    """Refuse labels and class folders the project does not have before anything
+    is written: array sources know all their labels, folder sources their class
+    folders, up front (otherwise the valid batches before the first bad item
+    would be stored and the ingest left half done)."""
+    rows = project.store.classes.list()
+    if not rows or getattr(source, "class_name", None) is not None:
         return
-    found = {int(x) for x in np.unique(np.asarray(labels))}
-    bad = sorted(found - ids)
-    if bad:
-        desc = source.describe()
+    desc = source.describe()
+    labels = getattr(source, "labels", None)
+    if labels is not None:
+        ids = {c.id for c in rows}
         where = desc.get("labels_path") or desc["path"]
-        raise StageError(
-            f"{where}: labels {bad[:5]} are not class ids of the project "
-            f"(0..{max(ids)}). Check the labels file."
-        )
+        found = np.unique(np.asarray(labels))
+        if ids == set(range(len(ids))) and found.size:
+            # the same diagnosis as reference labels: a 1-based set says so
+            check_labels(found, n_classes=len(ids), name=f"labels of {where}")
+        bad = sorted({int(x) for x in found} - ids)
+        if bad:
+            raise StageError(
+                f"{where}: labels {bad[:5]} are not class ids of the project "
+                f"(0..{max(ids)}). Check the labels file."
+            )
+    names = source.class_names()
+    if names and not add_classes:
+        known = {c.name for c in rows}
+        unknown = sorted(names - known)
+        if unknown:
+            raise StageError(
+                f"{desc['path']}: class folders {unknown[:5]} are not classes of the "
+                f"project (classes: {', '.join(c.name for c in rows)}); nothing was "
+                "ingested. Rename or move those folders, or pass --class with a "
+                "project class."
+            )
 
 
 def _ingest(

@@ -228,13 +228,20 @@ def run_label_errors(
     try:
         y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
     except InputValidationError as err:
-        # the checks speak of "pred_probs"; the user needs to know which file
+        # the checks speak of "labels" and "pred_probs"; name the file at fault
         src = inputs.source
-        where = src.get("pred_probs") or src.get("predictions_dir")
-        if where is None:
+        probs_file = src.get("pred_probs") or src.get("predictions_dir")
+        if probs_file is None:
             raise
+        msg = str(err)  # "labels and pred_probs …" blames neither file alone
+        if msg.startswith("labels ") and not msg.startswith("labels and"):
+            k = getattr(inputs.pred_probs, "shape", (0,))[-1]
+            raise InputValidationError(
+                f"{src.get('labels')}: {msg} (the probabilities in {probs_file} "
+                f"have {k} columns)"
+            ) from None
         raise InputValidationError(
-            f"{where}: {err} (labels from {src.get('labels')})"
+            f"{probs_file}: {err} (labels from {src.get('labels')})"
         ) from None
     if inputs.class_names is not None and len(inputs.class_names) != probs.shape[1]:
         raise InputValidationError(

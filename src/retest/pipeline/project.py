@@ -232,7 +232,8 @@ class Project:
         classes : sequence of str
             Distinct class names in id order (a list, not a comma-separated str).
         classes_from : {"cifar10", "fashion-mnist"}, optional
-            Take the class names of a known dataset instead.
+            Take the class names of a known dataset instead (its dataset name,
+            ``fashion_mnist``, works too).
         force : bool
             Make the project in a folder that already holds other files.
 
@@ -260,6 +261,8 @@ class Project:
         if classes_from is not None:
             if isinstance(classes, str) or not isinstance(classes, Sequence) or classes:
                 raise ConfigError("pass either classes or classes_from, not both.")
+            if classes_from.replace("_", "-") in CLASS_PRESETS:
+                classes_from = classes_from.replace("_", "-")  # the dataset's name
             if classes_from not in CLASS_PRESETS:
                 from retest.errors import UnknownNameError
 

@@ -171,6 +171,12 @@ class CandidateSource(ABC):
         """
         return self.iter_batches(start=start, batch_size=batch_size)
 
+    def class_names(self) -> set[str] | None:
+        """Every class name the items will carry, when known without reading them
+        (folder names), so an unknown class is refused before anything is
+        written; None when only the items tell."""
+        return None
+
     def options(self) -> dict[str, Any]:
         """Options that change what the source yields (part of the ingest key)."""
         return {}

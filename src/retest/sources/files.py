@@ -73,6 +73,17 @@ class FolderSource(CandidateSource):
     def options(self) -> dict[str, Any]:
         return {"class_name": self.class_name, "max_array_side": self.max_array_side}
 
+    def class_names(self) -> set[str] | None:
+        """The class folders (or ``--class``) of the files that will be read."""
+        if self.class_name is not None:
+            return {self.class_name}
+        return {
+            cls
+            for rel in self.files
+            if (cls := self._labels(rel)[0]) is not None
+            and _printable(rel) == rel.as_posix()  # a non-UTF-8 name is skipped
+        }
+
     def _labels(self, rel: Path) -> tuple[str | None, str | None]:
         parts = rel.parts
         cls = self.class_name or (parts[0] if len(parts) >= 2 else None)
