@@ -402,8 +402,8 @@ def test_killed_export_leaves_a_clean_retry(proj: Path, tmp_path: Path) -> None:
         proj, "export", "r-0", "--format", "imagefolder", "--out", str(out)
     )
     assert code_ == 0, text
-    assert "leftovers of killed exports" in text
     assert not list(tmp_path.glob(".o.*"))
+    assert "leftovers of killed exports" in text
 
 
 # ---------------------------------------------------------------- 5. fitness

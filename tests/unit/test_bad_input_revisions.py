@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,3 +221,42 @@ def test_an_invalid_or_empty_revision_exits_1(
     out = res.stdout + res.stderr
     assert res.exit_code == 1, out
     assert "Traceback" not in out and shown in res.stdout, out
+
+
+# Another `retest sample` stores a revision under the automatic name this one
+# picked, between the pick and the write (the store's create, patched in the child).
+_NAME_TAKEN_MEANWHILE = """
+import sys
+from retest.store._sqlite_decisions import _Revisions
+from retest.store.sqlite import SQLiteStore
+db, original, taken = sys.argv.pop(1), _Revisions.create, []
+def create(self, revision, members):
+    if not taken:
+        taken.append(revision.name)
+        other = SQLiteStore(db)
+        try:
+            original(other.revisions, revision, members)
+        finally:
+            other.close()
+    return original(self, revision, members)
+_Revisions.create = create
+from retest.cli.main import main
+sys.argv[0] = "retest"
+main()
+"""
+
+
+def test_two_unnamed_samples_at_once_get_two_names(proj: Path) -> None:
+    """The automatic name raced: this run takes the next free name instead of
+    failing (or replacing the other run's revision)."""
+    args = ["sample", "--strategy", "class-balanced", "--per-class", "1",
+            "--seed", "1", "--project", str(proj)]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", _NAME_TAKEN_MEANWHILE, str(proj / "retest.db"), *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    with sqlite3.connect(proj / "retest.db") as db:
+        names = [n for (n,) in db.execute("SELECT name FROM revisions ORDER BY seq")]
+    assert len(names) == 3 and len(set(names)) == 3, names  # r1, theirs, ours
+    assert names[2] in r.stdout
