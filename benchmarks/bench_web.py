@@ -368,8 +368,10 @@ def reader_load(base: str, urls: dict[str, str], stop: threading.Event,
     return out
 
 
-def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any]) -> None:
-    """A labeler in Chromium answering grid tasks with the keyboard."""
+def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any],
+                    think: float = 0.0) -> None:  # fmt: skip
+    """A labeler in Chromium answering grid tasks with the keyboard, ``think``
+    seconds on each task page before answering (0: as fast as it can)."""
     chromium = shutil.which("chromium")
     try:
         from playwright.sync_api import sync_playwright
@@ -392,6 +394,8 @@ def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any]) ->
         while not stop.is_set():
             try:
                 pg.wait_for_selector(".cell", timeout=30_000)
+                if think and stop.wait(think):
+                    break
                 pg.keyboard.press("ArrowRight")
                 pg.keyboard.press("Space")
                 t0 = time.perf_counter()
@@ -454,7 +458,9 @@ def run(
                 reader_load(base, read_urls, stop, args.timeout)
             )
         )
-        bt = threading.Thread(target=browser_labeler, args=(base, stop, bres))
+        bt = threading.Thread(
+            target=browser_labeler, args=(base, stop, bres, args.browser_think)
+        )
         rt.start()
         bt.start()
         load_before, cpu_before = os.getloadavg(), _cpu_seconds(proc.pid)
@@ -485,6 +491,27 @@ def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (Linux ``/proc``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def as_schema(root: Path, src: Path) -> None:
+    """Give an older checkout the project in its own schema version.
+
+    Version 5 only moved grid answers out of the item index, so a version-5
+    database becomes a version-4 one by rebuilding that index."""
+    import sqlite3
+
+    schema = (src / "retest" / "store" / "_sqlite_schema.py").read_text()
+    if "_V5" in schema:
+        return
+    if "_V4" not in schema:
+        raise SystemExit(f"--baseline: {src.parent} predates schema version 4")
+    with sqlite3.connect(root / "retest.db") as c:
+        c.executescript(
+            "DROP INDEX IF EXISTS annotations_item_labels;"
+            "CREATE INDEX IF NOT EXISTS annotations_item ON annotations(item_id);"
+            "UPDATE schema_version SET version = 4;"
+        )
+    c.close()
 
 
 def baseline_src(commit: str) -> Path:
@@ -531,6 +558,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--root", type=Path, default=None, help="keep the project here")
     ap.add_argument("--baseline", default=None, help="git commit of the old web app")
+    ap.add_argument("--browser-think", type=float, default=0.0,
+                    help="seconds the Chromium labeler spends on a task page")  # fmt: skip
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-web-"))
     root = args.root or work / "proj"
@@ -553,7 +582,9 @@ def main() -> None:
     print(_table(out["current"]))
     if args.baseline and copy is not None:
         out["baseline_commit"] = args.baseline
-        out["baseline"] = run(copy, info, baseline_src(args.baseline), args)
+        src = baseline_src(args.baseline)
+        as_schema(copy, src)
+        out["baseline"] = run(copy, info, src, args)
         print("\nbaseline", args.baseline)
         print(_table(out["baseline"]))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
