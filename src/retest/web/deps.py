@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import unquote, urlsplit
 
@@ -212,6 +213,7 @@ def _store(state: StateDep, role: RoleDep) -> Store:
 StoreDep = Annotated[Store, Depends(_store)]
 
 
+@lru_cache(maxsize=1024)  # every answer carries its labeler's name
 def clean_name(raw: str) -> str:
     """A typed name as stored: percent-decoded, NFC, trimmed, no control characters."""
     try:
