@@ -349,6 +349,14 @@ def _no_answer_column(crowd: Crowd, path: Path) -> Path:
     return write_results(path, rows)
 
 
+def _other_project(crowd: Crowd, path: Path) -> Path:
+    """Rows of another project's batch: its task ids are not this project's."""
+    rows = _stray_quote_rows(crowd)[:3]
+    for r in rows:
+        r["Input.task_id"] = "0f" * 16
+    return write_results(path, rows)
+
+
 @pytest.mark.parametrize(
     ("make", "expect"),
     [
@@ -357,8 +365,13 @@ def _no_answer_column(crowd: Crowd, path: Path) -> Path:
         (lambda c, p: (p.write_bytes(b""), p)[1], r"is empty; expected an MTurk"),
         (lambda c, p: (p.write_text("\n \n"), p)[1], r"is empty; expected an MTurk"),
         (_no_answer_column, r"missing columns \['Answer.selected'\]"),
+        (
+            _other_project,
+            r"none of its 3 rows names a task of this project \(e.g. task id "
+            r"'0f0f.*' on line 2\); it comes from another project's .*--project DIR",
+        ),
     ],
-    ids=["latin1", "directory", "empty", "blank", "missing-column"],
+    ids=["latin1", "directory", "empty", "blank", "missing-column", "other-project"],
 )
 def test_unreadable_results_file_is_one_line_and_writes_nothing(
     crowd: Crowd, tmp_path: Path, make, expect: str

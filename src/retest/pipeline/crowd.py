@@ -41,6 +41,7 @@ from retest.labeling.tasks import (
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
+from retest.store.base import Store
 from retest.store.rows import (
     ASSIGNMENT_STATUSES,
     AnnotationEvent,
@@ -613,6 +614,37 @@ def _check_same_assignment(
         )
 
 
+def _task_exists(store: Store, task_id: str) -> bool:
+    try:
+        store.tasks.get(task_id)
+    except LookupError:
+        return False
+    return True
+
+
+def _refuse_foreign_file(
+    store: Store,
+    path: Path,
+    rows: list[tuple[int, dict[str, str]]],
+    known: Mapping[str, TaskRow],
+) -> None:
+    """One error, before anything is written, when no row names a task of this
+    project: the file was exported by another project (or its tasks were never
+    made here), and rejecting every row one by one would hide that."""
+    if known:
+        return
+    tids = {(r.get("Input.task_id") or "").strip(): line for line, r in reversed(rows)}
+    tids.pop("", None)
+    if not tids or any(_task_exists(store, t) for t in tids):
+        return
+    tid, line = min(tids.items(), key=lambda x: x[1])
+    raise InputValidationError(
+        f"{path}: none of its {len(rows)} rows names a task of this project (e.g. "
+        f"task id {tid!r} on line {line}); it comes from another project's `retest "
+        "crowd export`. Import it into that project (--project DIR)."
+    )
+
+
 def import_mturk(
     project: Project,
     results_csv: str | os.PathLike[str],
@@ -630,10 +662,11 @@ def import_mturk(
     assignment id repeated within the file, an unknown status or contradicting
     marks, an unknown task id, an answer token that does not belong to the task
     (tampered), and a row contradicting the imported assignment's task, worker or
-    answer. File-level problems (not UTF-8, a directory, empty, missing columns)
-    raise before anything is written. All rows are checked before the first write;
-    the new events go in one transaction, then the status changes; re-running an
-    interrupted import completes it.
+    answer. File-level problems (not UTF-8, a directory, empty, missing columns,
+    no row naming a task of this project) raise before anything is written. All
+    rows are checked before the first write; the new events go in one
+    transaction, then the status changes; re-running an interrupted import
+    completes it.
 
     Parameters
     ----------
@@ -703,6 +736,7 @@ def import_mturk(
         if not math.isnan(acc):
             result.assignment_control_accuracy[aid] = acc
     result.rejected_rows.sort()
+    _refuse_foreign_file(store, path, rows, task_cache)
     store.annotations.record_import(
         events, {c.assignment_id: c.new for c in result.status_changes}
     )
