@@ -236,3 +236,24 @@ def test_heavy_automatic_losses_flag_a_class_the_rule_guts() -> None:
     # 30 % of class 1 taken automatically; exact copies (class 2) are copies, not
     # a sign of a loose threshold; class 3 loses 5 %
     assert heavy_automatic_losses(Eligibility(reasons), class_of) == {1: 0.3}
+
+
+def test_status_of_a_candidate_by_the_short_id_retest_prints(project) -> None:
+    """Messages show ids shortened to 12 characters: ``status --candidate`` takes
+    a unique prefix; an original image's id or an unknown one is one line."""
+    root, imgs = project
+    p = str(root)
+    _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
+    ids = _ids(root)
+    exact = ids[imgs["exact"][0].tobytes()]
+    for given in (exact, exact[:12], exact[:12].upper()):
+        info = json.loads(
+            _run("status", "--candidate", given, "--project", p, "--json").stdout
+        )
+        assert info["id"] == exact and info["reasons"][0] == "exact_copy"
+    cases = [("train:0", "is an original image"), ("abcdef" * 2, "is not in")]
+    for given, msg in cases:
+        r = _run("status", "--candidate", given, "--project", p, ok=False)
+        assert r.exit_code != 0
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and msg in lines[0], r.stderr

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from retest.errors import InputValidationError, NotFoundError
 from retest.pipeline.eligibility import (
     REASONS,
     candidate_eligibility,
@@ -27,8 +28,15 @@ from retest.pipeline.eligibility import (
 )
 from retest.pipeline.project import Project
 from retest.store.base import Store
+from retest.store.rows import split_reference_id
 
-__all__ = ["ClassStatus", "ProjectStatus", "candidate_status", "project_status"]
+__all__ = [
+    "ClassStatus",
+    "ProjectStatus",
+    "candidate_status",
+    "project_status",
+    "resolve_candidate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +142,51 @@ def project_status(
     return ProjectStatus(project.config.name, revision, tuple(rows), summary)
 
 
-def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
-    """One candidate: class, source, annotations, and its eligibility reasons."""
+MIN_PREFIX = 6
+"""Shortest id prefix :func:`resolve_candidate` searches for (retest's messages
+shorten ids to 12 or 16 characters)."""
+
+
+def resolve_candidate(project: Project, given: str) -> str:
+    """The candidate id ``given`` names: the id itself or a unique prefix of it,
+    as retest's own messages print ids shortened.
+
+    Raises
+    ------
+    NotFoundError
+        No candidate has that id or prefix; an original image's id (``test:17``)
+        is said to be one.
+    InputValidationError
+        The prefix is shared by several candidates.
+    """
     store = project.store
-    row = store.candidates.get(candidate_id)  # NotFoundError names the id
+    if store.candidates.existing([given]):
+        return given
+    ref = split_reference_id(given)
+    if ref is not None:
+        raise NotFoundError(
+            f"{given!r} is an original image (split {ref[0]!r}), not a candidate; "
+            "give a candidate id, e.g. one listed by `retest dedup-queue`."
+        )
+    key = given.lower()
+    if len(key) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in key):
+        ids = [i for i in store.candidates.columns(("id",))["id"] if i.startswith(key)]
+        if len(ids) == 1:
+            return str(ids[0])
+        if ids:
+            raise InputValidationError(
+                f"candidate id prefix {given!r} matches {len(ids)} candidates (e.g. "
+                f"{ids[0]}, {ids[1]}); give more of the id."
+            )
+    raise NotFoundError(f"candidate {given!r} is not in the project.")
+
+
+def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
+    """One candidate (its id or a unique prefix, :func:`resolve_candidate`): class,
+    source, annotations, and its eligibility reasons."""
+    store = project.store
+    candidate_id = resolve_candidate(project, candidate_id)
+    row = store.candidates.get(candidate_id)
     elig = candidate_eligibility(project)
     names = {c.id: c.name for c in store.classes.list()}
     nbrs: dict[str, list[dict[str, Any]]] = {}
