@@ -4,7 +4,9 @@ option values `retest source` / `retest reference` refuse on one line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -218,3 +220,36 @@ def test_reference_keywords_win_over_configured_ones(root: Path) -> None:
     res = json.loads(out)
     assert res["keyword_source"] == "reference"
     assert res["allocation"] == {"cat": {"tabby": 2}, "dog": {"puppy": 1, "pug": 1}}
+
+
+# -- option help naming retest.toml sections
+
+
+def _commands(
+    cmd: Any, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_help_shows_the_retest_toml_sections_it_names() -> None:
+    """Rich reads `[seeds]` as markup and drops it: an option's help that names a
+    section must show it, or the user cannot tell where the default comes from."""
+    import re
+
+    import typer
+
+    checked, missing = 0, []
+    for path, cmd in _commands(typer.main.get_command(app)):
+        named = {
+            m
+            for p in getattr(cmd, "params", [])
+            for m in re.findall(r"\[(thresholds|seeds|keywords|sources[^\]]*)\]", p.help or "")
+        }  # fmt: skip
+        if not named:
+            continue
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "400"}).output
+        checked += 1
+        missing += [f"{' '.join(path)}: [{m}]" for m in named if f"[{m}]" not in out]
+    assert checked >= 4 and not missing, missing

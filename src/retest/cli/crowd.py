@@ -33,7 +33,8 @@ def tasks_cmd(
     seed: Annotated[
         int | None,
         typer.Option(
-            help="Seed for composition and shuffles (default: [seeds] tasks, else 0)."
+            help="Seed for composition and shuffles (default: `tasks` under "
+            "\\[seeds] in retest.toml, else 0)."
         ),
     ] = None,
     as_json: JsonOpt = False,

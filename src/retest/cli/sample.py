@@ -110,8 +110,8 @@ def sample(
         float | None,
         typer.Option(
             "--threshold",
-            help="Selection-frequency threshold τ (default: [thresholds] "
-            "selection_frequency, else 0.7).",
+            help="Selection-frequency threshold τ (default: `selection_frequency` "
+            "under \\[thresholds] in retest.toml, else 0.7).",
         ),
     ] = None,
     class_threshold: Annotated[
