@@ -105,6 +105,30 @@ def test_thresholds_from_retest_toml_override_targets(project: Project) -> None:
     assert len(pending["warp"]) == N_PLANT + N_NEW  # every candidate under 1e12
 
 
+def test_cli_reports_the_targets_in_use_and_where_they_come_from(
+    project: Project,
+) -> None:
+    """`retest dedup` shows the target the queue uses: a [thresholds] value over
+    the stored one, DSSIM's calibration on the originals, the size default."""
+    import json
+
+    toml = project.root / "retest.toml"
+    toml.write_text(
+        toml.read_text().replace("[thresholds]\n", "[thresholds]\nwarp = 5e4\n")
+    )
+    args = ["dedup", "-p", str(project.root), "--metrics", "l2,dssim,warp", "--k", "5"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["review_targets"]["warp"] == 5e4
+    how = data["review_target_sources"]
+    assert how["warp"] == "`warp` under [thresholds] in retest.toml"
+    assert how["dssim"].startswith("5th percentile of nearest-other-image distances")
+    assert how["l2"] == "default for the image size"
+    text = CliRunner().invoke(app, args, env={"COLUMNS": "200"}).output
+    assert "[thresholds] in retest.toml" in text and "5th percentile" in text
+
+
 def test_features_threshold_is_calibrated_and_stored(project: Project) -> None:
     res = run_dedup(project, metrics=["features"], k=5, backend="numpy")
     state = metric_state(project, "features")

@@ -87,7 +87,7 @@ def dedup(
     from retest.cli._console import escape, print_json, print_table, progress_bar
     from retest.dedup.ssim import SSIMParams
     from retest.pipeline.cluster import cluster_client
-    from retest.pipeline.dedup import dedup_report, run_dedup
+    from retest.pipeline.dedup import dedup_report, review_targets, run_dedup
     from retest.pipeline.project import Project
 
     if cluster and workers:
@@ -133,6 +133,10 @@ def dedup(
                 shard_transfer=shards,
             )
         rep = dedup_report(proj, metrics=res.metrics) if report else None
+        overridden = set(proj.config.thresholds)
+        effective = review_targets(proj)  # [thresholds] in retest.toml applied
+    targets = {m: effective.get(m, t) for m, t in res.targets.items()}
+    how = {m: _how(m, res.states.get(m), overridden=m in overridden) for m in targets}
     data = {
         "fingerprint": res.fingerprint,
         "candidates": res.n_candidates,
@@ -141,7 +145,8 @@ def dedup(
         "metrics": list(res.metrics),
         "chunks_computed": res.chunks_computed,
         "chunks_skipped": res.chunks_skipped,
-        "review_targets": res.targets,
+        "review_targets": targets,
+        "review_target_sources": how,
         "features": _features_summary(res.states.get("features")),
         "report": rep,
     }
@@ -154,23 +159,14 @@ def dedup(
         [
             (k_, escape(str(v)))
             for k_, v in data.items()
-            if k_ not in ("report", "review_targets", "features")
+            if k_
+            not in ("report", "review_targets", "review_target_sources", "features")
         ],
         title="dedup",
     )
-    feat = _features_summary(res.states.get("features"))
     print_table(
         ["metric", "review target", "how"],
-        [
-            (
-                m,
-                f"{t:.6g}",
-                escape(_how(feat))
-                if m == "features" and feat
-                else "default for the size",
-            )
-            for m, t in res.targets.items()
-        ],
+        [(m, f"{t:.6g}", escape(how[m])) for m, t in targets.items()],
         title=escape("review targets (retest.toml [thresholds] overrides)"),
     )
     for m, r in (rep or {}).items():
@@ -200,14 +196,19 @@ def _features_summary(state: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _how(feat: dict[str, Any]) -> str:
-    cal = feat.get("calibration")
+def _how(metric: str, state: dict[str, Any] | None, *, overridden: bool) -> str:
+    """Where a metric's review target comes from: retest.toml, a calibration on
+    the originals (features, dssim) or the default for the image size."""
+    if overridden:
+        return f"`{metric}` under [thresholds] in retest.toml"
+    state = state or {}
+    who = f"{state['embedder']}: " if state.get("embedder") else ""
+    cal = state.get("calibration")
     if not cal:
-        return f"{feat['embedder']}: {feat.get('target_source')}"
+        return who + str(state.get("target_source") or "default for the image size")
     return (
-        f"{feat['embedder']}: {cal['percentile']:g}th percentile of nearest-other-"
-        f"image distances of {cal['n_queries']} training originals (median "
-        f"{cal['median']:.4g})"
+        f"{who}{cal['percentile']:g}th percentile of nearest-other-image distances "
+        f"of {cal['n_queries']} training originals (median {cal['median']:.4g})"
     )
 
 

@@ -54,7 +54,7 @@ from retest.dedup.rules import (
 )
 from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
-from retest.errors import ConfigError, InputValidationError
+from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
 from retest.pipeline.checkpoint import Checkpoint, list_states, load_state, save_state
 from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
@@ -217,6 +217,17 @@ def _json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
+def _refuse_interrupted_ingest(project: Project) -> None:
+    from retest.pipeline.ingest import interrupted_ingests
+
+    pending = interrupted_ingests(project)
+    if pending:
+        raise StageError(
+            f"an ingest was interrupted ({len(pending)} unfinished), so the pool is "
+            f"incomplete; finish it first: `{pending[0]}`, then run `retest dedup`."
+        )
+
+
 def run_dedup(
     project: Project,
     *,
@@ -270,6 +281,12 @@ def run_dedup(
     seed : int, optional
         Seed of the embedder training and calibration subsamples (default: the
         project's ``[seeds] features``, else 0).
+
+    Raises
+    ------
+    StageError
+        An ingest was interrupted (or still runs): the pool is incomplete, so
+        the neighbour lists would be computed again once it is finished.
     """
     _check_options(against, k, chunk_size, memory_budget, resize, embedder)
     if shard_transfer not in SHARD_TRANSFERS:
@@ -277,6 +294,7 @@ def run_dedup(
             f"--shards takes {', '.join(SHARD_TRANSFERS)}. Got {shard_transfer!r}."
         )
     order = _check_metrics(project, metrics)
+    _refuse_interrupted_ingest(project)
     if seed is None:
         seeds = getattr(project.config, "seeds", {}) or {}
         seed = int(seeds.get("features", 0))
