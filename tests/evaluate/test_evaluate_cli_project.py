@@ -69,6 +69,24 @@ def test_evaluate_reproduces_the_demo_comparison_from_the_cache(
     assert "predictions computed: 0" in text.stdout and "pca-rbf-svm" in text.stdout
 
 
+def test_a_new_process_finds_every_prediction_in_the_cache(demo: DemoResult) -> None:
+    """A cache key is the same in every process: `retest evaluate` run as a
+    command after the demo computes nothing (gaussian-nb's key held the address
+    of a function, so it was predicted again on every run)."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", "from retest.cli.main import main; main()"]
+    args = ["evaluate", "-p", str(demo.root), "--preset", "quick", "--json"]
+    env = {**os.environ, "COLUMNS": "200"}
+    p = subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, env=env, check=False
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["predictions_computed"] == 0
+
+
 def test_dask_workers_compute_once_and_match_in_process(
     demo: DemoResult, tmp_path: Path
 ) -> None:

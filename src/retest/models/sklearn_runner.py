@@ -14,6 +14,7 @@ on purpose.
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -251,7 +252,12 @@ def stratified_subset(
 
 
 def _estimator_params(est: BaseEstimator) -> dict[str, str]:
-    """Every (nested) parameter as a string: a full, untruncated identity."""
+    """Every (nested) parameter as a string: a full, untruncated identity.
+
+    Memory addresses (``<function f at 0x7f…>`` of a FunctionTransformer) are
+    dropped: they differ in every process, and the prediction cache key built
+    from this would never hit again.
+    """
     params = est.get_params(deep=True)
     out = {"class": f"{type(est).__module__}.{type(est).__qualname__}"}
     for key in sorted(params):
@@ -259,7 +265,7 @@ def _estimator_params(est: BaseEstimator) -> dict[str, str]:
         out[key] = (
             f"{type(val).__module__}.{type(val).__qualname__}"
             if isinstance(val, BaseEstimator)
-            else repr(val)
+            else re.sub(r" at 0x[0-9a-fA-F]+", "", repr(val))
         )
     return out
 
