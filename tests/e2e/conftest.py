@@ -1,5 +1,7 @@
 """Real Fashion-MNIST inputs with planted copies, and a runner for the real CLI.
 
+Nothing here imports retest: the CLI-only tests run against any version of the CLI.
+
 The pool is what a careless collection would bring back: other training images
 plus exact, 1-px shifted and brightened copies of original training and test
 images, and small groups of near-identical pool images. Every choice is seeded.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -91,10 +94,17 @@ class Inputs:
     groups: list[list[bytes]] = field(default_factory=list)
 
 
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """A gzipped IDX file of uint8 ``array`` (magic 0x08, big-endian sizes), written
+    here so that these inputs need nothing of retest."""
+    assert array.dtype == np.uint8
+    header = struct.pack(">HBB", 0, 0x08, array.ndim)
+    header += struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(gzip.compress(header + np.ascontiguousarray(array).tobytes()))
+
+
 def build_inputs(out: Path) -> Inputs:
     """Write the reference splits (IDX) and the candidate pool (npz) under ``out``."""
-    from retest.datasets.idx import write_idx
-
     xtr, ytr, xte, yte = load_fashion_mnist()
     rng = np.random.default_rng(SEED)
     perm = rng.permutation(len(xtr))
@@ -199,11 +209,14 @@ class Run:
         )
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 600) -> Run:
-    """Run ``retest ARGS`` in a subprocess, as a user would."""
+def run_cli(
+    *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+) -> Run:
+    """Run ``retest ARGS`` in a subprocess, as a user would (``env``: variables to
+    set on top of this process's)."""
     import time
 
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     env.pop("RETEST_PROJECT", None)
     t0 = time.perf_counter()
     p = subprocess.run(

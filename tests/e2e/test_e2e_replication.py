@@ -26,23 +26,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
+from mturk import CLASS_NAMES, HONEST, reviewed, write_csv, write_results
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.slow
 
 GRID, CONTROLS = 64, 20  # 24 candidates + 20 originals of the class + 20 of another
-HONEST, SEED = 10, 7
 PER_CLASS_MATCHED, PER_CLASS_BALANCED = 8, 12
-MTURK_COLUMNS = [
-    "HITId", "HITTypeId", "Title", "Description", "Keywords", "Reward",
-    "CreationTime", "MaxAssignments", "RequesterAnnotation",
-    "AssignmentDurationInSeconds", "AutoApprovalDelayInSeconds", "Expiration",
-    "NumberOfSimilarHITs", "LifetimeInSeconds", "AssignmentId", "WorkerId",
-    "AssignmentStatus", "AcceptTime", "SubmitTime", "AutoApprovalTime",
-    "ApprovalTime", "RejectionTime", "RequesterFeedback", "WorkTimeInSeconds",
-    "LifetimeApprovalRate", "Last30DaysApprovalRate", "Last7DaysApprovalRate",
-]  # fmt: skip
 
 
 @dataclass
@@ -73,135 +63,8 @@ class Replication:
 # ------------------------------------------------------------------ MTurk results
 
 
-def _mturk_id(rng: np.random.Generator, n: int, first: str = "") -> str:
-    alphabet = np.array(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
-    return first + "".join(rng.choice(alphabet, n - len(first)))
-
-
-def _mturk_time(minute: int) -> str:
-    return f"Tue Nov 24 {10 + minute // 60:02d}:{minute % 60:02d}:00 PST 2026"
-
-
-def _true_labels(batch_dir: Path, inputs: Any) -> dict[str, int]:
-    """What a worker sees: each token's JPEG, recognised as the nearest known image.
-
-    Near-identical images share their label, so a near miss cannot change it.
-    """
-    known = (
-        np.concatenate([inputs.pool, inputs.test]).reshape(-1, 784).astype(np.float32)
-    )
-    labels = np.concatenate([inputs.pool_labels, inputs.test_labels])
-    out = {}
-    for path in sorted((batch_dir / "images").glob("*.jpg")):
-        img = np.asarray(Image.open(path).convert("L"), np.float32).reshape(1, 784)
-        d = ((known - img) ** 2).sum(1)
-        j = int(d.argmin())
-        assert d[j] / 784 < 10.0**2, f"{path.name} looks like no input image"
-        out[path.stem] = int(labels[j])
-    return out
-
-
-def write_results(
-    rep: Replication, batch_dir: Path
-) -> tuple[list[dict[str, str]], str]:
-    """Ten honest workers and one spammer answer every task of the batch (seeded).
-
-    Honest workers select an image showing the task's class with that image's
-    own probability (0.45–1, i.e. some images are harder than others) and an
-    image of another class with probability 0.05; the spammer selects all.
-    """
-    rng = np.random.default_rng(SEED)
-    names = {n: i for i, n in enumerate(_class_names())}
-    truth = _true_labels(batch_dir, rep.inputs)
-    batch = list(csv.DictReader((batch_dir / "batch_input.csv").open(newline="")))
-    workers = [_mturk_id(rng, 14, "A") for _ in range(HONEST + 1)]
-    spammer = workers[-1]
-    hit_type = _mturk_id(rng, 30)
-    rows = []
-    for t, task in enumerate(batch):
-        tokens = [v for k, v in task.items() if k.startswith("token_") and v]
-        cls = names[task["class_name"]]
-        p = {
-            tok: rng.uniform(0.45, 1.0) if truth[tok] == cls else 0.05 for tok in tokens
-        }
-        hit = _mturk_id(rng, 30, "3")
-        for w, worker in enumerate(workers):
-            if worker == spammer:
-                chosen = tokens
-            else:
-                chosen = [tok for tok in tokens if rng.random() < p[tok]]
-            accept = t * 20 + w
-            row = {
-                "HITId": hit,
-                "HITTypeId": hit_type,
-                "Title": "Which of these images show a given kind of clothing?",
-                "Description": "Select every image that shows the named object.",
-                "Keywords": "image, labeling, categorization, clothing",
-                "Reward": "$0.25",
-                "CreationTime": _mturk_time(0),
-                "MaxAssignments": str(HONEST + 1),
-                "RequesterAnnotation": "BatchId:5237716;OriginalHitTemplateId:928390909;",
-                "AssignmentDurationInSeconds": "3600",
-                "AutoApprovalDelayInSeconds": "259200",
-                "Expiration": "Tue Dec 01 10:00:00 PST 2026",
-                "NumberOfSimilarHITs": "",
-                "LifetimeInSeconds": "",
-                "AssignmentId": _mturk_id(rng, 30, "3"),
-                "WorkerId": worker,
-                "AssignmentStatus": "Submitted",
-                "AcceptTime": _mturk_time(accept),
-                "SubmitTime": _mturk_time(accept + 3),
-                "AutoApprovalTime": "Fri Nov 27 10:00:00 PST 2026",
-                "ApprovalTime": "",
-                "RejectionTime": "",
-                "RequesterFeedback": "",
-                "WorkTimeInSeconds": str(180 + w),
-                "LifetimeApprovalRate": "0% (0/0)",
-                "Last30DaysApprovalRate": "0% (0/0)",
-                "Last7DaysApprovalRate": "0% (0/0)",
-                **{f"Input.{k}": v for k, v in task.items()},
-                "Answer.selected": "|".join(chosen),
-                "Approve": "",
-                "Reject": "",
-            }
-            rows.append(row)
-    return rows, spammer
-
-
-def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
-    cols = list(rows[0])
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, quoting=csv.QUOTE_ALL)
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
-def reviewed(rows: list[dict[str, str]], spammer: str) -> list[dict[str, str]]:
-    """The same batch downloaded after review: the spammer rejected, the rest approved."""
-    out = []
-    for r in rows:
-        r = dict(r)
-        if r["WorkerId"] == spammer:
-            r.update(
-                AssignmentStatus="Rejected",
-                RejectionTime="Wed Nov 25 09:00:00 PST 2026",
-                RequesterFeedback="Every image was selected, also those of other classes.",
-                Reject="Every image was selected, also those of other classes.",
-            )
-        else:
-            r.update(
-                AssignmentStatus="Approved",
-                ApprovalTime="Wed Nov 25 09:00:00 PST 2026",
-                Approve="x",
-            )
-        out.append(r)
-    return out
-
-
 def _class_names() -> list[str]:
-    return ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
-            "Shirt", "Sneaker", "Bag", "Ankle boot"]  # fmt: skip
+    return list(CLASS_NAMES)
 
 
 # ------------------------------------------------------------------ the project
@@ -231,10 +94,12 @@ def rep(
     batch = root / "mturk-batch"
     rep.cli("crowd export", "crowd", "export", "--out", str(batch),
             "--base-url", "https://example.org/fashion")  # fmt: skip
-    rows, rep.spammer = write_results(rep, batch)
-    rep.results_first = _write_csv(root / "Batch_5237716_batch_results.csv", rows)
+    known = np.concatenate([inputs.pool, inputs.test])
+    known_labels = np.concatenate([inputs.pool_labels, inputs.test_labels])
+    rows, rep.spammer = write_results(batch, known, known_labels)
+    rep.results_first = write_csv(root / "Batch_5237716_batch_results.csv", rows)
     rep.cli("crowd import 1", "crowd", "import", str(rep.results_first), "--json")
-    rep.results_second = _write_csv(
+    rep.results_second = write_csv(
         root / "Batch_5237716_batch_results (1).csv", reviewed(rows, rep.spammer)
     )
     with _project(rep) as proj:  # read-only: the votes counted after the first import
