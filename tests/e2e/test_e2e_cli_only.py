@@ -367,12 +367,6 @@ def test_released_frequencies_leave_out_rejected_work(cp: CliProject) -> None:
     assert not wrong, f"{len(wrong)} images: " + "; ".join(wrong[:5])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="export's manifest counts the task events itself (annotation_count, "
-    "selection_frequency from the store's item counts), not through the one vote "
-    "aggregation that sample uses: a worker's second assignment of a task counts",
-)
 def test_released_frequencies_count_one_assignment_per_worker_and_task(
     cp: CliProject,
 ) -> None:

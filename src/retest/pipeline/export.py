@@ -24,7 +24,8 @@ Formats (:data:`EXPORT_FORMATS`):
 
 Every export also writes ``manifest.json``: the revision (strategy, parameters, seed,
 parent, creation time), per-image provenance (source, source reference, keyword /
-query, dates, url, license, selection frequency and annotation count when known,
+query, dates, url, license, selection frequency and annotation count when known:
+the crowd assignments counted as ``retest sample`` counts them plus other labels,
 blacklist and review status), the sha256 of every other file and the package
 version. The same revision exports to byte-identical files: no timestamps besides
 the revision's own, sorted JSON keys, fixed PNG settings. The export is built in a
@@ -80,6 +81,7 @@ from retest.errors import (
 )
 from retest.names import validate_name
 from retest.pipeline.project import DB_NAME, Project
+from retest.pipeline.sample import selection_frequencies
 from retest.store.artifacts import (
     sha256_file,
     write_bytes,
@@ -243,8 +245,11 @@ def _provenance(
 ) -> list[dict[str, Any]]:
     store = project.store
     names = {c.id: c.name for c in store.classes.list()}
+    # crowd votes as sample counted them (the one rule: rejected work out, one
+    # assignment per worker and task); other labels (stage 1/2) as stored
     counts = store.annotations.item_counts()
     task_counts = store.annotations.item_counts(kinds=["task"])
+    freqs = selection_frequencies(project)
     blacklist = store.blacklist.current()
     reviews = store.revisions.reviews(revision)
     out = []
@@ -280,12 +285,15 @@ def _provenance(
                 url=c.url,
                 license=c.license,
             )
-        n, _ = counts.get(m.item_id, (0, 0))
-        tn, tp = task_counts.get(m.item_id, (0, 0))
+        n_labels = (
+            counts.get(m.item_id, (0, 0))[0] - task_counts.get(m.item_id, (0, 0))[0]
+        )
+        stat = freqs.get((m.item_id, m.class_id))
+        n_votes = stat.n_assignments if stat is not None else 0
         state = reviews.get(m.class_id)
         entry.update(
-            annotation_count=n,
-            selection_frequency=(tp / tn) if tn else None,
+            annotation_count=n_labels + n_votes,
+            selection_frequency=stat.frequency if n_votes else None,
             blacklisted=m.item_id in blacklist,
             review_status=(
                 "problematic"
