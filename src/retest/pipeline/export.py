@@ -293,7 +293,9 @@ def _provenance(
         state = reviews.get(m.class_id)
         entry.update(
             annotation_count=n_labels + n_votes,
-            selection_frequency=stat.frequency if n_votes else None,
+            selection_frequency=stat.frequency
+            if stat is not None and n_votes
+            else None,
             blacklisted=m.item_id in blacklist,
             review_status=(
                 "problematic"
