@@ -257,3 +257,33 @@ def test_status_of_a_candidate_by_the_short_id_retest_prints(project) -> None:
         assert r.exit_code != 0
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_an_interrupted_dedup_run_is_refused_until_finished(project) -> None:
+    """Ctrl-C in a dedup run that replaces earlier lists (here: against the
+    training originals only) leaves lists of two runs; sample and status say so
+    and name the command that finishes it."""
+    from retest.pipeline.dedup import run_dedup
+
+    root, _ = project
+    p = str(root)
+    _run("dedup", "--metrics", "l2", "--k", "5", "--project", p)
+
+    def stop(task: str, done: int, total: int) -> None:
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with Project.open(root) as proj, pytest.raises(KeyboardInterrupt):
+        run_dedup(proj, metrics=["l2"], against=["original-train"], k=5,
+                  chunk_size=10, backend="numpy", progress=stop)  # fmt: skip
+    cmd = "retest dedup --metrics l2 --against original-train --k 5"
+    r = _run("sample", "--strategy", "class-balanced", "--per-class", "2",
+             "--seed", "0", "--project", p, ok=False)  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.output
+    assert "dedup run of l2 was interrupted" in lines[0] and cmd in lines[0]
+    st = json.loads(_run("status", "--project", p, "--json").stdout)
+    assert cmd in st["stale"]
+    _run(*cmd.split()[1:], "--project", p)
+    _run("sample", "--strategy", "class-balanced", "--per-class", "2",
+         "--seed", "0", "--project", p)  # fmt: skip

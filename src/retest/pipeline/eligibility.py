@@ -612,8 +612,9 @@ def stale_candidates(project: Project) -> list[str]:
 
 
 def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
-    """Refuse stale state: an interrupted ingest, candidates added since the last
-    dedup run, or (``require_dedup``) no dedup run at all.
+    """Refuse stale state: an interrupted ingest, an interrupted dedup run,
+    candidates added since the last dedup run, or (``require_dedup``) no dedup
+    run at all.
 
     Raises
     ------
@@ -637,12 +638,46 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
                 "checked against the originals)."
             )
         return
+    interrupted_dedup = _interrupted_dedup(project)
+    if interrupted_dedup:
+        metrics, cmd = interrupted_dedup
+        raise StageError(
+            f"the last dedup run of {', '.join(metrics)} was interrupted (its "
+            f"neighbour lists are incomplete); finish it first: `{cmd}`."
+        )
     stale = stale_candidates(project)
     if stale:
         raise StageError(
             f"{len(stale)} candidates were added after the last dedup run (e.g. "
             f"{stale[0][:12]}); run `retest dedup` again before sampling."
         )
+
+
+def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
+    """Metrics whose last dedup run started but did not finish (its state says
+    ``complete: False``), and the command that finishes them."""
+    from retest.pipeline.dedup import AGAINST, DEFAULT_EMBEDDER, metric_state
+
+    bad = []
+    for m in _metrics_run(project):
+        st = metric_state(project, m)
+        if st is not None and st.get("complete") is False:
+            bad.append((m, st))
+    if not bad:
+        return None
+    st = bad[0][1]
+    cmd = ["retest dedup", "--metrics", ",".join(m for m, _ in bad)]
+    against = list(st.get("against") or AGAINST)
+    if against != list(AGAINST):
+        cmd += ["--against", ",".join(against)]
+    if st.get("k") not in (None, 30):
+        cmd += ["--k", str(st["k"])]
+    if st.get("resize"):
+        cmd += ["--resize", str(st["resize"])]
+    spec = next((s.get("embedder_spec") for m, s in bad if m == "features"), None)
+    if spec and spec != DEFAULT_EMBEDDER:
+        cmd += ["--embedder", str(spec)]
+    return [m for m, _ in bad], " ".join(cmd)
 
 
 def _interrupted_ingests(project: Project) -> list[str]:
