@@ -237,7 +237,9 @@ def test_cli_labels_out_of_range(tmp_path: Path) -> None:
     )
     y[5] = -1
     np.save(paths["labels_orig"], y)
-    _expect_error(_args(paths, tmp_path / "o"), str(paths["labels_orig"]), "[0,")
+    _expect_error(
+        _args(paths, tmp_path / "o"), str(paths["labels_orig"]), "non-negative"
+    )
 
 
 @pytest.mark.parametrize(
