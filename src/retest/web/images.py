@@ -44,17 +44,23 @@ class ItemImages:
         ):
             raise NotFoundError(f"image of {item_id} lies outside the project.")
 
+    def cached(self, item_id: str) -> bytes | None:
+        """The PNG if it is in memory (no file or store read), else None."""
+        with self._lock:
+            data = self._memory.get(item_id)
+            if data is not None:
+                self._memory.move_to_end(item_id)
+            return data
+
     def png(self, item_id: str, project: Project | None = None) -> bytes:
         """PNG bytes, upscaled with nearest neighbour so small images stay crisp.
 
         ``project``: the project on another store to read rows from (the web
         app passes its per-thread read-only one: no wait behind writes).
         """
-        with self._lock:
-            data = self._memory.get(item_id)
-            if data is not None:
-                self._memory.move_to_end(item_id)
-                return data
+        data = self.cached(item_id)
+        if data is not None:
+            return data
         proj = project or self.project
         if split_reference_id(item_id) is None:
             self._check_inside(item_id, proj.store.candidates.get(item_id).file_path)
