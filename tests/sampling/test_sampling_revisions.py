@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retest.errors import NotFoundError, StoreError, UnknownNameError
-from retest.pipeline.eligibility import candidate_eligibility
+from retest.pipeline.eligibility import candidate_eligibility, selection_frequencies
 from retest.pipeline.project import Project
 from retest.pipeline.revisions import (
     create_revision,
@@ -21,7 +21,7 @@ from retest.pipeline.revisions import (
     revision_statistics,
     set_class_review,
 )
-from retest.pipeline.sample import selection_frequencies, target_histograms
+from retest.pipeline.sample import target_histograms
 from retest.store import open_store
 from retest.store.base import Store
 from retest.store.rows import (

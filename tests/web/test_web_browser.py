@@ -189,7 +189,7 @@ def _wait_saved(pg, store, kind: str, n: int) -> None:  # type: ignore[no-untype
 def test_enter_double_click_and_resubmit_store_one_vote(
     page, live_server, web_project
 ) -> None:
-    from retest.pipeline.sample import selection_frequencies
+    from retest.pipeline.eligibility import selection_frequencies
 
     store = web_project.project.store
     tasks = store.tasks.list()

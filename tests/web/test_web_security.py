@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
-from retest.pipeline.sample import selection_frequencies
+from retest.pipeline.eligibility import selection_frequencies
 from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
 

@@ -570,7 +570,7 @@ def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
         Class, selection frequency for its own class (the one aggregation of
         crowd votes the samplers use), blacklist state and source id.
     """
-    from retest.pipeline.sample import selection_frequencies
+    from retest.pipeline.eligibility import selection_frequencies
 
     store = project.store
     black = set(store.blacklist.current())

@@ -79,6 +79,7 @@ __all__ = [
     "heavy_automatic_losses",
     "ineligible_members",
     "pending_reviews",
+    "selection_frequencies",
     "stale_candidates",
 ]
 
@@ -368,8 +369,22 @@ def _auto_pairs(
     return near & known, {p for p in pairs if p[0] in known}
 
 
-def _stats(project: Project) -> Mapping[tuple[str, int], FrequencyStat]:
-    """Selection frequencies (as :func:`retest.pipeline.sample.selection_frequencies`)."""
+def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencyStat]:
+    """Selection frequency of every (item, class id) shown in a crowd/grid task.
+
+    Computed from the append-only ``kind="task"`` annotation events (one per
+    assignment and image shown); rejected assignments are ignored, and a worker's
+    repeated assignments of one task count once (the latest valid one).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of (item id, class id) to FrequencyStat
+        Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
+    """
     return aggregate_item_events(project.store.annotations.list(kind="task"))
 
 
@@ -532,7 +547,7 @@ def candidate_eligibility(
         k: n for k, n in store.candidates.count_by_class().items() if k is not None
     }
     black = set(store.blacklist.current())
-    stats = _stats(project)
+    stats = selection_frequencies(project)
     exact = _exact_copies(project)
     threshold = _near_threshold(project)
     near_orig: set[str] = set()

@@ -80,8 +80,8 @@ from retest.errors import (
     UnknownNameError,
 )
 from retest.names import validate_name
+from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.project import DB_NAME, Project
-from retest.pipeline.sample import selection_frequencies
 from retest.store.artifacts import (
     sha256_file,
     write_bytes,

@@ -24,12 +24,9 @@ from typing import Any
 
 from retest.errors import ConfigError, StoreError
 from retest.names import suggest_name, validate_name
+from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.project import Project
-from retest.pipeline.sample import (
-    class_names,
-    draw_sample,
-    selection_frequencies,
-)
+from retest.pipeline.sample import class_names, draw_sample
 from retest.sampling.base import SampleResult, revision_strategies, strategy_tag
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
 from retest.store.base import Store

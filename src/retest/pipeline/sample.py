@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from itertools import compress, repeat
 
 from retest.errors import ConfigError, StageError
-from retest.pipeline.eligibility import Eligibility
+from retest.pipeline.eligibility import Eligibility, selection_frequencies
 from retest.pipeline.project import Project
 from retest.sampling.base import (
     SampleResult,
@@ -27,7 +27,6 @@ from retest.sampling.histogram import DEFAULT_BINS
 from retest.sampling.selection_frequency import (
     FrequencyStat,
     TargetHistogram,
-    aggregate_item_events,
     class_target_histograms,
 )
 
@@ -35,7 +34,6 @@ __all__ = [
     "candidate_pool",
     "class_names",
     "draw_sample",
-    "selection_frequencies",
     "target_histograms",
     "verified_candidates",
 ]
@@ -67,25 +65,6 @@ def class_names(project: Project) -> dict[int, str]:
     dict of int to str
     """
     return {c.id: c.name for c in project.store.classes.list()}
-
-
-def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencyStat]:
-    """Selection frequency of every (item, class id) shown in a crowd/grid task.
-
-    Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); rejected assignments are ignored, and a worker's
-    repeated assignments of one task count once (the latest valid one).
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    dict of (item id, class id) to FrequencyStat
-        Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
-    """
-    return aggregate_item_events(project.store.annotations.list(kind="task"))
 
 
 def target_histograms(

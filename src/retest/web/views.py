@@ -1,6 +1,6 @@
 """What the pages show, computed from the store's events (no writes here).
 
-Selection frequencies come from :func:`retest.pipeline.sample.selection_frequencies`
+Selection frequencies come from :func:`retest.pipeline.eligibility.selection_frequencies`
 (``kind="task"`` events, Rejected assignments ignored), keyed by (item, class id);
 the five-bin histograms use :data:`retest.sampling.histogram.DEFAULT_BINS`. The
 keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json``).
