@@ -37,11 +37,28 @@ def tasks_cmd(
             "\\[seeds] in retest.toml, else 0)."
         ),
     ] = None,
+    include_copies: Annotated[
+        bool,
+        typer.Option(
+            "--include-copies",
+            help="Also make tasks for candidates already excluded as copies of "
+            "original images (exact copies, near-originals); they can never be "
+            "sampled, so by default they are left out.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Make grid tasks for candidates that still need annotations."""
-    from retest.cli._console import console, print_json
-    from retest.pipeline.crowd import create_tasks, pending_task_candidates
+    """Make grid tasks for candidates that still need annotations.
+
+    Candidates that the eligibility decision of `retest sample` already excludes
+    as copies of original images (exact copies, near-originals by the automatic
+    rule or a confirmed pair) get no task: no worker is paid to label them.
+    Members of near-duplicate groups of pool images and candidates with pairs not
+    yet reviewed do get tasks. Before `retest dedup` has run no copy can be told:
+    every candidate gets a task, with a warning.
+    """
+    from retest.cli._console import console, print_json, print_warning
+    from retest.pipeline.crowd import create_task_batch, pending_task_candidates
     from retest.pipeline.project import Project
 
     if images_per_task < 1:
@@ -63,19 +80,50 @@ def tasks_cmd(
         if seed is None:
             seed = proj.config.seed("tasks")
             seed = 0 if seed is None else seed
-        rows = create_tasks(
+        batch = create_task_batch(
             proj,
             nearest_class=near,
             images_per_task=images_per_task,
             pos_controls=controls,
             neg_controls=controls,
             seed=seed,
+            include_copies=include_copies,
         )
         waiting = pending_task_candidates(proj)
+    rows = batch.rows
+    if not include_copies and not batch.copies_checked:
+        print_warning(
+            "copies of original images could not be left out: dedup has not run "
+            "on this project, so every candidate got a task. Run `retest dedup` "
+            "before `retest crowd tasks` to leave them out."
+        )
+    if batch.unchecked:
+        print_warning(
+            f"{batch.unchecked} candidates added after the last dedup run got "
+            "tasks without being checked for near-copies of original images; run "
+            "`retest dedup` before making tasks for new candidates."
+        )
     if as_json:
-        print_json({"tasks": [r.id for r in rows]})
+        print_json(
+            {
+                "tasks": [r.id for r in rows],
+                "left_out": batch.left_out,
+                "copies_checked": batch.copies_checked,
+                "unchecked": batch.unchecked,
+            }
+        )
         return
     console.print(f"{len(rows)} tasks created", markup=False)
+    n_out = sum(batch.left_out.values())
+    if n_out:
+        why = ", ".join(f"{n} {_COPY_KINDS[r]}" for r, n in batch.left_out.items())
+        console.print(
+            f"left out {n_out} candidates already excluded as copies of original "
+            f"images ({why}; `retest status` counts them per class, "
+            "--include-copies gives them tasks)",
+            markup=False,
+            soft_wrap=True,
+        )
     old = set(waiting.values()) - {r.id for r in rows}
     if old:
         console.print(
@@ -84,6 +132,14 @@ def tasks_cmd(
             markup=False,
             soft_wrap=True,
         )
+
+
+_COPY_KINDS = {
+    "exact_copy": "exact copies",
+    "near_original": "near-originals by the automatic rule",
+    "near_duplicate": "in a near-duplicate group with an original",
+}
+"""How the count line names each reason of ``retest.pipeline.crowd.COPY_REASONS``."""
 
 
 def _read_nearest(path: Path) -> dict[str, object]:

@@ -39,6 +39,7 @@ from retest.labeling.tasks import (
     image_token,
 )
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
+from retest.pipeline.eligibility import candidate_eligibility, stale_candidates
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.base import Store
@@ -49,15 +50,19 @@ from retest.store.rows import (
 )
 
 __all__ = [
+    "COPY_REASONS",
     "EXPORT_STAGE",
     "MIN_CONTROL_ACCURACY",
     "REQUIRED_RESULT_COLUMNS",
     "CrowdImport",
     "StatusChange",
+    "TaskBatch",
+    "create_task_batch",
     "create_tasks",
     "export_mturk",
     "exported_task_ids",
     "import_mturk",
+    "original_copies",
     "pending_task_candidates",
     "project_secret",
     "task_from_row",
@@ -91,6 +96,64 @@ def task_from_row(row: TaskRow) -> Task:
     )
 
 
+COPY_REASONS: tuple[str, ...] = ("exact_copy", "near_original", "near_duplicate")
+"""Eligibility reasons that make a candidate a copy of an original image: it can
+never enter a revision, so :func:`create_tasks` pays no worker to label it.
+``pool_duplicate`` and ``unreviewed`` are not among them: a group of pool images
+still needs one labeled member (which one is kept can change with the votes), and
+an unreviewed pair may turn out to be two distinct images."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBatch:
+    """What :func:`create_task_batch` stored and what it left out.
+
+    Attributes
+    ----------
+    rows : list of TaskRow
+        The tasks added.
+    left_out : dict of str to int
+        Candidates that would have had a task but are copies of originals, per
+        reason of :data:`COPY_REASONS` (each under its first one).
+    copies_checked : bool
+        False when no dedup run exists (or copies were asked for): nothing could
+        be left out.
+    unchecked : int
+        Candidates given a task that arrived after the last dedup run, so only
+        their exact copies could be told.
+    """
+
+    rows: list[TaskRow]
+    left_out: dict[str, int] = field(default_factory=dict)
+    copies_checked: bool = True
+    unchecked: int = 0
+
+
+def original_copies(project: Project) -> dict[str, str] | None:
+    """Candidates the eligibility decision excludes as copies of an original image
+    → their first reason of :data:`COPY_REASONS`; None before any dedup run (near
+    copies are unknown then, and exact copies alone would be a partial answer).
+
+    Parameters
+    ----------
+    project : Project
+
+    Returns
+    -------
+    dict of str to str, or None
+    """
+    from retest.pipeline.dedup import metrics_run
+
+    if not metrics_run(project):
+        return None
+    out = {}
+    for cid, reasons in candidate_eligibility(project).excluded():
+        first = next((r for r in reasons if r in COPY_REASONS), None)
+        if first is not None:
+            out[cid] = first
+    return out
+
+
 def create_tasks(
     project: Project,
     *,
@@ -101,19 +164,52 @@ def create_tasks(
     min_assignments: int = 10,
     seed: int = 0,
     control_split: str = "test",
+    include_copies: bool = False,
 ) -> list[TaskRow]:
+    """The tasks :func:`create_task_batch` adds (same parameters)."""
+    return create_task_batch(
+        project,
+        nearest_class=nearest_class,
+        images_per_task=images_per_task,
+        pos_controls=pos_controls,
+        neg_controls=neg_controls,
+        min_assignments=min_assignments,
+        seed=seed,
+        control_split=control_split,
+        include_copies=include_copies,
+    ).rows
+
+
+def create_task_batch(
+    project: Project,
+    *,
+    nearest_class: Mapping[int, int] | None = None,
+    images_per_task: int = 48,
+    pos_controls: int = 3,
+    neg_controls: int = 3,
+    min_assignments: int = 10,
+    seed: int = 0,
+    control_split: str = "test",
+    include_copies: bool = False,
+) -> TaskBatch:
     """Make grid tasks for candidates that still need annotations and store them.
 
-    Candidates need annotations when they are not blacklisted and have fewer than
+    Candidates need annotations when they are not blacklisted, not excluded as a
+    copy of an original image (:func:`original_copies`, the eligibility decision
+    that ``retest sample`` applies; unless ``include_copies``) and have fewer than
     ``min_assignments`` counted task assignments (the same votes selection
-    frequencies count; docs/algorithms.md#crowd-tasks). A candidate that already
-    sits in a stored task not yet answered by ``min_assignments`` workers (created
-    or exported, see :func:`pending_task_candidates`) gets no new task, so running
-    this again creates tasks only for new candidates, or for candidates whose
-    answered tasks left them short of votes (rejected work). Returns the tasks
-    added (none when nothing is new).
+    frequencies count; docs/algorithms.md#crowd-tasks). Members of a near-duplicate
+    group of pool images and candidates with unreviewed pairs do get tasks. Before
+    any dedup run no copy can be told, and every candidate gets a task
+    (``copies_checked`` is False). A candidate that already sits in a stored task
+    not yet answered by ``min_assignments`` workers (created or exported, see
+    :func:`pending_task_candidates`) gets no new task, so running this again
+    creates tasks only for new candidates, or for candidates whose answered tasks
+    left them short of votes (rejected work).
     Controls come from the original ``control_split``. ``nearest_class`` defaults to
     the next class id (wrapping), a placeholder for a similarity map the user gives.
+    The tasks of the candidates that remain are those the same seed gives a pool
+    without the copies.
 
     Parameters
     ----------
@@ -126,11 +222,13 @@ def create_tasks(
         Counted assignments a candidate needs.
     seed : int
     control_split : str
+    include_copies : bool
+        Give copies of originals tasks too (nothing is left out).
 
     Returns
     -------
-    list of TaskRow
-        The tasks added.
+    TaskBatch
+        The tasks added (none when nothing is new) and what was left out.
 
     Raises
     ------
@@ -150,12 +248,23 @@ def create_tasks(
     existing = store.tasks.list()
     pending = _pending_candidates(existing, events, min_assignments)
     black = store.blacklist.current()
+    copies = None if include_copies else original_copies(project)
+    left_out: dict[str, int] = defaultdict(int)
     by_class: dict[int, list[str]] = defaultdict(list)
     for cand in store.candidates.iter():
         if cand.class_id is None or cand.id in black or cand.id in pending:
             continue
         if counts.get(cand.id, 0) < min_assignments:
-            by_class[cand.class_id].append(cand.id)
+            why = copies.get(cand.id) if copies else None
+            if why is None:
+                by_class[cand.class_id].append(cand.id)
+            else:
+                left_out[why] += 1
+    unchecked = 0
+    if copies is not None:
+        stale = set(stale_candidates(project))
+        if stale:
+            unchecked = sum(1 for ids in by_class.values() for i in ids if i in stale)
     originals: dict[int, list[str]] = defaultdict(list)
     for ref in store.references.list(split=control_split):
         originals[ref.class_id].append(ref.id)
@@ -188,7 +297,12 @@ def create_tasks(
     known = {t.id for t in existing}
     rows = [r for r in rows if r.id not in known]
     store.tasks.add(rows)
-    return rows
+    return TaskBatch(
+        rows,
+        {r: left_out[r] for r in COPY_REASONS if left_out[r]},
+        copies_checked=copies is not None,
+        unchecked=unchecked,
+    )
 
 
 def _pending_candidates(
