@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -65,6 +67,36 @@ def test_incremental_equals_the_one_rule(seed: int) -> None:
         pos += step
         assert dict(agg.stats) == aggregate_item_events(events[:pos])
     assert agg.feed(events) == 0  # already seen: nothing counted twice
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_whole_answers_fed_at_once_equal_the_one_rule(seed: int) -> None:
+    """The web app appends each answer's events together: runs of one
+    assignment are fed as one, and must count exactly as event by event."""
+    events = _random_events(seed, 400)
+    first = {e.assignment_id: k for k, e in enumerate(reversed(events))}
+    events = [
+        dataclasses.replace(e, id=k + 1)
+        for k, e in enumerate(sorted(events, key=lambda e: first[e.assignment_id]))
+    ]
+    agg = EventAggregates()
+    rng = np.random.default_rng(seed)
+    pos = 0
+    while pos < len(events):
+        step = int(rng.integers(1, 60))
+        agg.feed(events[pos : pos + step])
+        pos += step
+        assert dict(agg.stats) == aggregate_item_events(events[:pos])
+        assert {t: agg.answers(t) for t in ("t0", "t1", "t2", "t3")} == {
+            t: len(
+                {
+                    ("w", e.worker) if e.worker else ("a", e.assignment_id)
+                    for e in events[:pos]
+                    if e.task_id == t and e.assignment_status.lower() != "rejected"
+                }
+            )
+            for t in ("t0", "t1", "t2", "t3")
+        }
 
 
 def test_live_follows_appends_and_other_processes(web_project) -> None:
@@ -131,7 +163,6 @@ def test_writer_feeds_the_aggregates_and_they_equal_a_rebuild(web_project) -> No
     """Committed answers reach the aggregates without being read back (pages
     then sync nothing); answers of another process in between are read from the
     store; either way the counts equal the one rule over the stored events."""
-    import dataclasses
     import threading
     import time
 

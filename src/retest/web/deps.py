@@ -181,13 +181,22 @@ def request_token(request: Request) -> tuple[str, bool]:
     return request.cookies.get(COOKIE_TOKEN, ""), False
 
 
-async def _role(request: Request, state: StateDep) -> str:
+def signed_in_role(request: Request) -> str:
+    """The role of the request's token; 401 without a valid one.
+
+    A plain function that the role and annotator dependencies both call: as a
+    dependency of a dependency it cost every answer a second resolution."""
+    state: AppState = request.app.state.retest
     token, _ = request_token(request)
     role = state.role_of(token) if token else None
     if role is None:
         raise SignInRequired(401, "Sign in with your invitation token.")
     request.state.role = role
     return role
+
+
+async def _role(request: Request) -> str:
+    return signed_in_role(request)
 
 
 RoleDep = Annotated[str, Depends(_role)]
@@ -251,7 +260,8 @@ class Annotator:
     role: str
 
 
-async def _annotator(request: Request, role: RoleDep) -> Annotator:
+async def _annotator(request: Request) -> Annotator:
+    role = signed_in_role(request)
     _, from_header = request_token(request)
     if not same_origin(request) or (
         not from_header and "origin" not in request.headers

@@ -73,6 +73,19 @@ def _valid(status: str | None) -> bool:
     return status is None or status.lower() in VALID_STATUSES
 
 
+def _same_answer(a: AnnotationEvent, b: AnnotationEvent) -> bool:
+    """Whether two task events belong to one stored answer (fed as one run)."""
+    return (
+        a.assignment_id == b.assignment_id
+        and a.task_id == b.task_id
+        and a.worker == b.worker
+        and a.assignment_status == b.assignment_status
+        and a.when == b.when
+        and a.class_id == b.class_id
+        and a.who == b.who
+    )
+
+
 class _Stats(Mapping[_Key, FrequencyStat]):
     """A read-only view of the counts as ``{(item, class): FrequencyStat}``."""
 
@@ -134,6 +147,8 @@ class EventAggregates:
     ) -> int:
         """:meth:`feed` with the ids given apart (events as they were appended,
         whose ``id`` field is still empty)."""
+        run: list[AnnotationEvent] = []  # task events of one assignment in a row
+        run_id: int | None = None
         n = 0
         for ev, eid in zip(events, ids, strict=True):
             if eid is not None and eid <= self.last_id:
@@ -142,29 +157,49 @@ class EventAggregates:
             if eid is not None:
                 self.last_id = eid
             if ev.kind == "task":
-                self.class_version[ev.class_id] += 1
-                self._task(ev, eid)
-            elif ev.kind in self.latest:
+                if run and not _same_answer(run[0], ev):
+                    self._task(run, run_id)
+                    run = []
+                run.append(ev)
+                run_id = eid
+                continue
+            if run:
+                self._task(run, run_id)
+                run = []
+            if ev.kind in self.latest:
                 self.label_version += 1
                 self.latest[ev.kind][(ev.item_id, ev.class_id)] = ev.value
                 self.latest_by_item[ev.kind][ev.item_id] = ev.value
             elif ev.kind in self.queue_events:
                 self.queue_version += 1
                 self.queue_events[ev.kind].append(ev)
+        if run:
+            self._task(run, run_id)
         return n
 
-    def _add(self, key: _Key, value: int, sign: int = 1) -> None:
+    def _add(self, rows: list[tuple[_Key, int]], sign: int = 1) -> None:
+        n, k = self._n, self._k
+        for key, value in rows:
+            n[key] += sign
+            if value > 0:
+                k[key] += sign
         # a replaced assignment may hold rows of another class than the event's
-        self.class_version[key[1]] += 1
-        self._n[key] = self._n.get(key, 0) + sign
-        if value > 0:
-            self._k[key] += sign
+        for class_id in {key[1] for key, _ in rows}:
+            self.class_version[class_id] += 1
 
-    def _task(self, ev: AnnotationEvent, eid: int | None) -> None:
-        key = (ev.item_id, ev.class_id)
-        if key not in self._n:
-            self._n[key] = 0
-            self._class_keys[ev.class_id].append(key)
+    def _task(self, run: list[AnnotationEvent], eid: int | None) -> None:
+        """One assignment's answers (a run of events that :func:`_same_answer`
+        groups), ``eid`` the id of the last. Fed as one, the counts end as if
+        fed one event at a time: ids only grow within the run, so the run is
+        the latest of its (task, worker) group after its last event exactly
+        when it is after its first."""
+        ev = run[0]
+        rows = [((e.item_id, e.class_id), e.value) for e in run]
+        for key, _ in rows:
+            if key not in self._n:
+                self._n[key] = 0
+                self._class_keys[key[1]].append(key)
+        self.class_version[ev.class_id] += 1
         if not _valid(ev.assignment_status):
             return
         if ev.task_id:
@@ -172,14 +207,13 @@ class EventAggregates:
                 ("w", ev.worker) if ev.worker else ("a", ev.assignment_id or ev.who)
             )
         if not (ev.worker and ev.task_id and ev.assignment_id):
-            self._add(key, ev.value)  # no worker: every assignment counts
+            self._add(rows)  # no worker: every assignment counts
             return
         akey: Hashable = (ev.task_id, ev.assignment_id)
         group: Hashable = (ev.task_id, ev.worker)
-        counted = self._nbest.get(akey, 0) > 0
-        self._rows[akey].append((key, ev.value))
-        if counted:
-            self._add(key, ev.value)
+        self._rows[akey].extend(rows)
+        if self._nbest.get(akey, 0) > 0:
+            self._add(rows)
         order = (ev.when or "", eid or 0, ev.assignment_id)
         prev = self._order.get((group, akey))
         if prev is not None and prev >= order:
@@ -200,9 +234,7 @@ class EventAggregates:
         before = self._nbest.get(akey, 0)
         self._nbest[akey] = before + step
         if (before == 0) != (before + step == 0):
-            sign = 1 if before == 0 else -1
-            for k, v in self._rows[akey]:
-                self._add(k, v, sign)
+            self._add(self._rows[akey], 1 if before == 0 else -1)
 
     # -- reading
     def stats_copy(self) -> Mapping[_Key, FrequencyStat]:

@@ -142,8 +142,12 @@ def include_pages(app: FastAPI) -> None:
     env.globals["nav_links"] = tuple(links)
 
 
-# The built-in pages, in the order their routes are matched.
-PAGES.add("pages", Page(pages.router, (NavLink("Tasks", "/tasks", False),), order=0))
+# The built-in pages, in the order their routes are matched: answers and
+# images first, as they are most of the requests (each route tried before the
+# one that matches costs every request); nav links keep the pages' order.
+PAGES.add("api", Page(api.router, order=0))
+PAGES.add("images", Page(images.router, order=1))
+PAGES.add("pages", Page(pages.router, (NavLink("Tasks", "/tasks", False),), order=2))
 PAGES.add(
     "review",
     Page(
@@ -153,8 +157,6 @@ PAGES.add(
             NavLink("Selection frequency", "/stats"),
             NavLink("Label errors", "/label-errors"),
         ),
-        order=1,
+        order=3,
     ),
 )
-PAGES.add("api", Page(api.router, order=2))
-PAGES.add("images", Page(images.router, order=3))
