@@ -50,7 +50,9 @@ __all__ = [
     "StateDep",
     "StoreDep",
     "Submissions",
+    "annotator",
     "clean_name",
+    "signed_in_role",
 ]
 
 UI_VERSION = "web-2"
@@ -260,7 +262,8 @@ class Annotator:
     role: str
 
 
-async def _annotator(request: Request) -> Annotator:
+async def annotator(request: Request) -> Annotator:
+    """Who writes: a signed-in role, the app's own origin and a name."""
     role = signed_in_role(request)
     _, from_header = request_token(request)
     if not same_origin(request) or (
@@ -280,7 +283,7 @@ async def _annotator(request: Request) -> Annotator:
     return Annotator(name, role)
 
 
-AnnotatorDep = Annotated[Annotator, Depends(_annotator)]
+AnnotatorDep = Annotated[Annotator, Depends(annotator)]
 
 
 async def _reviewer_writer(who: AnnotatorDep) -> Annotator:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote
 
@@ -81,9 +82,13 @@ def busy(request: Request, err: Exception) -> HTMLResponse:
 
 
 @lru_cache(maxsize=4096)
-def task_tokens(task_id: str, items: tuple[str, ...], secret: bytes) -> dict[str, str]:
-    """Image token → item of a grid task (computed once per task)."""
-    return {image_token(f"{task_id}|{i}", secret): i for i in items}
+@lru_cache(maxsize=4096)
+def task_tokens(
+    task_id: str, items: tuple[str, ...], secret: bytes
+) -> Mapping[str, str]:
+    """Image token → item of a grid task (computed once per task: each of a
+    page's 48 image requests and its answer look it up)."""
+    return MappingProxyType({image_token(f"{task_id}|{i}", secret): i for i in items})
 
 
 def agreement(frequency: float) -> float:

@@ -11,11 +11,14 @@ project before anything is written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
 
 from retest.pipeline.dedup import record_review
 from retest.pipeline.review_queue import record_label_verdict
@@ -29,10 +32,11 @@ from retest.store.rows import (
 )
 from retest.web.deps import (
     UI_VERSION,
-    AnnotatorDep,
+    Annotator,
     AppState,
     ReviewerWriteDep,
     StateDep,
+    annotator,
 )
 from retest.web.schemas import (
     ClassReviewBody,
@@ -89,9 +93,56 @@ async def _append(
     return {"events": n, "replayed": True} if replayed else {"events": n}
 
 
-@router.post("/label")
+_B = TypeVar("_B", bound=BaseModel)
+
+
+def _answer_route(
+    path: str,
+    model: type[_B],
+) -> Callable[
+    [Callable[[_B, Annotator, AppState], Awaitable[dict[str, Any]]]],
+    Callable[[_B, Annotator, AppState], Awaitable[dict[str, Any]]],
+]:
+    """Register ``handler(body, who, state)`` for POST ``path`` as a plain
+    Starlette route: answers are nearly every request of a campaign, and
+    FastAPI's resolution of body and dependencies cost each a tenth of its
+    server time (in-process at a million events, 1.0 → 0.9 ms per answer).
+
+    The checks are those of the other writes, in the same order: the token,
+    origin and name (:func:`~retest.web.deps.annotator`, 401/403), then the
+    body (JSON only, 422 in FastAPI's error format)."""
+
+    def register(
+        handler: Callable[[_B, Annotator, AppState], Awaitable[dict[str, Any]]],
+    ) -> Callable[[_B, Annotator, AppState], Awaitable[dict[str, Any]]]:
+        async def endpoint(request: Request) -> JSONResponse:
+            who = await annotator(request)
+            raw = await request.body()
+            kind = request.headers.get("content-type", "").split(";")[0].strip()
+            if not (kind == "application/json" or kind.endswith("+json")):
+                raise HTTPException(422, "Send the answer as JSON (application/json).")
+            try:
+                body = model.model_validate_json(raw)
+            except ValidationError as err:
+                raise RequestValidationError(
+                    [
+                        {**e, "loc": ("body", *e["loc"])}
+                        for e in err.errors(include_url=False)
+                    ]
+                ) from None
+            return JSONResponse(await handler(body, who, request.app.state.retest))
+
+        router.add_route(
+            router.prefix + path, endpoint, methods=["POST"], include_in_schema=False
+        )
+        return handler
+
+    return register
+
+
+@_answer_route("/label", LabelBody)
 async def post_label(
-    body: LabelBody, who: AnnotatorDep, state: StateDep
+    body: LabelBody, who: Annotator, state: AppState
 ) -> dict[str, Any]:
     """Stage 1 (select) or stage 2 (verify): one event per shown candidate.
 
@@ -150,9 +201,9 @@ async def post_label(
     )
 
 
-@router.post("/task")
+@_answer_route("/task", TaskAnswerBody)
 async def post_task(
-    body: TaskAnswerBody, who: AnnotatorDep, state: StateDep
+    body: TaskAnswerBody, who: Annotator, state: AppState
 ) -> dict[str, Any]:
     """A local answer to a grid task, stored like a crowd assignment.
 
