@@ -7,9 +7,16 @@ grid-task answers of 48 images, plus stage-1/2 labels), starts a real
 * every page's latency with nobody else on the server (``--reps`` each);
 * a write load: ``--clients`` concurrent clients (a process each) answering
   grid tasks for ``--seconds`` (each request with a fresh submission key; every
-  10th is sent twice, as a double click would), while a labeler in Chromium (Debian's
-  ``/usr/bin/chromium`` through Playwright, or plain page fetches when absent)
-  answers tasks with the keyboard and another client reads pages;
+  10th is sent twice, as a double click would), while a labeler answers tasks
+  and another client reads pages. The labeler (``--labeler``) is Chromium
+  (Debian's ``/usr/bin/chromium`` through Playwright) using the keyboard, or
+  the same requests sent over HTTP (also when Chromium is absent), taking
+  ``--browser-think`` seconds per task. Twice: with
+  each client sending its next answer as soon as the last is answered (the
+  server's capacity; latency there is mostly queueing, 8 clients waiting on
+  each other), then at ``--rate`` answers a second offered by the clients
+  together at random (Poisson) times, latency counted from when each answer
+  was due (what a campaign at that rate sees);
 * afterwards, in the database: events lost (accepted answers without their 48
   events) and duplicated (a replayed submission stored twice).
 
@@ -17,7 +24,8 @@ grid-task answers of 48 images, plus stage-1/2 labels), starts a real
 worktree under ``/tmp``) on a copy of the same project, for comparison.
 
 Run ``python3 benchmarks/bench_web.py [--events N] [--baseline COMMIT]``; writes
-``benchmarks/results/web.json``.
+``benchmarks/results/web.json`` (``--out``) and a plot of every answer's latency
+over time beside it (``web.png``).
 """
 
 from __future__ import annotations
@@ -208,7 +216,7 @@ def _pct(xs: list[float], q: float) -> float:
 def _summary(xs: list[float]) -> dict[str, float]:
     ms = [x * 1000 for x in xs]
     return {"n": len(ms), "p50_ms": _pct(ms, 0.5), "p95_ms": _pct(ms, 0.95),
-            "max_ms": max(ms) if ms else float("nan")}  # fmt: skip
+            "p99_ms": _pct(ms, 0.99), "max_ms": max(ms) if ms else float("nan")}  # fmt: skip
 
 
 def measure_pages(
@@ -279,33 +287,51 @@ class _Conn:
 
 
 def _client(base: str, task_ids: list[str], k: int, seconds: float, timeout: float,
-            start: Any, out: Any) -> None:  # fmt: skip
+            rate: float, start: Any, out: Any) -> None:  # fmt: skip
     """One person answering grid tasks, in a process of its own: as threads of
     the measuring process the clients would share one interpreter lock with each
     other and with the reader, and the measured latencies would include waits
-    for it."""
+    for it.
+
+    ``rate`` 0: each answer is sent when the previous one is answered (closed
+    loop: the server's capacity). Otherwise answers are due at Poisson arrivals
+    of ``rate`` a second, and an answer's latency counts from when it was due,
+    not from when it was sent: a client held up by a slow answer sends the next
+    one late, and that wait is part of what the person would have seen (the
+    "coordinated omission" correction)."""
     c = _Conn(
         base, {"X-Retest-Token": TOKEN, "X-Retest-Annotator": f"bench{k}"}, timeout
     )
+    rng = np.random.default_rng(k)
     lat: list[float] = []
+    sent: list[float] = []  # when each request was due, from the start
     accepted: list[tuple[str, str]] = []
     errors: list[str] = []
     replays = n = 0
     start.wait()
     cpu0 = time.process_time()
-    stop = time.perf_counter() + seconds
+    due = begin = time.perf_counter()
+    stop = due + seconds
     while time.perf_counter() < stop:
+        if rate:
+            due += rng.exponential(1 / rate)
+            if due >= stop:
+                break
+            time.sleep(max(0.0, due - time.perf_counter()))
         task = task_ids[(k * 7919 + n) % len(task_ids)]
         key = f"b{k}n{n}x{os.getpid()}"
         body = {"submission": key, "task_id": task, "selected_tokens": []}
-        for _ in range(2 if n % 10 == 0 else 1):
+        for attempt in range(2 if n % 10 == 0 else 1):
             t0 = time.perf_counter()
+            if rate and not attempt:
+                t0 = due  # the first send counts from when it was due
             try:
                 status, text = c.request("POST", "/api/task", body)
             except (http.client.HTTPException, OSError) as err:
                 errors.append(repr(err))
                 continue
             lat.append(time.perf_counter() - t0)
+            sent.append(t0 - begin)
             if status == 200:
                 accepted.append((key, task))
                 replays += bool(json.loads(text).get("replayed"))
@@ -313,18 +339,20 @@ def _client(base: str, task_ids: list[str], k: int, seconds: float, timeout: flo
                 errors.append(f"{status} {text[:80]!r}")
         n += 1
     c.close()
-    out.put({"lat": lat, "accepted": accepted, "errors": errors, "replays": replays,
+    out.put({"lat": lat, "sent": sent, "begin": begin, "accepted": accepted,
+             "errors": errors, "replays": replays,
              "cpu_s": time.process_time() - cpu0})  # fmt: skip
 
 
 def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
-               timeout: float) -> dict[str, Any]:  # fmt: skip
+               timeout: float, rate: float = 0.0) -> dict[str, Any]:  # fmt: skip
     """Concurrent grid answers, one process per client; every 10th request is
-    sent twice (same key)."""
+    sent twice (same key). ``rate``: answers a second offered by all clients
+    together (0: as fast as the server answers; see :func:`_client`)."""
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(clients + 1), ctx.Queue()
     procs = [ctx.Process(target=_client, args=(base, info["task_ids"], k, seconds,
-                                               timeout, start, out))
+                                               timeout, rate / clients, start, out))
              for k in range(clients)]  # fmt: skip
     for pr in procs:
         pr.start()
@@ -337,12 +365,13 @@ def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
     lat = [x for r in parts for x in r["lat"]]
     accepted = [a for r in parts for a in r["accepted"]]
     errors = [e for r in parts for e in r["errors"]]
-    return {"latency": _summary(lat), "requests": len(lat), "answered": len(accepted),
-            "replays_answered": sum(r["replays"] for r in parts),
+    return {"offered_per_s": rate or None, "latency": _summary(lat), "requests": len(lat),
+            "answered": len(accepted), "replays_answered": sum(r["replays"] for r in parts),
             "writes_per_s": len(lat) / wall, "errors": errors[:5],
             "client_cpu_ms_per_write": 1000 * sum(r["cpu_s"] for r in parts) / max(1, len(lat)),
-            "n_errors": len(errors), "wall_s": wall,
-            "accepted_list": accepted}  # fmt: skip
+            "n_errors": len(errors), "wall_s": wall, "accepted_list": accepted,
+            "timeline": sorted(zip((r["begin"] + t for r in parts for t in r["sent"]), lat,
+                                   strict=True))}  # fmt: skip
 
 
 def reader_load(base: str, urls: dict[str, str], stop: threading.Event,
@@ -378,7 +407,8 @@ def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any],
     except ImportError:
         chromium = None
     if chromium is None:
-        result["browser"] = "absent"
+        result["browser"] = "absent: the labeler's requests are sent over HTTP instead"
+        http_labeler(base, stop, result, think)
         return
     times: list[float] = []
     with sync_playwright() as p:
@@ -403,11 +433,59 @@ def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any],
                     pg.keyboard.press("Enter")
                 pg.wait_for_load_state("load")
                 times.append(time.perf_counter() - t0)
+                result.setdefault("navigations", []).append(t0)
             except Exception as err:
                 result["browser_error"] = repr(err)[:200]
                 break
         b.close()
     result["browser"] = _summary(times)
+
+
+def http_labeler(base: str, stop: threading.Event, result: dict[str, Any],
+                 think: float = 0.0) -> None:  # fmt: skip
+    """The requests of :func:`browser_labeler`'s labeler without a browser:
+    the answer, the next-task redirect, the task page, its images over six
+    connections at once (as Chromium fetches them), the style sheet and script;
+    then ``think`` seconds. What the server does for a labeler, apart from
+    the browser's own work on the machine."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    hdr = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "browser"}
+    c = _Conn(base, hdr, 60.0)
+    pool = [_Conn(base, hdr, 60.0) for _ in range(6)]
+    times: list[float] = []
+    after, answer = "", None
+    with ThreadPoolExecutor(6) as ex:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            if answer is not None:
+                c.request("POST", "/api/task", answer)
+            c.conn.request("GET", f"/next/task?after={after}", headers=hdr)
+            r = c.conn.getresponse()
+            r.read()
+            url = r.getheader("location") or "/tasks"
+            if not url.startswith("/task/"):
+                break  # every task answered
+            _, page = c.request("GET", url)
+            html = page.decode()
+            imgs = re.findall(r'/img/t/[^"\']+', html)
+            list(ex.map(lambda k, imgs=imgs: [pool[k].request("GET", u) for u in imgs[k::6]],
+                        range(6)))  # fmt: skip
+            for static in ("/static/app.css", "/static/app.js"):
+                c.request("GET", static)
+            times.append(time.perf_counter() - t0)
+            result.setdefault("navigations", []).append(t0)
+            after = url.rsplit("/", 1)[1]
+            key = re.search(r'data-submission="([^"]+)"', html)
+            tokens = [u.rsplit("/", 1)[1] for u in imgs[:1]]
+            answer = {"submission": key.group(1) if key else f"http-{len(times):08d}",
+                      "task_id": after, "selected_tokens": tokens}  # fmt: skip
+            if stop.wait(think):
+                break
+    for conn in (c, *pool):
+        conn.close()
+    result["http_labeler"] = _summary(times)
 
 
 def check_db(root: Path, info: dict[str, Any], before: int, accepted: list[tuple[str, str]],
@@ -434,9 +512,82 @@ def check_db(root: Path, info: dict[str, Any], before: int, accepted: list[tuple
             "incomplete_assignments": short}  # fmt: skip
 
 
+def _phase(proc: subprocess.Popen[str], base: str, info: dict[str, Any],
+           urls: dict[str, str], rate: float, args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    """The write load at one offered rate, with the reader and the labeler
+    (``--labeler``) running meanwhile. The answers' latencies over time and the
+    labeler's page loads are kept for :func:`plot_timeline` (not in the JSON)."""
+    stop = threading.Event()
+    under: dict[str, list[float]] = {}
+    bres: dict[str, Any] = {}
+    read_urls = {k: urls[k] for k in ("label select", "task", "tasks", "image")}
+    rt = threading.Thread(
+        target=lambda: under.update(reader_load(base, read_urls, stop, args.timeout))
+    )
+    labeler = browser_labeler if args.labeler == "chromium" else http_labeler
+    bt = threading.Thread(target=labeler, args=(base, stop, bres, args.browser_think))
+    rt.start()
+    bt.start()
+    load_before, cpu_before = os.getloadavg(), _cpu_seconds(proc.pid)
+    load = write_load(base, info, args.clients, args.seconds, args.timeout, rate)
+    load["loadavg_before_after"] = [load_before, os.getloadavg()]
+    # the server's CPU time per answer (the reader and the browser it served
+    # meanwhile included): the cost that does not depend on the machine's load
+    cpu = _cpu_seconds(proc.pid) - cpu_before
+    load["server_cpu_ms_per_write"] = 1000 * cpu / max(1, load["requests"])
+    stop.set()
+    rt.join()
+    bt.join()
+    timeline = {"answers": load.pop("timeline"), "labeler": bres.pop("navigations", [])}
+    return {"write_load": load,
+            "pages_under_load": {k: _summary(v) for k, v in under.items()},
+            "browser_labeler": bres, "timeline": timeline}  # fmt: skip
+
+
+def plot_timeline(res: dict[str, Any], path: Path, title: str) -> None:
+    """Each answer's latency against when it was due, per write phase, with the
+    labeler's page loads marked: stalls that follow them stand out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    phases = res["phases"]
+    fig, axes = plt.subplots(len(phases), 1, figsize=(11, 3.2 * len(phases)),
+                             squeeze=False)  # fmt: skip
+    for ax, (name, ph) in zip(axes[:, 0], phases.items(), strict=True):
+        tl = ph.pop("timeline")
+        if not tl["answers"]:
+            continue
+        t0 = tl["answers"][0][0]
+        t = np.array([a[0] for a in tl["answers"]]) - t0
+        ms = np.array([a[1] for a in tl["answers"]]) * 1000
+        ax.scatter(t, ms, s=2, alpha=0.5, label="answer latency")
+        for k, nav in enumerate(tl["labeler"]):
+            ax.axvline(nav - t0, color="tab:red", lw=0.6, alpha=0.6,
+                       label="labeler submits a task" if k == 0 else None)  # fmt: skip
+        w = ph["write_load"]
+        ax.axhline(50, color="k", ls="--", lw=0.8, label="50 ms")
+        ax.set_yscale("log")
+        ax.set_ylabel("ms")
+        ax.set_title(f"{name}: {w['writes_per_s']:.0f} answers/s, "
+                     f"p50 {w['latency']['p50_ms']:.0f} ms, p95 {w['latency']['p95_ms']:.0f} ms",
+                     fontsize=10)  # fmt: skip
+        ax.legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds into the phase")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def run(
     root: Path, info: dict[str, Any], src: Path | None, args: argparse.Namespace
 ) -> dict[str, Any]:
+    """Idle pages, then the write load twice: as fast as the server answers
+    (its capacity) and at ``--rate`` offered answers a second (the latency
+    a campaign at that rate sees)."""
     from retest.store.sqlite import SQLiteStore
 
     proc, base = start_server(root, src)
@@ -449,36 +600,17 @@ def run(
         s = SQLiteStore(root / "retest.db", verify=False)
         before = int(s.annotations.list(kind="task")[-1].id or 0)
         s.close()
-        stop = threading.Event()
-        under: dict[str, list[float]] = {}
-        bres: dict[str, Any] = {}
-        read_urls = {k: urls[k] for k in ("label select", "task", "tasks", "image")}
-        rt = threading.Thread(
-            target=lambda: under.update(
-                reader_load(base, read_urls, stop, args.timeout)
+        phases = {"capacity": _phase(proc, base, info, urls, 0.0, args)}
+        if args.rate:
+            phases[f"at {args.rate:g}/s"] = _phase(
+                proc, base, info, urls, args.rate, args
             )
-        )
-        bt = threading.Thread(
-            target=browser_labeler, args=(base, stop, bres, args.browser_think)
-        )
-        rt.start()
-        bt.start()
-        load_before, cpu_before = os.getloadavg(), _cpu_seconds(proc.pid)
-        load = write_load(base, info, args.clients, args.seconds, args.timeout)
-        load["loadavg_before_after"] = [load_before, os.getloadavg()]
-        # the server's CPU time per answer (the reader and the browser it served
-        # meanwhile included): the cost that does not depend on the machine's load
-        cpu = _cpu_seconds(proc.pid) - cpu_before
-        load["server_cpu_ms_per_write"] = 1000 * cpu / max(1, load["requests"])
-        stop.set()
-        rt.join()
-        bt.join()
-        accepted = load.pop("accepted_list")
+        accepted = [
+            a for ph in phases.values() for a in ph["write_load"].pop("accepted_list")
+        ]
         db = check_db(root, info, before, accepted, 0)
         return {"server": "baseline" if src else "current", "idle_pages": idle,
-                "loadavg_idle": load_idle,
-                "write_load": load, "pages_under_load": {k: _summary(v) for k, v in under.items()},
-                "browser_labeler": bres, "database": db}  # fmt: skip
+                "loadavg_idle": load_idle, "phases": phases, "database": db}  # fmt: skip
     finally:
         proc.terminate()
         try:
@@ -533,19 +665,22 @@ def _table(res: dict[str, Any]) -> str:
             f"| {name} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['first_ms']:.0f} | "
             f"{'' if ready is None else f'{ready:.1f}'} |"
         )
-    w = res["write_load"]
-    lines.append(
-        f"\nwrites: {w['requests']} in {w['wall_s']:.1f} s = {w['writes_per_s']:.0f}/s, "
-        f"p50 {w['latency']['p50_ms']:.0f} ms, p95 {w['latency']['p95_ms']:.0f} ms, "
-        f"errors {w['n_errors']}; server CPU {w['server_cpu_ms_per_write']:.1f} ms "
-        f"per write; load average before/after "
-        f"{w['loadavg_before_after']}; database: {res['database']}"
-    )
-    for name, r in res["pages_under_load"].items():
+    for phase, ph in res["phases"].items():
+        w = ph["write_load"]
+        lat = w["latency"]
         lines.append(
-            f"under load: {name} p50 {r['p50_ms']:.0f} ms p95 {r['p95_ms']:.0f} ms (n={r['n']})"
+            f"\nwrites, {phase}: {w['requests']} in {w['wall_s']:.1f} s = "
+            f"{w['writes_per_s']:.0f}/s, p50 {lat['p50_ms']:.0f} ms, p95 {lat['p95_ms']:.0f} ms, "
+            f"p99 {lat['p99_ms']:.0f} ms, errors {w['n_errors']}; server CPU "
+            f"{w['server_cpu_ms_per_write']:.1f} ms per write; load average before/after "
+            f"{w['loadavg_before_after']}"
         )
-    lines.append(f"browser labeler: {res['browser_labeler']}")
+        for name, r in ph["pages_under_load"].items():
+            lines.append(
+                f"  pages meanwhile: {name} p50 {r['p50_ms']:.0f} ms p95 {r['p95_ms']:.0f} ms (n={r['n']})"
+            )
+        lines.append(f"  browser labeler: {ph['browser_labeler']}")
+    lines.append(f"database: {res['database']}")
     return "\n".join(lines)
 
 
@@ -558,8 +693,26 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--root", type=Path, default=None, help="keep the project here")
     ap.add_argument("--baseline", default=None, help="git commit of the old web app")
-    ap.add_argument("--browser-think", type=float, default=0.0,
-                    help="seconds the Chromium labeler spends on a task page")  # fmt: skip
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=300.0,
+        help="offered answers a second of the second write phase (0: none)",
+    )
+    ap.add_argument(
+        "--labeler",
+        choices=("chromium", "http"),
+        default="chromium",
+        help="the labeler: Chromium through Playwright, or its requests over HTTP",
+    )
+    ap.add_argument(
+        "--browser-think",
+        type=float,
+        default=0.0,
+        help="seconds the labeler spends on a task page",
+    )
+    ap.add_argument("--out", type=Path, default=RESULTS,
+                    help="results JSON; the latency plot goes beside it (.png)")  # fmt: skip
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-web-"))
     root = args.root or work / "proj"
@@ -573,13 +726,17 @@ def main() -> None:
           f"(built in {info['build_seconds']:.0f} s)")  # fmt: skip
     out: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count(),
                            "events": info["events"], "clients": args.clients,
-                           "seconds": args.seconds}  # fmt: skip
+                           "seconds": args.seconds, "rate": args.rate, "labeler": args.labeler,
+                           "labeler_think_s": args.browser_think}  # fmt: skip
     copy = None
     if args.baseline:
         copy = work / "baseline"
         shutil.copytree(root, copy)  # the same project, before the current run's writes
     out["current"] = run(root, info, None, args)
     print(_table(out["current"]))
+    who = f"{args.labeler} labeler, {args.browser_think:g} s per task"
+    plot_timeline(out["current"], args.out.with_suffix(".png"),
+                  f"retest serve at {info['events']:,} events, {args.clients} clients, {who}")  # fmt: skip
     if args.baseline and copy is not None:
         out["baseline_commit"] = args.baseline
         src = baseline_src(args.baseline)
@@ -587,8 +744,10 @@ def main() -> None:
         out["baseline"] = run(copy, info, src, args)
         print("\nbaseline", args.baseline)
         print(_table(out["baseline"]))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=1))
+        plot_timeline(out["baseline"], args.out.with_name(args.out.stem + "_baseline.png"),
+                      f"baseline {args.baseline}, {who}")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1))
     if args.root is None:
         shutil.rmtree(work, ignore_errors=True)
 
