@@ -148,7 +148,7 @@ def test_knn_refuses_empty_queries_in_one_line() -> None:
         retest.knn(a[:0], b, k=1)
 
 
-@pytest.mark.parametrize("k", ["3", 2.7, 3.0, True])
+@pytest.mark.parametrize("k", ["3", 2.7, 3.0, True, None])
 def test_knn_refuses_a_k_that_is_not_an_int(k: object) -> None:
     a, b = _vectors()
     with pytest.raises(ConfigError) as err:

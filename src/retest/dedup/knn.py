@@ -521,6 +521,8 @@ def knn(
     >>> r.indices.ravel().tolist(), r.distances.ravel().tolist()
     ([1, 0, 1], [1.0, 1.0, 41.0])
     """
+    if k is None:  # the input check lets None through for callers without a k
+        raise ConfigError("k must be a positive integer. Got None.")
     q, refs, ex = validate_knn_inputs(
         queries, references, k, exclude=exclude, exclude_self=exclude_self, pad=pad
     )
