@@ -11,7 +11,9 @@ grid-task answers of 48 images, plus stage-1/2 labels), starts a real
   and another client reads pages. The labeler (``--labeler``) is Chromium
   (Debian's ``/usr/bin/chromium`` through Playwright) using the keyboard, or
   the same requests sent over HTTP (also when Chromium is absent), taking
-  ``--browser-think`` seconds per task. Twice: with
+  ``--browser-think`` seconds per task; ``chromium-static`` has Chromium load
+  pages of 48 images from another server instead (a browser on the machine
+  that gives retest no work). Twice: with
   each client sending its next answer as soon as the last is answered (the
   server's capacity; latency there is mostly queueing, 8 clients waiting on
   each other), then at ``--rate`` answers a second offered by the clients
@@ -488,6 +490,57 @@ def http_labeler(base: str, stop: threading.Event, result: dict[str, Any],
     result["http_labeler"] = _summary(times)
 
 
+def static_browser(base: str, stop: threading.Event, result: dict[str, Any],
+                   think: float = 0.0) -> None:  # fmt: skip
+    """Chromium loading pages of 48 small PNGs from Python's ``http.server`` (not
+    from retest), one every ``think`` seconds: what a browser on the same
+    machine costs the server when the server does none of its work."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        result["browser"] = "absent"
+        return
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    site = Path(tempfile.mkdtemp(prefix="bench-web-static-"))
+    rng = np.random.default_rng(0)
+    for k in range(15):  # pages that link in a ring, each with its own images
+        (site / f"p{k}").mkdir()
+        for i in range(48):
+            px = rng.integers(0, 256, (28, 28), dtype=np.uint8)
+            Image.fromarray(px).resize((84, 84), Image.Resampling.NEAREST).save(
+                site / f"p{k}" / f"{i}.png"
+            )
+        cells = "".join(f'<img src="{i}.png" width=96 height=96>' for i in range(48))
+        (site / f"p{k}" / "index.html").write_text(f"<html><body>{cells}</body></html>")
+    port = _free_port()
+    srv = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                            "127.0.0.1", "--directory", str(site)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    times: list[float] = []
+    try:
+        time.sleep(0.5)
+        with sync_playwright() as p:
+            b = p.chromium.launch(
+                executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
+            )
+            pg = b.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                pg.goto(f"http://127.0.0.1:{port}/p{len(times) % 15}/index.html")
+                pg.wait_for_load_state("load")
+                times.append(time.perf_counter() - t0)
+                result.setdefault("navigations", []).append(t0)
+                if stop.wait(think):
+                    break
+            b.close()
+    finally:
+        srv.terminate()
+        srv.wait()
+        shutil.rmtree(site, ignore_errors=True)
+    result["static_browser"] = _summary(times)
+
+
 def check_db(root: Path, info: dict[str, Any], before: int, accepted: list[tuple[str, str]],
              labeler_tasks: int) -> dict[str, Any]:  # fmt: skip
     """Events lost or duplicated by the load, counted in the database."""
@@ -524,7 +577,8 @@ def _phase(proc: subprocess.Popen[str], base: str, info: dict[str, Any],
     rt = threading.Thread(
         target=lambda: under.update(reader_load(base, read_urls, stop, args.timeout))
     )
-    labeler = browser_labeler if args.labeler == "chromium" else http_labeler
+    labeler = {"chromium": browser_labeler, "http": http_labeler,
+               "chromium-static": static_browser}[args.labeler]  # fmt: skip
     bt = threading.Thread(target=labeler, args=(base, stop, bres, args.browser_think))
     rt.start()
     bt.start()
@@ -701,9 +755,10 @@ def main() -> None:
     )
     ap.add_argument(
         "--labeler",
-        choices=("chromium", "http"),
+        choices=("chromium", "http", "chromium-static"),
         default="chromium",
-        help="the labeler: Chromium through Playwright, or its requests over HTTP",
+        help="the labeler: Chromium through Playwright, its requests over HTTP, "
+        "or Chromium loading static pages from another server",
     )
     ap.add_argument(
         "--browser-think",
