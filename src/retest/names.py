@@ -1,4 +1,5 @@
-"""One rule for the names users give things that become file or folder names.
+"""The rules for the names users give things: names of files and folders, and
+class names.
 
 Revision names become export folders (``revisions/<revision>/<format>``) and file
 prefixes (``<name>_data.npy``); export names become file prefixes; the project
@@ -24,15 +25,41 @@ Traceback (most recent call last):
 retest.errors.InputValidationError: revision name '../x' is not allowed: ...
 >>> suggest_name("My Data/2024")
 'My-Data-2024'
+
+Class names are labels people read, not file names: they appear in pages, CSV
+files and manifests, and no exporter makes a path of them (``imagefolder``
+folders are class ids, named in ``class_index.json``). So they keep what real
+names use (spaces, accents, ``-``, ``'``, ``+``, parentheses, commas and a ``/``
+inside a name, as Fashion-MNIST's ``T-shirt/top``), and :func:`validate_class_name`
+refuses only what no label needs and what would make a name lie or escape if it
+were ever joined to a path: an empty or blank name, spaces around it, ``\\``,
+control and bidirectional-override characters, and a ``/`` that does not sit
+between two named parts (``/x``, ``x/``, ``a//b``) or parts that are ``.`` or
+``..`` (so ``..`` and ``a/../b`` are refused).
+
+>>> validate_class_name("T-shirt/top")
+'T-shirt/top'
+>>> validate_class_name("../x")
+Traceback (most recent call last):
+...
+retest.errors.InputValidationError: class name '../x' is not allowed: ...
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from retest.errors import InputValidationError
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_RULE", "suggest_name", "validate_name"]
+__all__ = [
+    "CLASS_NAME_RULE",
+    "MAX_NAME_LENGTH",
+    "NAME_RULE",
+    "suggest_name",
+    "validate_class_name",
+    "validate_name",
+]
 
 MAX_NAME_LENGTH = 100
 NAME_RULE = (
@@ -96,3 +123,60 @@ def suggest_name(text: str, default: str = "project") -> str:
     s = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
     s = re.sub(r"\.{2,}", ".", s).strip(".-")[:MAX_NAME_LENGTH].rstrip(".-")
     return s if s else default
+
+
+CLASS_NAME_RULE = (
+    "any text without control characters or '\\', not blank, without spaces "
+    "around it; a '/' only between two named parts (e.g. 'T-shirt/top'), none of "
+    "them '.' or '..'"
+)
+#: Bidirectional embeddings, overrides and isolates: they reorder how a name is
+#: shown, so a page or terminal would show another name than the stored one.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _why_not_class(name: str) -> str | None:
+    if not name.strip():
+        return "it is empty" if not name else "it is only spaces"
+    bad = sorted(
+        {
+            ch
+            for ch in name
+            if ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+        }
+    )
+    if bad:
+        return "it contains the control character " + ", ".join(
+            f"U+{ord(ch):04X}" for ch in bad
+        )
+    if "\\" in name:
+        return "it contains '\\'"
+    if name != name.strip():
+        return "it has spaces around it"
+    for part in name.split("/"):
+        if not part.strip():
+            return "its '/' does not sit between two named parts"
+        if part.strip() in (".", ".."):
+            return f"it is or contains the path part {part.strip()!r}"
+    return None
+
+
+def validate_class_name(name: str) -> str:
+    """Return the class name ``name`` unchanged if it is allowed, else raise.
+
+    Raises
+    ------
+    InputValidationError
+        Naming the value, what is wrong with it and the rule.
+    """
+    if not isinstance(name, str):
+        raise InputValidationError(
+            f"class name must be a string. Got {type(name).__name__} instead."
+        )
+    why = _why_not_class(name)
+    if why is not None:
+        raise InputValidationError(
+            f"class name {name!r} is not allowed: {why}. Class names may be "
+            f"{CLASS_NAME_RULE}."
+        )
+    return name

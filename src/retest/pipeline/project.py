@@ -34,6 +34,7 @@ from retest.errors import (
     InputValidationError,
     StoreError,
 )
+from retest.names import validate_class_name
 from retest.store.artifacts import PixelArray
 from retest.store.base import Store
 from retest.store.rows import ClassRow, split_reference_id
@@ -99,6 +100,8 @@ def _check_classes(classes: object) -> tuple[str, ...]:
         )
     if not all(c.strip() for c in names):
         raise ConfigError(f"classes must be non-empty names. Got {list(names)!r}.")
+    for c in names:
+        validate_class_name(c)
     dup = sorted({c for c in names if names.count(c) > 1})
     if dup:
         raise ConfigError(

@@ -1,0 +1,171 @@
+"""Data-safety guarantees a user relies on, checked only through the CLI.
+
+Class names that could act as paths are refused when the project is made, and
+names stored before that check never place an exported file outside its folder;
+``split --out`` never replaces a file without ``--overwrite``; ``dedup`` refused
+for an unusable ``reports/`` leaves ``retest.db`` byte-identical; a resumed
+``source add`` removes the temporary files its killed writer left in ``arrays/``
+(and nothing else). The project: real Fashion-MNIST (``conftest.build_inputs``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _one_error_line(run: Any) -> str:
+    """The only stderr line of a refused command (no traceback)."""
+    assert run.returncode != 0, run.describe()
+    lines = [x for x in run.stderr.strip().splitlines() if "━" not in x]
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.describe()
+    assert "Traceback" not in run.stderr
+    return lines[0]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path → contents)."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+class Cli:
+    def __init__(self, root: Path, run_cli: Any) -> None:
+        self.root, self.run_cli = root, run_cli
+
+    def __call__(
+        self, *args: str, project: Path | None = None, ok: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> Any:  # fmt: skip
+        extra = () if project is None else ("--project", str(project))
+        r = self.run_cli(*args, *extra, cwd=self.root, env=env)
+        if ok:
+            assert r.returncode == 0, r.describe()
+        return r
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory, retest_cli: Any) -> Cli:
+    return Cli(tmp_path_factory.mktemp("safety"), retest_cli)
+
+
+@pytest.fixture(scope="module")
+def ingested(cli: Cli, fm_inputs: Any) -> Path:
+    """A Fashion-MNIST project with its originals and the pool, not deduplicated."""
+    proj = cli.root / "ingested"
+    cli("init", str(proj), "--classes-from", "fashion_mnist")
+    d = fm_inputs.train_file.parent
+    cli("reference", "add", "idx", str(fm_inputs.train_file), "--labels",
+        str(d / "train-labels-idx1-ubyte.gz"), "--split", "train", project=proj)  # fmt: skip
+    cli("reference", "add", "idx", str(fm_inputs.test_file), "--labels",
+        str(d / "t10k-labels-idx1-ubyte.gz"), "--split", "test", project=proj)  # fmt: skip
+    cli("source", "add", "arrays", str(fm_inputs.pool_file), project=proj)
+    return proj
+
+
+@pytest.fixture(scope="module")
+def deduped(cli: Cli, ingested: Path) -> Path:
+    proj = cli.root / "deduped"
+    shutil.copytree(ingested, proj)
+    cli("dedup", "--metrics", "l2", project=proj)
+    return proj
+
+
+def _copy(cli: Cli, proj: Path, name: str) -> Path:
+    dst = cli.root / name
+    shutil.copytree(proj, dst)
+    return dst
+
+
+# ------------------------------------------------------------------ 1. class names
+
+
+@pytest.mark.parametrize(
+    "classes, bad",
+    [
+        ("cat,../../escape,dog", "../../escape"),
+        ("cat,a/../b,dog", "a/../b"),
+        ("cat,/etc,dog", "/etc"),
+        ("cat,dog/,bird", "dog/"),
+        ("cat,a//b,dog", "a//b"),
+        ("cat,..,dog", ".."),
+        ("cat,.,dog", "."),
+        ("cat,c\\d,dog", "c\\d"),
+        ("cat,x\x01y,dog", "x\x01y"),
+        ("cat,evil\u202etxt.png,dog", "evil\u202etxt.png"),
+    ],
+)
+def test_init_refuses_a_class_name_that_could_act_as_a_path(
+    cli: Cli, classes: str, bad: str
+) -> None:
+    proj = cli.root / "refused"
+    r = cli("init", str(proj), "--classes", classes, ok=False)
+    line = _one_error_line(r)
+    assert repr(bad) in line and "class name" in line, line
+    assert not (proj / "retest.toml").exists(), "a project was made anyway"
+
+
+def test_init_keeps_class_names_people_use(cli: Cli) -> None:
+    names = ["T-shirt/top", "Levi's jeans", "crème brûlée", "C++ (book)", "AC / DC"]
+    proj = cli.root / "real-names"
+    cli("init", str(proj), "--classes", ",".join(names))
+    toml = (proj / "retest.toml").read_text(encoding="utf-8")
+    assert all(json.dumps(n, ensure_ascii=False) in toml for n in names), toml
+    preset = cli.root / "preset"
+    cli("init", str(preset), "--classes-from", "fashion_mnist")
+    assert '"T-shirt/top"' in (preset / "retest.toml").read_text()
+
+
+def test_names_stored_before_the_check_stay_inside_the_export(
+    cli: Cli, deduped: Path
+) -> None:
+    """A project whose class names were stored before ``init`` checked them (the
+    toml and the database edited to such names) exports every format without a
+    file outside the export folder; the names travel as data."""
+    proj = _copy(cli, deduped, "old-names")
+    names = ["../../escape", "a/b", ".", "..", "c\\d", "x\x01y", "/abs",
+             "Sneaker", "Bag", "Ankle boot"]  # fmt: skip
+    toml = proj / "retest.toml"
+    lines = toml.read_text().splitlines()
+    lines[0] = "classes = " + json.dumps(names)
+    toml.write_text("\n".join(lines) + "\n")
+    with sqlite3.connect(proj / "retest.db") as db:
+        db.execute("UPDATE classes SET name = 'tmp-' || id")
+        db.executemany(
+            "UPDATE classes SET name = ? WHERE id = ?",
+            [(n, i) for i, n in enumerate(names)],
+        )
+    sample = cli("sample", "--strategy", "class-balanced", "--per-class", "3",
+                 "--seed", "1", "--include-unreviewed", "--json", project=proj)  # fmt: skip
+    revision = json.loads(sample.stdout)["name"]
+    release = cli.root / "old-names-release"
+    before = _files(cli.root / "old-names")
+    for fmt in ("imagefolder", "cifar", "npy", "parquet"):
+        out = release / fmt
+        cli("export", revision, "--format", fmt, "--out", str(out), "--force",
+            project=proj)  # fmt: skip
+        assert all(p.resolve().is_relative_to(out) for p in out.rglob("*"))
+    assert sorted(p.name for p in release.iterdir()) == sorted(
+        ("imagefolder", "cifar", "npy", "parquet")
+    ), "an export wrote next to its folder"
+    folders = {p.name for p in (release / "imagefolder").iterdir() if p.is_dir()}
+    assert folders <= {str(i) for i in range(10)}, folders
+    index = json.loads((release / "imagefolder" / "class_index.json").read_text())
+    assert index == {str(i): n for i, n in enumerate(names)}
+    after = _files(cli.root / "old-names")
+    new_outside = {
+        k for k in set(after) - set(before)
+        if not k.startswith(("revisions/", "reports/", "arrays/"))
+    }  # fmt: skip
+    assert not new_outside, new_outside
+    assert not (cli.root.parent / "escape").exists()
