@@ -169,3 +169,26 @@ def test_names_stored_before_the_check_stay_inside_the_export(
     }  # fmt: skip
     assert not new_outside, new_outside
     assert not (cli.root.parent / "escape").exists()
+
+
+# ------------------------------------------------------------------ 2. split --out
+
+
+def test_split_out_never_replaces_a_file_without_overwrite(
+    cli: Cli, deduped: Path
+) -> None:
+    notes = cli.root / "keep" / "notes.json"
+    notes.parent.mkdir()
+    notes.write_text('{"mine": "do not lose"}\n')
+    args = ("split", "--per-class", "4", "--seed", "3", "--include-unreviewed",
+            "--out", str(notes))  # fmt: skip
+    line = _one_error_line(cli(*args, project=deduped, ok=False))
+    assert str(notes) in line and "--overwrite" in line, line
+    assert notes.read_text() == '{"mine": "do not lose"}\n'
+    cli(*args, "--overwrite", project=deduped)
+    split = json.loads(notes.read_text())
+    assert len(split["train"]) + len(split["test"]) == 40, split.keys()
+    assert [p.name for p in notes.parent.iterdir()] == ["notes.json"], "temp left"
+    fresh = notes.parent / "new.json"
+    cli(*args[:-1], str(fresh), project=deduped)  # a new file needs no flag
+    assert json.loads(fresh.read_text())["train"] == split["train"]

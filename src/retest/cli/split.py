@@ -65,6 +65,10 @@ def split(
             help="JSON file to write (default reports/split_<source>_seed<seed>.json).",
         ),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace the --out file if it exists."),
+    ] = False,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -72,7 +76,8 @@ def split(
 
     Per class, images not in the original training set (not near-copies of a
     training image) come first, overlapping ones only fill up; each class is then
-    split at random (seeded). The result is written atomically as JSON. Exits 1
+    split at random (seeded). The result is written atomically as JSON (an
+    existing --out file only with --overwrite). Exits 1
     (after writing) when a class is short.
     """
     from retest.cli._console import print_json, print_table
@@ -86,7 +91,7 @@ def split(
     if policy not in ("min_overlap", "first"):
         raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
     if out is not None:
-        _check_out_file(out)
+        _check_out_file(out, overwrite=overwrite)
     with Project.open(project_dir) as project:
         if seed is None:
             seed = project.config.seed("split")
@@ -121,14 +126,21 @@ def split(
         raise typer.Exit(1)
 
 
-def _check_out_file(out: Path) -> None:
-    """``--out`` names a file that can be written (not a folder, not under a file)."""
+def _check_out_file(out: Path, *, overwrite: bool) -> None:
+    """``--out`` names a file that can be written (not a folder, not under a file)
+    and, without ``--overwrite``, that does not exist yet: a split is often
+    written next to files people keep, and a typo must not replace one."""
     from retest._validation import check_output_dir, check_writable
 
     if out.is_dir():
         raise ConfigError(
             f"--out {out} is a folder; pass the JSON file to write, e.g. "
             f"{out / 'split.json'}."
+        )
+    if (out.exists() or out.is_symlink()) and not overwrite:
+        raise ConfigError(
+            f"--out file {out} already exists. Choose another --out or pass "
+            "--overwrite."
         )
     check_writable(out, "--out")
     check_output_dir(out.parent, "--out")
