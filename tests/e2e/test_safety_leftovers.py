@@ -10,6 +10,7 @@ for an unusable ``reports/`` leaves ``retest.db`` byte-identical; a resumed
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -192,3 +193,29 @@ def test_split_out_never_replaces_a_file_without_overwrite(
     fresh = notes.parent / "new.json"
     cli(*args[:-1], str(fresh), project=deduped)  # a new file needs no flag
     assert json.loads(fresh.read_text())["train"] == split["train"]
+
+
+# ------------------------------------------------------------------ 3. dedup
+
+
+def _db_state(proj: Path) -> dict[str, str]:
+    """sha256 of the database and of its WAL and journal files, when present."""
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(proj.glob("retest.db*"))
+    }
+
+
+def test_dedup_refused_for_an_unusable_reports_folder_stores_nothing(
+    cli: Cli, ingested: Path
+) -> None:
+    proj = _copy(cli, ingested, "reports-is-a-file")
+    shutil.rmtree(proj / "reports")
+    (proj / "reports").write_text("a file where the reports folder was\n")
+    before = _db_state(proj)
+    line = _one_error_line(cli("dedup", "--metrics", "l2", project=proj, ok=False))
+    assert str(proj / "reports") in line, line
+    assert _db_state(proj) == before, "dedup stored work before it was refused"
+    (proj / "reports").unlink()
+    cli("dedup", "--metrics", "l2", project=proj)  # the same run then works
+    assert (proj / "reports" / "dedup" / "run.json").is_file()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -228,6 +229,27 @@ def _refuse_interrupted_ingest(project: Project) -> None:
         )
 
 
+def _report_folder(project: Project) -> Path:
+    """``reports/dedup``, made (and checked writable) before any work is stored:
+    a run that cannot write its summary must fail with ``retest.db`` untouched,
+    not after storing its neighbour lists."""
+    out = project.reports_dir / "dedup"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        usable = os.access(out, os.W_OK | os.X_OK)
+    except OSError as err:
+        usable, why = False, err.strerror or str(err)
+    else:
+        why = "it is not writable"
+    if not usable:
+        raise StageError(
+            f"cannot write the dedup summary to {out}: {why}; nothing was stored. "
+            f"Make {project.reports_dir} a writable folder (move a file of that "
+            "name aside) and run `retest dedup` again."
+        )
+    return out
+
+
 def run_dedup(
     project: Project,
     *,
@@ -295,6 +317,7 @@ def run_dedup(
         )
     order = _check_metrics(project, metrics)
     _refuse_interrupted_ingest(project)
+    summary = _report_folder(project) / "run.json"  # for humans, never read
     if seed is None:
         seeds = getattr(project.config, "seeds", {}) or {}
         seed = int(seeds.get("features", 0))
@@ -402,8 +425,6 @@ def run_dedup(
         save_state(project, f"{_STATE_PREFIX}{metric}",
                    {**state, "complete": True}, **record)  # fmt: skip
         states[metric] = state
-    summary = project.reports_dir / "dedup" / "run.json"  # for humans, never read
-    summary.parent.mkdir(parents=True, exist_ok=True)
     write_json(summary, {**common, "metrics": list(order), "states": states})
     return DedupResult(
         fp,
