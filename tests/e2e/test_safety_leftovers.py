@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +222,47 @@ def test_dedup_refused_for_an_unusable_reports_folder_stores_nothing(
     (proj / "reports").unlink()
     cli("dedup", "--metrics", "l2", project=proj)  # the same run then works
     assert (proj / "reports" / "dedup" / "run.json").is_file()
+
+
+# ------------------------------------------------------------------ 4. arrays/ temporaries
+
+
+def _dead_pid() -> int:
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    return int(p.stdout)
+
+
+def test_resumed_source_add_removes_its_killed_writers_temporaries(
+    cli: Cli, ingested: Path, fm_inputs: Any
+) -> None:
+    proj = _copy(cli, ingested, "killed-writer")
+    add = ("source", "add", "arrays", str(fm_inputs.more_file), "--name", "more",
+           "--batch-size", "1")  # fmt: skip
+    killed = cli(*add, project=proj, ok=False,
+                 env={"RETEST_INGEST_CRASH_AFTER": "2"})  # fmt: skip
+    assert killed.returncode != 0, killed.describe()
+    arrays = proj / "arrays"
+    header = next(arrays.glob("candidates_*.json"))
+    dead = _dead_pid()
+    # what a writer killed between writing a header's temporary and its rename leaves
+    stale = arrays / f".{header.name}.{dead}.k3x_9q2a.tmp"
+    stale.write_text('{"count": 1')
+    kept = [
+        arrays / f".{header.name}.{os.getpid()}.abcdefgh.tmp",  # its writer runs
+        arrays / f".no_such_array.json.{dead}.abcdefgh.tmp",  # not an array's
+        arrays / "notes.tmp",  # the user's
+        arrays / f".{header.name}.{dead}.tmp",  # not the writer's naming
+    ]
+    for p in kept:
+        p.write_text("keep\n")
+    r = cli(*add, project=proj)
+    said = [x for x in r.stdout.splitlines() if "temporary file" in x]
+    assert said == [
+        f"removed 1 temporary file a killed ingest left in arrays/ (e.g. "
+        f"arrays/{stale.name})"
+    ], r.describe()
+    assert not stale.exists()
+    assert all(p.read_text() == "keep\n" for p in kept)
+    listed = json.loads(cli("source", "list", "--json", project=proj).stdout)
+    assert any(j.get("name") == "more" and j.get("complete") for j in listed), listed

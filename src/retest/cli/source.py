@@ -218,11 +218,19 @@ def add(
                 progress=bar,
             )  # fmt: skip
     if as_json:
-        print_json({**rep.to_json(), "already_ingested": rep.already_ingested})
+        print_json({**rep.to_json(), "already_ingested": rep.already_ingested,
+                    "removed_temporaries": list(rep.removed_temporaries)})  # fmt: skip
         return
-    if rep.already_ingested:
-        from retest.cli._console import console
+    from retest.cli._console import console
 
+    if rep.removed_temporaries:
+        n = len(rep.removed_temporaries)
+        console.print(
+            f"removed {n} temporary file{'s' * (n > 1)} a killed ingest left in "
+            f"arrays/ (e.g. {rep.removed_temporaries[0]})",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
+    if rep.already_ingested:
         console.print(
             f"already ingested: job {rep.job} (source {rep.name!r}, {rep.kind} "
             f"{rep.path}); 0 new this run. Earlier: {rep.total} items, {rep.new} new "

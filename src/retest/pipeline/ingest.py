@@ -26,7 +26,9 @@ marked ``already_ingested``; a job keeps the source name it started with.
 Leftovers: every check that can fail (class names, labels) runs before a batch's
 pixels are appended. Pixels a killed run appended without their rows are given
 back by the next ingest (at its start, when no other writer runs) or by
-``retest check --repair``; pixels whose rows another process stored first
+``retest check --repair``, and so are the pixel-array header temporaries a
+killed writer left in ``arrays/`` (listed in the report's
+``removed_temporaries``); pixels whose rows another process stored first
 (concurrent ingests of overlapping sources) are given back right after the
 insert, and "new" counts what the insert actually added. A run that fails before
 storing anything leaves no job behind. :func:`interrupted_ingests` lists the jobs
@@ -61,7 +63,12 @@ from retest.pipeline.ingest_log import (
     Tally,
     append_log_line,
 )
-from retest.pipeline.ingest_writer import ARRAY_DIR, BatchWriter, PreparedBatch
+from retest.pipeline.ingest_writer import (
+    ARRAY_DIR,
+    BatchWriter,
+    PreparedBatch,
+    remove_stale_temporaries,
+)
 from retest.pipeline.project import Project
 from retest.sources.base import CandidateSource, make_source, read_keywords_file
 from retest.store.artifacts import (
@@ -227,12 +234,16 @@ def ingest_source(
 
     root = project.root
     _check_classes_first(project, source, add_classes)
+    removed: list[Path] = []
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
             reclaim_tail_orphans(project)
+            removed = remove_stale_temporaries(root / ARRAY_DIR)
     with writers_lock(root / ARRAY_DIR):
-        return _ingest(project, source, name, batch_size, progress, add_classes,
-                       command)  # fmt: skip
+        rep = _ingest(project, source, name, batch_size, progress, add_classes,
+                      command)  # fmt: skip
+    gone = tuple(p.relative_to(root).as_posix() for p in removed)
+    return dataclasses.replace(rep, removed_temporaries=gone)
 
 
 def _check_classes_first(

@@ -45,6 +45,9 @@ class IngestReport:
     already_ingested : bool
         This run found the job complete and did nothing: the counts are the
         earlier runs' (not written to the report).
+    removed_temporaries : tuple of str
+        Temporary files of killed writers this run removed from ``arrays/``
+        (not written to the report).
     """
 
     job: str
@@ -64,6 +67,7 @@ class IngestReport:
     finished: str = ""
     command: str = ""
     already_ingested: bool = False
+    removed_temporaries: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._atomic import pid_alive
 from retest.errors import StageError
 from retest.pipeline.project import Project
 from retest.sources.base import ColumnItems, SourceBatch, SourceItem
@@ -29,6 +32,7 @@ __all__ = [
     "InsertRows",
     "PreparedBatch",
     "batch_content_ids",
+    "remove_stale_temporaries",
     "resolve_class_ids",
 ]
 
@@ -147,6 +151,43 @@ def _first_of(
     for i in keep:
         first.setdefault(names[i], i)
     return [(i, n) for n, i in first.items()]
+
+
+#: The temporary :func:`retest._atomic.atomic_write_bytes` makes while writing a
+#: pixel array's header ``<array>.json``: ``.<array>.json.<pid>.<8 random>.tmp``.
+_HEADER_TEMP = re.compile(
+    r"\.(?P<array>[A-Za-z0-9_.-]+)\.json\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp"
+)
+
+
+def remove_stale_temporaries(arrays_dir: Path) -> list[Path]:
+    """Delete the header temporaries that killed writers left in ``arrays/``.
+
+    Only files named as a pixel array's header temporary, of an array that
+    exists (its ``<array>.u8``), written by a process that no longer runs; any
+    other file stays. Call it while holding
+    :func:`~retest.store.artifacts.writers_lock` exclusively.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    removed: list[Path] = []
+    if not arrays_dir.is_dir():
+        return removed
+    for p in sorted(arrays_dir.iterdir()):
+        m = _HEADER_TEMP.fullmatch(p.name)
+        if (
+            m is not None
+            and p.is_file()
+            and not p.is_symlink()
+            and (arrays_dir / f"{m['array']}.u8").is_file()
+            and not pid_alive(int(m["pid"]))
+        ):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def _array_name(shape: Sequence[int]) -> str:
