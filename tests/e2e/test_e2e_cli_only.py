@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_checks import one_error_line
 from mturk import (
     CLASS_NAMES,
     HONEST,
@@ -95,15 +96,6 @@ class CliProject:
 def _json(run: Any) -> Any:
     assert run.stdout.strip(), run.describe()
     return json.loads(run.stdout)
-
-
-def _one_error_line(run: Any) -> str:
-    """The only stderr line of a refused command (no traceback)."""
-    assert run.returncode != 0, run.describe()
-    lines = [x for x in run.stderr.strip().splitlines() if "━" not in x]
-    assert len(lines) == 1 and lines[0].startswith("error: "), run.describe()
-    assert "Traceback" not in run.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +182,7 @@ def test_sample_refuses_candidates_ingested_after_dedup(cp: CliProject) -> None:
            "--name", "more", project=proj)  # fmt: skip
     r = cp.cli("sample stale", "sample", "--strategy", "class-balanced",
                "--per-class", "3", "--seed", "2", project=proj, ok=False)  # fmt: skip
-    assert "retest dedup" in _one_error_line(r)
+    assert "retest dedup" in one_error_line(r)
     listed = _json(cp.cli("revisions stale", "revisions", "--json", project=proj))
     assert len(listed) == len(STRATEGIES), "a revision was made from stale state"
 
@@ -203,10 +195,10 @@ def test_sample_refuses_after_an_interrupted_ingest(cp: CliProject) -> None:
     assert killed.returncode != 0, killed.describe()
     r = cp.cli("sample interrupted", "sample", "--strategy", "class-balanced",
                "--per-class", "3", "--seed", "2", project=proj, ok=False)  # fmt: skip
-    assert "retest source add" in _one_error_line(r)
+    assert "retest source add" in one_error_line(r)
     # dedup would search an incomplete pool (and run again once it is complete)
     r = cp.cli("dedup interrupted", "dedup", project=proj, ok=False)
-    assert "retest source add" in _one_error_line(r)
+    assert "retest source add" in one_error_line(r)
 
 
 # ------------------------------------------------------------------ 3. status
@@ -392,7 +384,7 @@ def _with_toml(cp: CliProject, name: str, section: str, lines: str) -> Path:
 
 def test_a_misspelt_key_is_refused_with_a_suggestion(cp: CliProject) -> None:
     proj = _with_toml(cp, "misspelt", "thresholds", "near_orignal = 1000")
-    line = _one_error_line(cp.cli("status misspelt", "status", project=proj, ok=False))
+    line = one_error_line(cp.cli("status misspelt", "status", project=proj, ok=False))
     assert "near_orignal" in line and "near_original" in line and "retest.toml" in line
 
 

@@ -21,17 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_checks import one_error_line
 
 pytestmark = pytest.mark.slow
-
-
-def _one_error_line(run: Any) -> str:
-    """The only stderr line of a refused command (no traceback)."""
-    assert run.returncode != 0, run.describe()
-    lines = [x for x in run.stderr.strip().splitlines() if "━" not in x]
-    assert len(lines) == 1 and lines[0].startswith("error: "), run.describe()
-    assert "Traceback" not in run.stderr
-    return lines[0]
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -114,7 +106,7 @@ def test_init_refuses_a_class_name_that_could_act_as_a_path(
 ) -> None:
     proj = cli.root / "refused"
     r = cli("init", str(proj), "--classes", classes, ok=False)
-    line = _one_error_line(r)
+    line = one_error_line(r)
     assert repr(bad) in line and "class name" in line, line
     assert not (proj / "retest.toml").exists(), "a project was made anyway"
 
@@ -186,7 +178,7 @@ def test_split_out_never_replaces_a_file_without_overwrite(
     notes.write_text('{"mine": "do not lose"}\n')
     args = ("split", "--per-class", "4", "--seed", "3", "--include-unreviewed",
             "--out", str(notes))  # fmt: skip
-    line = _one_error_line(cli(*args, project=deduped, ok=False))
+    line = one_error_line(cli(*args, project=deduped, ok=False))
     assert str(notes) in line and "--overwrite" in line, line
     assert notes.read_text() == '{"mine": "do not lose"}\n'
     cli(*args, "--overwrite", project=deduped)
@@ -216,7 +208,7 @@ def test_dedup_refused_for_an_unusable_reports_folder_stores_nothing(
     shutil.rmtree(proj / "reports")
     (proj / "reports").write_text("a file where the reports folder was\n")
     before = _db_state(proj)
-    line = _one_error_line(cli("dedup", "--metrics", "l2", project=proj, ok=False))
+    line = one_error_line(cli("dedup", "--metrics", "l2", project=proj, ok=False))
     assert str(proj / "reports") in line, line
     assert _db_state(proj) == before, "dedup stored work before it was refused"
     (proj / "reports").unlink()
