@@ -7,10 +7,14 @@ same folder, is flushed to disk, then renamed over the target.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "pid_alive"]
+__all__ = ["atomic_write_bytes", "pid_alive", "temporary_of"]
+
+# ``.<target>.<pid>.<mkstemp's 8 random characters>.tmp``
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp")
 
 
 def _read_umask() -> int:
@@ -54,6 +58,14 @@ def atomic_write_bytes(
         finally:
             os.close(dfd)
     return p
+
+
+def temporary_of(filename: str) -> tuple[str, int] | None:
+    """(target file name, writer's pid) when ``filename`` is a temporary that
+    :func:`atomic_write_bytes` makes, else None: how `retest check` and a
+    resumed ingest tell a killed writer's leftover from anything else."""
+    m = _TEMPORARY.fullmatch(filename)
+    return None if m is None else (m["name"], int(m["pid"]))
 
 
 def pid_alive(pid: int) -> bool:

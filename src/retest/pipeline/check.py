@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from retest._atomic import pid_alive
+from retest._atomic import pid_alive, temporary_of
 from retest.config import CONFIG_NAME
 from retest.errors import ConfigError, DataIntegrityError, RetestError
 from retest.pipeline.project import Project
@@ -51,7 +51,6 @@ __all__ = [
 
 ARRAYS, IMAGES = "arrays", "images"
 _STAGING = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]+)")
-_TEMP_PID = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp")
 _TEMP_ANY = re.compile(r"\..+\.(tmp|part)")
 STALE_SECONDS = 3600
 """Temp files without a pid in their name count as leftovers after this long."""
@@ -359,9 +358,9 @@ def _check_leftovers(project: Any, rep: CheckReport, repair: bool) -> None:
             continue
         if not p.is_file() or p.is_symlink():
             continue
-        m = _TEMP_PID.fullmatch(p.name)
-        if m is not None:
-            if not pid_alive(int(m["pid"])):
+        temp = temporary_of(p.name)
+        if temp is not None:
+            if not pid_alive(temp[1]):
                 temps.append(p)
         elif _TEMP_ANY.fullmatch(p.name) and now - p.stat().st_mtime > STALE_SECONDS:
             temps.append(p)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest._atomic import pid_alive
+from retest._atomic import pid_alive, temporary_of
 from retest.errors import StageError
 from retest.pipeline.project import Project
 from retest.sources.base import ColumnItems, SourceBatch, SourceItem
@@ -153,13 +152,6 @@ def _first_of(
     return [(i, n) for n, i in first.items()]
 
 
-#: The temporary :func:`retest._atomic.atomic_write_bytes` makes while writing a
-#: pixel array's header ``<array>.json``: ``.<array>.json.<pid>.<8 random>.tmp``.
-_HEADER_TEMP = re.compile(
-    r"\.(?P<array>[A-Za-z0-9_.-]+)\.json\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp"
-)
-
-
 def remove_stale_temporaries(arrays_dir: Path) -> list[Path]:
     """Delete the header temporaries that killed writers left in ``arrays/``.
 
@@ -177,13 +169,15 @@ def remove_stale_temporaries(arrays_dir: Path) -> list[Path]:
     if not arrays_dir.is_dir():
         return removed
     for p in sorted(arrays_dir.iterdir()):
-        m = _HEADER_TEMP.fullmatch(p.name)
+        # a temporary of a pixel array's header <array>.json (atomic_write_bytes)
+        temp = temporary_of(p.name)
         if (
-            m is not None
+            temp is not None
+            and temp[0].endswith(".json")
             and p.is_file()
             and not p.is_symlink()
-            and (arrays_dir / f"{m['array']}.u8").is_file()
-            and not pid_alive(int(m["pid"]))
+            and (arrays_dir / f"{temp[0].removesuffix('.json')}.u8").is_file()
+            and not pid_alive(temp[1])
         ):
             p.unlink(missing_ok=True)
             removed.append(p)
