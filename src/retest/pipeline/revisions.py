@@ -27,13 +27,12 @@ from retest.names import suggest_name, validate_name
 from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, draw_sample
-from retest.sampling.base import SampleResult, revision_strategies, strategy_tag
+from retest.sampling.base import SampleResult, strategy_tag
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
 from retest.store.base import Store
 from retest.store.rows import ReviewState, Revision, RevisionMember
 
 __all__ = [
-    "STRATEGY_TAGS",
     "ClassDiff",
     "ClassStatistics",
     "CreatedRevision",
@@ -47,8 +46,6 @@ __all__ = [
     "revision_summaries",
     "set_class_review",
 ]
-
-STRATEGY_TAGS = {s: strategy_tag(s) for s in revision_strategies()}
 
 
 def next_revision_name(project: Project, strategy: str) -> str:
