@@ -237,6 +237,37 @@ def test_a_tasks_images_are_rendered_together(web_project, tmp_path) -> None:
         images.png("evil")
 
 
+def test_only_images_read_from_files_are_kept_on_disk(web_project) -> None:
+    """Pixel-array images are rendered again after a restart (cheaper than a
+    cache file); a decoded JPEG is kept in ``.cache/thumbs``, and a new server
+    serves it from there."""
+    import numpy as np
+    from PIL import Image
+
+    from retest.store.rows import CandidateRow
+    from retest.web.images import ItemImages
+
+    proj = web_project.project
+    task = proj.store.tasks.list()[0]
+    images = ItemImages(proj)
+    images.prefetch(task.items)
+    assert set(images._memory) == set(task.items)
+    assert not images.cache.exists() or not any(images.cache.iterdir())
+    (proj.root / "images").mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(
+        proj.root / "images" / "photo.jpg", quality=90
+    )
+    proj.store.candidates.add(
+        [CandidateRow("photo", "folder", "photo.jpg", file_path="images/photo.jpg")]
+    )
+    images.prefetch(["photo"])
+    on_disk = list(images.cache.iterdir())
+    assert [p.name for p in on_disk] == ["photo.png"]
+    (proj.root / "images" / "photo.jpg").unlink()  # only the cache can answer now
+    assert ItemImages(proj).png("photo") == images.png("photo")
+
+
 def _pid(project: Any) -> tuple[int, int]:
     return os.getpid(), project.store.candidates.count()
 
