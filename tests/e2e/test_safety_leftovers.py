@@ -240,21 +240,26 @@ def test_resumed_source_add_removes_its_killed_writers_temporaries(
     # what a writer killed between writing a header's temporary and its rename leaves
     stale = arrays / f".{header.name}.{dead}.k3x_9q2a.tmp"
     stale.write_text('{"count": 1')
+    # and between an image file's temporary and its rename (a file source)
+    images = proj / "images"
+    images.mkdir(exist_ok=True)
+    stale_image = images / f".{'ab' * 32}.{dead}.q1w2e3r4.tmp"
+    stale_image.write_bytes(b"\xff\xd8 half a JPEG")
     kept = [
         arrays / f".{header.name}.{os.getpid()}.abcdefgh.tmp",  # its writer runs
         arrays / f".no_such_array.json.{dead}.abcdefgh.tmp",  # not an array's
         arrays / "notes.tmp",  # the user's
         arrays / f".{header.name}.{dead}.tmp",  # not the writer's naming
+        images / f".holiday.jpg.{dead}.abcdefgh.tmp",  # not an image file's
     ]
     for p in kept:
         p.write_text("keep\n")
     r = cli(*add, project=proj)
     said = [x for x in r.stdout.splitlines() if "temporary file" in x]
     assert said == [
-        f"removed 1 temporary file a killed ingest left in arrays/ (e.g. "
-        f"arrays/{stale.name})"
+        f"removed 2 temporary files a killed ingest left (e.g. arrays/{stale.name})"
     ], r.describe()
-    assert not stale.exists()
+    assert not stale.exists() and not stale_image.exists()
     assert all(p.read_text() == "keep\n" for p in kept)
     listed = json.loads(cli("source", "list", "--json", project=proj).stdout)
     assert any(j.get("name") == "more" and j.get("complete") for j in listed), listed

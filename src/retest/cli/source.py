@@ -226,8 +226,8 @@ def add(
     if rep.removed_temporaries:
         n = len(rep.removed_temporaries)
         console.print(
-            f"removed {n} temporary file{'s' * (n > 1)} a killed ingest left in "
-            f"arrays/ (e.g. {rep.removed_temporaries[0]})",
+            f"removed {n} temporary file{'s' * (n > 1)} a killed ingest left "
+            f"(e.g. {rep.removed_temporaries[0]})",
             soft_wrap=True, markup=False, highlight=False,
         )  # fmt: skip
     if rep.already_ingested:

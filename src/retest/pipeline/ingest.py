@@ -238,7 +238,7 @@ def ingest_source(
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
             reclaim_tail_orphans(project)
-            removed = remove_stale_temporaries(root / ARRAY_DIR)
+            removed = remove_stale_temporaries(root)
     with writers_lock(root / ARRAY_DIR):
         rep = _ingest(project, source, name, batch_size, progress, add_classes,
                       command)  # fmt: skip

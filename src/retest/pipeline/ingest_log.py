@@ -47,7 +47,7 @@ class IngestReport:
         earlier runs' (not written to the report).
     removed_temporaries : tuple of str
         Temporary files of killed writers this run removed from ``arrays/``
-        (not written to the report).
+        and ``images/`` (not written to the report).
     """
 
     job: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
 
 ARRAY_DIR = "arrays"
 IMAGE_DIR = "images"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def resolve_class_ids(
@@ -152,35 +154,46 @@ def _first_of(
     return [(i, n) for n, i in first.items()]
 
 
-def remove_stale_temporaries(arrays_dir: Path) -> list[Path]:
-    """Delete the header temporaries that killed writers left in ``arrays/``.
+def remove_stale_temporaries(root: Path) -> list[Path]:
+    """Delete the temporaries that killed ingest writers left in ``arrays/`` and
+    ``images/`` of the project at ``root``.
 
-    Only files named as a pixel array's header temporary, of an array that
-    exists (its ``<array>.u8``), written by a process that no longer runs; any
-    other file stays. Call it while holding
-    :func:`~retest.store.artifacts.writers_lock` exclusively.
+    Only files named as :func:`retest._atomic.atomic_write_bytes` names its
+    temporaries, written by a process that no longer runs, of a file the ingest
+    writes: a pixel array's header ``<array>.json`` (of an array that exists,
+    its ``<array>.u8``) or an image file ``<sha256>``; any other file stays. Call
+    it while holding :func:`~retest.store.artifacts.writers_lock` exclusively.
 
     Returns
     -------
     list of Path
         The files removed.
     """
+    arrays, images = root / ARRAY_DIR, root / IMAGE_DIR
+
+    def ingest_file(folder: Path, target: str) -> bool:
+        if folder == images:
+            return _SHA256.fullmatch(target) is not None
+        return (
+            target.endswith(".json")
+            and (arrays / f"{target.removesuffix('.json')}.u8").is_file()
+        )
+
     removed: list[Path] = []
-    if not arrays_dir.is_dir():
-        return removed
-    for p in sorted(arrays_dir.iterdir()):
-        # a temporary of a pixel array's header <array>.json (atomic_write_bytes)
-        temp = temporary_of(p.name)
-        if (
-            temp is not None
-            and temp[0].endswith(".json")
-            and p.is_file()
-            and not p.is_symlink()
-            and (arrays_dir / f"{temp[0].removesuffix('.json')}.u8").is_file()
-            and not pid_alive(temp[1])
-        ):
-            p.unlink(missing_ok=True)
-            removed.append(p)
+    for folder in (arrays, images):
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.iterdir()):
+            temp = temporary_of(p.name)
+            if (
+                temp is not None
+                and ingest_file(folder, temp[0])
+                and p.is_file()
+                and not p.is_symlink()
+                and not pid_alive(temp[1])
+            ):
+                p.unlink(missing_ok=True)
+                removed.append(p)
     return removed
 
 
