@@ -39,7 +39,11 @@ from retest.labeling.tasks import (
     image_token,
 )
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
-from retest.pipeline.eligibility import candidate_eligibility, stale_candidates
+from retest.pipeline.eligibility import (
+    ORIGINAL_COPY_REASONS,
+    candidate_eligibility,
+    stale_candidates,
+)
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.base import Store
@@ -96,7 +100,7 @@ def task_from_row(row: TaskRow) -> Task:
     )
 
 
-COPY_REASONS: tuple[str, ...] = ("exact_copy", "near_original", "near_duplicate")
+COPY_REASONS = ORIGINAL_COPY_REASONS
 """Eligibility reasons that make a candidate a copy of an original image: it can
 never enter a revision, so :func:`create_tasks` pays no worker to label it.
 ``pool_duplicate`` and ``unreviewed`` are not among them: a group of pool images

@@ -69,6 +69,7 @@ from retest.store.rows import content_id, split_reference_id
 
 __all__ = [
     "AUTO_METRICS",
+    "ORIGINAL_COPY_REASONS",
     "REASONS",
     "CandidateReasons",
     "Eligibility",
@@ -91,6 +92,10 @@ REASONS: tuple[str, ...] = (
     "pool_duplicate",
     "unreviewed",
 )
+ORIGINAL_COPY_REASONS: tuple[str, ...] = REASONS[1:4]
+"""Reasons that mean "a copy of an original image": such a candidate can never
+enter a revision, whatever its votes (``pool_duplicate`` can: a group of pool
+images keeps one member)."""
 DUPLICATE_REASONS = frozenset(REASONS[1:5])
 """Reasons that mean "a copy of something": what ``status`` counts as near-duplicates."""
 AUTO_METRICS = ("l2", "warp")

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from retest.errors import ConfigError, DataIntegrityError, NotFoundError
 from retest.pipeline.eligibility import (
     AUTO_METRICS,
+    ORIGINAL_COPY_REASONS,
     Eligibility,
     candidate_eligibility,
     check_fresh,
@@ -43,7 +44,7 @@ from retest.store.rows import content_id, split_reference_id
 
 __all__ = ["SplitResult", "split_pool"]
 
-_COPY_REASONS = frozenset({"exact_copy", "near_original", "near_duplicate"})
+_COPY_REASONS = frozenset(ORIGINAL_COPY_REASONS)
 
 
 @dataclass(frozen=True, slots=True)
