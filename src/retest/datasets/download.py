@@ -300,7 +300,12 @@ def _extract_tar(archive: Path, dest: Path) -> list[str]:
                 raise DataIntegrityError(
                     f"archive {archive.name} contains special member {m.name!r}."
                 )
-        tf.extractall(dest, members=members, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(dest, members=members, filter="data")
+        else:
+            # Python 3.11.0-3.11.3 (Debian 12's 3.11.2) predate extraction filters;
+            # the checks above already refuse what the "data" filter would.
+            tf.extractall(dest, members=members)
         names = [m.name for m in members if m.isfile()]
     return names
 
