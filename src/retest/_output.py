@@ -5,9 +5,11 @@ Every option and API argument that writes a path (``--out``, ``--dir``,
 for folders, :func:`claim_output_dir` just before the first write. The rule:
 
 * Inside a retest project (a folder holding ``retest.toml`` or ``retest.db``, or
-  below one) a command writes only in the place it owns (``OutputRule.area``,
-  e.g. ``reports/compare``): never the project folder itself, its database, its
-  configuration, ``arrays/``, ``images/`` or anything else of the project.
+  below one) a command never writes the project folder itself nor its own
+  entries (:data:`PROJECT_ENTRIES`: the database, the configuration,
+  ``arrays/``, ``images/``, ``revisions/``, hidden folders), except the place
+  it owns (``OutputRule.area``: ``revisions/`` for ``export``). A folder the user
+  names there (``batch1/``, ``reports/mine/``) is the user's, as anywhere else.
 * A file that exists is replaced only with ``--overwrite`` and only when it is
   what the command writes (``owned`` says so: a split JSON, a predictions file).
 * A folder that exists and holds files is written into only when the command
@@ -35,6 +37,7 @@ from retest.errors import ConfigError, InputValidationError
 __all__ = [
     "DB_NAME",
     "OUTPUT_MARKER",
+    "PROJECT_ENTRIES",
     "RULES",
     "OutputRule",
     "check_location",
@@ -44,6 +47,22 @@ __all__ = [
 ]
 
 DB_NAME = "retest.db"
+#: What a project folder holds of its own (DESIGN.md's layout, the demo's steps):
+#: no command output goes there, except a command's own ``area``. Hidden entries
+#: (``.cache/``) count too.
+PROJECT_ENTRIES = frozenset(
+    {
+        CONFIG_NAME,
+        DB_NAME,
+        f"{DB_NAME}-wal",
+        f"{DB_NAME}-shm",
+        f"{DB_NAME}-journal",
+        "arrays",
+        "images",
+        "revisions",
+        "demo",
+    }
+)
 #: Left in an output folder by the command that wrote it: proof that a rerun
 #: replaces the command's own files, not a user's.
 OUTPUT_MARKER = ".retest-output.json"
@@ -98,12 +117,6 @@ def project_of(path: Path) -> Path | None:
     return None
 
 
-def _entry(rel: Path) -> str:
-    """How a project path is named in a refusal: its top-level entry."""
-    top = rel.parts[0]
-    return f"its {top}/" if (len(rel.parts) > 1 or "." not in top) else f"its {top}"
-
-
 def check_location(
     path: str | os.PathLike[str], rule: OutputRule, option: str = "--out"
 ) -> Path:
@@ -129,18 +142,21 @@ def _check_location(target: Path, rule: OutputRule, option: str, shown: Path) ->
     rel = target.relative_to(root)
     if rule.area is not None and rel.is_relative_to(rule.area):
         return
-    where = (
-        f"{rule.command} writes inside a project only under {rule.area}/ "
-        f"({root / rule.area})"
-        if rule.area is not None
-        else f"{rule.command} never writes inside a project"
-    )
+    top = rel.parts[0] if rel.parts else ""
+    if rel.parts and top not in PROJECT_ENTRIES and not top.startswith("."):
+        return  # a folder or file of the user's own inside the project folder
+    own = f"its {top}/" if (root / top).is_dir() or "." not in top else f"its {top}"
     what = (
         f"is the retest project {root}"
-        if rel == Path(".")
-        else f"is inside the retest project {root} ({_entry(rel)})"
+        if not rel.parts
+        else f"is inside the retest project {root} ({own})"
     )
-    raise ConfigError(f"{option} {shown} {what}; {where}. Choose another {option}.")
+    instead = root / (rule.area or "reports")
+    raise ConfigError(
+        f"{option} {shown} {what}; a command never writes the project's own files "
+        f"and folders (retest.toml, retest.db, arrays/, images/, revisions/). Choose "
+        f"another {option}, e.g. under {instead}."
+    )
 
 
 def _check_shape(p: Path, rule: OutputRule, option: str) -> None:
@@ -226,7 +242,7 @@ def check_output(
     --------
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     (Path(d) / "retest.toml").write_text("")
+    ...     _ = (Path(d) / "retest.toml").write_text("")
     ...     check_output(Path(d) / "arrays", OutputRule("compare", "dir", "reports/compare"))
     Traceback (most recent call last):
     ...
@@ -270,7 +286,12 @@ def check_output(
     if rule.kind == "data" or not _contents(target):
         return shown
     root = project_of(target)
-    if owned is None and root is not None and rule.area is not None:
+    if (
+        owned is None
+        and root is not None
+        and rule.area is not None
+        and target.relative_to(root).is_relative_to(rule.area)
+    ):
         return shown  # the command's own place in a project
     why = owned(target) if owned is not None else _default_owned(target, rule)
     if why is not None:
