@@ -65,7 +65,7 @@ PROJECT_ENTRIES = frozenset(
 )
 #: Left in an output folder by the command that wrote it: proof that a rerun
 #: replaces the command's own files, not a user's.
-OUTPUT_MARKER = ".retest-output.json"
+OUTPUT_MARKER = ".retest-output"
 #: Files a file browser drops into any folder it shows: no one's data.
 OS_METADATA = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
 

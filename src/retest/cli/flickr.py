@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from retest._output import RULES, check_output, claim_output_dir
+from retest._output import RULES, check_output
 from retest._validation import check_input_path
 from retest.cli._options import JsonOpt, output_option
 from retest.errors import ConfigError
@@ -156,7 +156,6 @@ def search(
         key, base_url=endpoint, retries=retries, backoff=backoff,
         limiter=RateLimiter(rate),
     )  # fmt: skip
-    claim_output_dir(out, RULES["flickr search"])
     with progress_bar(disable=as_json) as cb:
         rep = search_plan(
             client, rows, params, out, factor=factor,
@@ -236,7 +235,6 @@ def download(
     check_output(out, RULES["flickr download"])
     pool = load_search_results(results, blacklist=blacklist)
     records = list(pool.candidates.values())
-    claim_output_dir(out, RULES["flickr download"])
     with progress_bar(disable=as_json) as cb:
         rep = download_candidates(
             records, out, workers=workers, retries=retries, backoff=backoff,
