@@ -304,12 +304,13 @@ def compare(
     >>> result.fit.equation()
     'new = 1.00·orig − 10.0'
     """
-    from retest._validation import check_output_dir
+    from retest._output import RULES, check_output, claim_output_dir
     from retest.evaluate.table import compare as comparison_table
     from retest.pipeline.compare import CompareResult, fit_table
     from retest.pipeline.report import write_report
 
-    folder = check_output_dir(out, "out") if out is not None else None
+    rule = RULES["compare"]
+    folder = check_output(out, rule, option="out") if out is not None else None
     table = comparison_table(
         labels_orig,
         labels_new,
@@ -321,6 +322,7 @@ def compare(
     fit = fit_table(table, axes=axes, n_boot=n_boot, random_state=random_state)
     paths: dict[str, Path] = {}
     if folder is not None:
+        claim_output_dir(folder, rule)
         paths = write_report(
             table, fit, folder, label_models=label_models, figure_formats=figure_formats
         )

@@ -181,13 +181,20 @@ def test_split_out_never_replaces_a_file_without_overwrite(
     line = one_error_line(cli(*args, project=deduped, ok=False))
     assert str(notes) in line and "--overwrite" in line, line
     assert notes.read_text() == '{"mine": "do not lose"}\n'
-    cli(*args, "--overwrite", project=deduped)
-    split = json.loads(notes.read_text())
-    assert len(split["train"]) + len(split["test"]) == 40, split.keys()
-    assert [p.name for p in notes.parent.iterdir()] == ["notes.json"], "temp left"
+    # --overwrite replaces only a split file (issue 23): the notes stay
+    line = one_error_line(cli(*args, "--overwrite", project=deduped, ok=False))
+    assert str(notes) in line and "not a split" in line, line
+    assert notes.read_text() == '{"mine": "do not lose"}\n'
     fresh = notes.parent / "new.json"
     cli(*args[:-1], str(fresh), project=deduped)  # a new file needs no flag
-    assert json.loads(fresh.read_text())["train"] == split["train"]
+    first = json.loads(fresh.read_text())
+    assert len(first["train"]) + len(first["test"]) == 40, first.keys()
+    cli(*args[:-1], str(fresh), "--overwrite", project=deduped)  # its own output
+    assert json.loads(fresh.read_text())["train"] == first["train"]
+    assert sorted(p.name for p in notes.parent.iterdir()) == [
+        "new.json",
+        "notes.json",
+    ], "temp left"
 
 
 # ------------------------------------------------------------------ 3. dedup

@@ -151,7 +151,7 @@ def test_errors_are_one_line(
             "--labels",
             str(arrays["labels"]),
             "--out",
-            str(tmp_path),
+            str(tmp_path / "o"),
             *extra,
         ],
     )

@@ -82,6 +82,7 @@ _LAYER = {
     "records": 0,
     "registry": 0,
     "_validation": 0,
+    "_output": 0,
     "_progress": 0,
     "dedup": 1,
     "sampling": 1,

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-__all__ = ["JsonOpt", "ProjectOpt", "live_help"]
+__all__ = [
+    "JsonOpt",
+    "ProjectOpt",
+    "live_help",
+    "output_argument",
+    "output_option",
+    "read_only_option",
+]
 
 ProjectOpt = Annotated[
     Path | None,
@@ -39,3 +46,31 @@ def live_help(**helps: Callable[[], str]) -> type[TyperCommand]:
             return super().get_params(ctx)  # type: ignore[no-any-return]
 
     return _LiveHelp
+
+
+def output_option(command: str, *decls: str, **kwargs: Any) -> Any:
+    """A ``typer.Option`` for a path ``command`` writes, tagged with its
+    :data:`~retest._output.RULES` entry: a test walks the app for these tags, so a
+    new path-writing option cannot skip the output guard."""
+    from retest._output import RULES
+
+    info = typer.Option(*decls, **kwargs)
+    info.retest_output = RULES[command]  # type: ignore[attr-defined]
+    return info
+
+
+def output_argument(command: str, **kwargs: Any) -> Any:
+    """:func:`output_option` for an argument (``retest init DIRECTORY``)."""
+    from retest._output import RULES
+
+    info = typer.Argument(**kwargs)
+    info.retest_output = RULES[command]  # type: ignore[attr-defined]
+    return info
+
+
+def read_only_option(*decls: str, **kwargs: Any) -> Any:
+    """A ``typer.Option`` for a folder the command only reads, though its name
+    (``--root``, ``--…-dir``) looks like an output: tagged so the test knows."""
+    info = typer.Option(*decls, **kwargs)
+    info.retest_output = None  # type: ignore[attr-defined]
+    return info

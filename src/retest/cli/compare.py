@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import output_option
 from retest.errors import ConfigError, RetestWarning
 
 __all__ = ["register"]
@@ -73,12 +74,13 @@ def _render(result: Any, out: Path, as_json: bool) -> None:
 
 
 def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any:
-    from retest._validation import check_output_dir
+    from retest._output import RULES, check_output, claim_output_dir
 
-    check_output_dir(out)
+    check_output(out, RULES["compare"])
     if example:
         from retest.demo.example import run_example
 
+        claim_output_dir(out, RULES["compare"])
         keep = ("metric", "axes", "confidence", "n_boot", "label_models")
         _, result = run_example(
             out, seed=kwargs["seed"], progress=progress, **{k: kwargs[k] for k in keep}
@@ -104,7 +106,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("compare")
     def compare_cmd(
-        out: Annotated[Path, typer.Option("--out", help="Folder for all outputs.")],
+        out: Annotated[
+            Path, output_option("compare", "--out", help="Folder for all outputs.")
+        ],
         labels_orig: Annotated[
             Path | None,
             typer.Option(help="Original test-set labels (.npy/.json/.csv)."),

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, output_option
 from retest.errors import ConfigError, InputValidationError
 
 crowd_app = typer.Typer(
@@ -181,7 +181,7 @@ def _nearest_ids(
 
 @crowd_app.command("export")
 def export_cmd(
-    out: Annotated[Path, typer.Option(help="Output folder.")],
+    out: Annotated[Path, output_option("crowd export", help="Output folder.")],
     base_url: Annotated[
         str, typer.Option(help="Where the images/ folder will be hosted.")
     ],
@@ -203,7 +203,7 @@ def export_cmd(
 
     from PIL import Image
 
-    from retest._validation import check_output_dir
+    from retest._output import RULES, check_output
     from retest.cli._console import console
     from retest.pipeline.crowd import (
         export_mturk,
@@ -217,7 +217,7 @@ def export_cmd(
             f"--base-url must be the http(s):// address the images/ folder will be "
             f"served from, e.g. https://example.org/batch1/images. Got {base_url!r}."
         )
-    check_output_dir(out)
+    check_output(out, RULES["crowd export"])
     with Project.open(project) as proj:
 
         def jpeg(item: str) -> bytes:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt
+from retest.cli._options import JsonOpt, output_option, read_only_option
 
 __all__ = ["register"]
 
@@ -21,7 +21,17 @@ NameArg = Annotated[
 ]
 RootOpt = Annotated[
     Path | None,
-    typer.Option("--root", help="Directory holding the files (default: cache dir)."),
+    read_only_option(
+        "--root", help="Directory holding the files (default: cache dir)."
+    ),
+]
+FetchRootOpt = Annotated[
+    Path | None,
+    output_option(
+        "datasets fetch",
+        "--root",
+        help="Directory holding the files (default: cache dir; never in a project).",
+    ),
 ]
 VersionOpt = Annotated[
     str | None, typer.Option("--version", help="Version / variant, e.g. v4, v6.")
@@ -65,7 +75,7 @@ def list_datasets(as_json: JsonOpt = False) -> None:
 @datasets_app.command("fetch")
 def fetch(
     name: NameArg,
-    root: RootOpt = None,
+    root: FetchRootOpt = None,
     version: VersionOpt = None,
     mirror: Annotated[
         str | None, typer.Option("--mirror", help="Base URL of a mirror of the files.")

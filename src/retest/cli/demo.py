@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt
+from retest.cli._options import JsonOpt, output_option
 
 if TYPE_CHECKING:
     from retest.demo.run import DemoResult
@@ -17,7 +17,8 @@ __all__ = ["register"]
 
 def demo(
     directory: Annotated[
-        Path, typer.Option("--dir", help="Project folder of the demo (created).")
+        Path,
+        output_option("demo", "--dir", help="Project folder of the demo (created)."),
     ] = Path("retest-demo"),
     quick: Annotated[
         bool, typer.Option("--quick", help="Quick testbed preset (under 2 minutes).")
@@ -51,7 +52,8 @@ def demo(
     pipeline shows no real drop (slope ≈ 1, mean gap within sampling error).
     Rerunning reuses finished steps and cached predictions.
     """
-    from retest._validation import check_input_path, check_output_dir
+    from retest._output import RULES, check_output
+    from retest._validation import check_input_path
     from retest.cli._console import print_json, progress_bar
     from retest.demo.run import DemoSettings, run_demo
     from retest.errors import ConfigError
@@ -60,7 +62,7 @@ def demo(
         raise ConfigError(f"--workers must be 0 or more. Got {workers}.")
     if data is not None:  # an explicit folder is never replaced by a download
         check_input_path(data, "--data", kind="dir")
-    check_output_dir(directory, "--dir")
+    check_output(directory, RULES["demo"], option="--dir")
     settings = DemoSettings.for_run(quick=quick, seed=seed)
     with progress_bar(disable=as_json) as cb:
         res = run_demo(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, output_option
 from retest.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -107,7 +107,8 @@ def evaluate(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(
+        output_option(
+            "evaluate",
             "--out",
             help="Report folder (default reports/evaluate); one subfolder per revision.",
         ),
@@ -152,7 +153,7 @@ def evaluate(
     split), trained model files (--model-file) and saved predictions (--predictions).
     Every prediction is cached (arrays/predictions/): a rerun computes nothing.
     """
-    from retest._validation import check_output_dir
+    from retest._output import RULES, check_output
     from retest.cli._console import print_warning, progress_bar
     from retest.cli.compare import _show_retest_warnings
     from retest.cli.reference import REFERENCE_SPLITS
@@ -182,7 +183,7 @@ def evaluate(
                 f"`retest reference add` registers). Got {split!r}."
             )
     if out is not None:
-        check_output_dir(out)
+        check_output(out, RULES["evaluate"])
     formats = _formats(figure)
     folders = _folders(predictions or [])
     onnx = {"layout": onnx_layout} if onnx_layout else {}

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, output_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -20,8 +20,10 @@ def export(
     ] = "npy",
     out: Annotated[
         Path | None,
-        typer.Option(
-            "--out", help="Output folder (default: revisions/REVISION/FORMAT)."
+        output_option(
+            "export",
+            "--out",
+            help="Output folder (default: revisions/REVISION/FORMAT).",
         ),
     ] = None,
     name: Annotated[

@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
-from retest._validation import check_input_path, check_output_dir
-from retest.cli._options import JsonOpt
+from retest._output import RULES, check_output
+from retest._validation import check_input_path
+from retest.cli._options import JsonOpt, output_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -63,7 +64,10 @@ def search(
         Path, typer.Option("--plan", help="Keyword plan written by `retest plan`.")
     ],
     out: Annotated[
-        Path, typer.Option("--out", help="Folder of the search-result JSON files.")
+        Path,
+        output_option(
+            "flickr search", "--out", help="Folder of the search-result JSON files."
+        ),
     ],
     factor: Annotated[
         float,
@@ -135,7 +139,7 @@ def search(
         ("--min-upload-date", min_upload_date), ("--max-upload-date", max_upload_date),
     ):  # fmt: skip
         _check_date(flag, value)
-    check_output_dir(out)
+    check_output(out, RULES["flickr search"])
     key = (api_key or "").strip()
     if not key:
         raise ConfigError(
@@ -184,7 +188,10 @@ def download(
         typer.Option("--results", help="Search-result JSON file or folder of them."),
     ],
     out: Annotated[
-        Path, typer.Option("--out", help="Folder of the downloaded images.")
+        Path,
+        output_option(
+            "flickr download", "--out", help="Folder of the downloaded images."
+        ),
     ],
     blacklist: Annotated[
         Path | None, typer.Option("--blacklist", help="JSON of candidate ids to skip.")
@@ -225,7 +232,7 @@ def download(
         )
     if blacklist is not None:
         check_input_path(blacklist, "--blacklist", kind="file")
-    check_output_dir(out)
+    check_output(out, RULES["flickr download"])
     pool = load_search_results(results, blacklist=blacklist)
     records = list(pool.candidates.values())
     with progress_bar(disable=as_json) as cb:

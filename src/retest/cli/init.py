@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import output_argument
 from retest.errors import ConfigError, InputValidationError
 from retest.names import suggest_name, validate_name
 
@@ -23,7 +24,9 @@ def _split_classes(value: str) -> list[str]:
 
 
 def init(
-    directory: Annotated[Path, typer.Argument(help="Project directory (created).")],
+    directory: Annotated[
+        Path, output_argument("init", help="Project directory (created).")
+    ],
     name: Annotated[
         str | None, typer.Option("--name", help="Project name (default: DIR's name).")
     ] = None,

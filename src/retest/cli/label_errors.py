@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from retest.cli._options import output_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -24,7 +25,7 @@ def _class_names(value: str | None) -> tuple[str, ...] | None:
 
 
 def label_errors(
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    out: Annotated[Path, output_option("label-errors", "--out", help="Output folder.")],
     labels: Annotated[
         Path, typer.Option("--labels", help="Given labels (.npy, .json or .csv).")
     ],
@@ -71,13 +72,13 @@ def label_errors(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Find, rank and report suspected label errors (confident learning)."""
-    from retest._validation import check_output_dir
+    from retest._output import RULES, check_output
     from retest.cli._console import console, print_json, print_table
     from retest.label_errors.finders import LABEL_ERROR_METHODS
     from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
 
     LABEL_ERROR_METHODS.get(method)  # fail fast, with suggestions, before reading files
-    check_output_dir(out)
+    check_output(out, RULES["label-errors"])
     if rank_by not in ("self_confidence", "normalized_margin"):
         raise ConfigError(
             f"--rank-by must be self_confidence or normalized_margin. Got {rank_by!r}."

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt
+from retest.cli._options import JsonOpt, output_option
 
 models_app = typer.Typer(
     help="Model runners and the built-in testbed.", no_args_is_help=True
@@ -62,7 +62,12 @@ def predict_cmd(
         Path, typer.Option(help="uint8 images (N, H, W[, C]) or features, .npy.")
     ],
     out: Annotated[
-        Path, typer.Option(help="Predictions file to write (.npy, .json or .csv).")
+        Path,
+        output_option(
+            "models predict",
+            "--out",
+            help="Predictions file to write (.npy, .json or .csv).",
+        ),
     ],
     num_classes: Annotated[int, typer.Option(min=1, help="Number of classes.")],
     name: Annotated[
@@ -73,12 +78,23 @@ def predict_cmd(
         str | None, typer.Option(help="ONNX input layout: NCHW, NHWC or flat.")
     ] = None,
     batch_size: Annotated[int | None, typer.Option(help="Images per batch.")] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite", help="Replace the --out file if it is a predictions file."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run a model file on an image array and write its predictions."""
+    """Run a model file on an image array and write its predictions.
+
+    An existing --out file is replaced only with --overwrite and only when it
+    holds predictions; a project's own files are never written.
+    """
     import numpy as np
 
-    from retest._validation import check_input_path, check_output_dir, check_writable
+    from retest._output import RULES, check_output
+    from retest._validation import check_input_path
     from retest.cli._console import print_json, progress_bar
     from retest.datasets.predictions import PREDICTION_SUFFIXES, write_predictions
     from retest.errors import ConfigError, DataIntegrityError
@@ -91,12 +107,12 @@ def predict_cmd(
             f"--out {out}: unknown predictions format {out.suffix!r}; name the file "
             f"with one of {', '.join(PREDICTION_SUFFIXES)}."
         )
-    if out.is_dir():
-        raise ConfigError(
-            f"--out {out} is a folder; pass the predictions file to write."
-        )
-    check_writable(out, "--out")
-    check_output_dir(out.parent, "--out")
+    check_output(
+        out,
+        RULES["models predict"],
+        overwrite=overwrite,
+        owned=_predictions_file,
+    )
     check_input_path(model_file, "MODEL_FILE", kind="file")
     check_input_path(images, "--images", kind="file")
     opts = {"layout": layout} if layout is not None else {}
@@ -127,6 +143,18 @@ def predict_cmd(
         print_json(summary)
     else:
         typer.echo(f"wrote {pred.n} predictions of {pred.model} to {path}")
+
+
+def _predictions_file(path: Path) -> str | None:
+    """None when ``path`` holds predictions (what ``--overwrite`` may replace)."""
+    from retest.datasets.predictions import read_predictions
+    from retest.errors import RetestError
+
+    try:
+        read_predictions(path)
+    except (RetestError, OSError, ValueError) as err:
+        return f"it does not hold predictions: {err}"
+    return None
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, output_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -60,7 +60,8 @@ def split(
     ] = False,
     out: Annotated[
         Path | None,
-        typer.Option(
+        output_option(
+            "split",
             "--out",
             help="JSON file to write (default reports/split_<source>_seed<seed>.json).",
         ),
@@ -91,7 +92,9 @@ def split(
     if policy not in ("min_overlap", "first"):
         raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
     if out is not None:
-        _check_out_file(out, overwrite=overwrite)
+        from retest.pipeline.split import check_split_out
+
+        check_split_out(out, overwrite=overwrite)
     with Project.open(project_dir) as project:
         if seed is None:
             seed = project.config.seed("split")
@@ -99,7 +102,7 @@ def split(
         res = split_pool(
             project, seed=seed, per_class=per_class, train_fraction=train_fraction,
             policy=policy, revision=revision, export=export,  # type: ignore[arg-type]
-            include_unreviewed=include_unreviewed, out=out,
+            include_unreviewed=include_unreviewed, out=out, overwrite=overwrite,
         )  # fmt: skip
     data = res.to_json()
     if as_json:
@@ -124,26 +127,6 @@ def split(
         )
         print_error(f"too few eligible images for --per-class {per_class}: {short}.")
         raise typer.Exit(1)
-
-
-def _check_out_file(out: Path, *, overwrite: bool) -> None:
-    """``--out`` names a file that can be written (not a folder, not under a file)
-    and, without ``--overwrite``, that does not exist yet: a split is often
-    written next to files people keep, and a typo must not replace one."""
-    from retest._validation import check_output_dir, check_writable
-
-    if out.is_dir():
-        raise ConfigError(
-            f"--out {out} is a folder; pass the JSON file to write, e.g. "
-            f"{out / 'split.json'}."
-        )
-    if (out.exists() or out.is_symlink()) and not overwrite:
-        raise ConfigError(
-            f"--out file {out} already exists. Choose another --out or pass "
-            "--overwrite."
-        )
-    check_writable(out, "--out")
-    check_output_dir(out.parent, "--out")
 
 
 def register(app: typer.Typer) -> None:

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retest._atomic import atomic_write_bytes
+from retest._output import RULES, check_location
 from retest._progress import ProgressCallback
 from retest.datasets.download import HashCache as _HashCache
 from retest.datasets.download import download_url, extract_archive
@@ -253,8 +254,10 @@ class DatasetSource(ABC):
         """Download what is missing or corrupt, then prepare (e.g. extract).
 
         Idempotent: when everything is present and verified nothing is requested.
-        Returns ``root``.
+        Returns ``root``, which is never inside a retest project (its files would
+        be strays there).
         """
+        check_location(self.root, RULES["datasets fetch"], "--root")
         if self.is_ready():
             return self.root
         self.root.mkdir(parents=True, exist_ok=True)

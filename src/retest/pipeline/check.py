@@ -8,9 +8,13 @@ to say which pixels are in use):
 2. every pixel row a candidate or reference image points at: inside its array and
    hashing to the item's content id (candidate ids and reference ``content_id``
    are sha256 content hashes, so overwritten pixels are found); every file-backed
-   candidate's file (named by the sha256 of its bytes) likewise;
-3. orphans: array rows and ``images/`` files nothing points at (left by a killed
-   or failed ingest), bytes past an array's commit point;
+   candidate's file (named by the sha256 of its bytes) likewise; every array
+   an item is stored in has a readable header (a missing or altered
+   ``arrays/<name>.json`` is reported with the number of items it strands);
+3. orphans: array rows and ``images/`` files named by a sha256 that nothing points
+   at (left by a killed or failed ingest), bytes past an array's commit point;
+   strays: other entries of ``arrays/`` and ``images/`` (not retest's, e.g. a
+   report written there by mistake), named and never deleted;
 4. leftovers: export staging folders (``.<name>.tmp-<pid>`` / ``.old-<pid>``) and
    atomic-write temp files (``.<name>.<pid>.<random>.tmp``) of processes that no
    longer run, older temp files without a pid once they are an hour old;
@@ -55,6 +59,10 @@ _TEMP_ANY = re.compile(r"\..+\.(tmp|part)")
 STALE_SECONDS = 3600
 """Temp files without a pid in their name count as leftovers after this long."""
 _CHUNK = 65_536
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Folders retest keeps in arrays/ besides the pixel arrays: dedup features and
+#: distances, cached model predictions.
+_ARRAY_DIRS = frozenset({"dedup", "predictions"})
 
 
 @dataclass
@@ -103,16 +111,26 @@ class CheckReport:
 # ----------------------------------------------------------------- helpers
 
 
-def _pixel_arrays(root: Path) -> list[PixelArray]:
+def _read_arrays(root: Path) -> tuple[dict[str, PixelArray], dict[str, str]]:
+    """The pixel arrays whose ``arrays/<name>.json`` header reads, and why each
+    other ``*.json`` there does not (a damaged header, or a stray file)."""
     d = root / ARRAYS
+    ok: dict[str, PixelArray] = {}
+    damaged: dict[str, str] = {}
     if not d.is_dir():
-        return []
-    out = []
+        return ok, damaged
     for header in sorted(d.glob("*.json")):
-        if header.name.startswith("."):
+        if header.name.startswith(".") or not header.is_file():
             continue
-        out.append(PixelArray(d, header.stem))
-    return out
+        try:
+            ok[header.stem] = PixelArray(d, header.stem)
+        except (DataIntegrityError, OSError) as err:
+            damaged[header.stem] = str(err)
+    return ok, damaged
+
+
+def _pixel_arrays(root: Path) -> list[PixelArray]:
+    return list(_read_arrays(root)[0].values())
 
 
 def reclaim_tail_orphans(project: Project) -> int:
@@ -226,14 +244,22 @@ def _check_arrays(store: Store, root: Path, rep: CheckReport, repair: bool) -> N
             refs_by_array.setdefault(r.array_name, []).append(
                 (r.content_id, r.array_row)
             )
-    arrays = {px.name: px for px in _pixel_arrays(root)}
+    arrays, damaged = _read_arrays(root)
+    in_use = store.candidates.array_names()
     verified = orphans_total = 0
-    for name in sorted(set(arrays) | set(refs_by_array)):
+    headed = {n for n in damaged if (root / ARRAYS / f"{n}.u8").exists()}
+    for name in sorted(set(arrays) | set(refs_by_array) | in_use | headed):
         px = arrays.get(name)
         if px is None:
-            rep.add("pixels", f"pixel array {name} (arrays/{name}.json) is missing but "
-                    f"{len(refs_by_array[name])} reference images point at it; "
-                    "restore it from a backup.", len(refs_by_array[name]))  # fmt: skip
+            n = len(refs_by_array.get(name, ()))
+            if name in in_use:
+                n += sum(1 for _ in store.candidates.array_refs(name))
+            why = damaged.get(name) or (
+                f"pixel array {name} has no header (arrays/{name}.json is missing); "
+                "restore it from a backup."
+            )
+            rep.add("pixels", f"{why} Until then the pixels of the {n} items "
+                    f"stored in {name} cannot be read.", n)  # fmt: skip
             continue
         count = len(px)
         size = px.data_path.stat().st_size if px.data_path.exists() else 0
@@ -306,6 +332,15 @@ def _check_files(store: Store, root: Path, rep: CheckReport, repair: bool) -> No
         for p in (images.iterdir() if images.is_dir() else ())
         if p.is_file() and not p.name.startswith(".")
     }
+    strays = sorted(
+        rel
+        for rel, p in present.items()
+        if rel not in used and not _SHA256.fullmatch(p.name)
+    )
+    if strays:
+        _stray(rep, IMAGES, strays)
+    for rel in strays:
+        del present[rel]
     bad = []
     for rel in sorted(used):
         p = root / rel
@@ -330,6 +365,40 @@ def _check_files(store: Store, root: Path, rep: CheckReport, repair: bool) -> No
             for rel in orphans:
                 present[rel].unlink(missing_ok=True)
             found.repaired = True
+
+
+def _stray(rep: CheckReport, folder: str, names: list[str]) -> None:
+    """Files retest did not write in one of its data folders: named, never deleted
+    (not even by ``--repair``: they may be a user's)."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    rep.add("stray", f"{len(names)} entries in {folder}/ are not retest's "
+            f"({', '.join(names[:3])}{more}); retest leaves them alone. Move them "
+            f"out of {folder}/.", len(names))  # fmt: skip
+
+
+def _check_array_strays(store: Store, root: Path, rep: CheckReport) -> None:
+    """Entries of ``arrays/`` that no pixel array, cache or lock accounts for."""
+    d = root / ARRAYS
+    if not d.is_dir():
+        return
+    arrays, damaged = _read_arrays(root)
+    names = set(arrays) | store.candidates.array_names()
+    names |= {r.array_name for r in store.references.list() if r.array_name}
+    strays = []
+    for p in sorted(d.iterdir()):
+        if p.name.startswith("."):
+            continue  # locks and temporaries (leftovers are checked below)
+        if p.is_dir() and not p.is_symlink():
+            if p.name not in _ARRAY_DIRS:
+                strays.append(f"{ARRAYS}/{p.name}/")
+            continue
+        if p.suffix in (".json", ".u8", ".lock") and p.stem in names:
+            continue
+        if p.suffix == ".json" and p.stem in damaged and (d / f"{p.stem}.u8").exists():
+            continue  # a damaged header: reported with the pixels
+        strays.append(f"{ARRAYS}/{p.name}")
+    if strays:
+        _stray(rep, ARRAYS, strays)
 
 
 # ----------------------------------------------------------------- leftovers
@@ -463,6 +532,7 @@ def check_project(
             fix = repair and alone
             _check_arrays(project.store, found, rep, fix)
             _check_files(project.store, found, rep, fix)
+            _check_array_strays(project.store, found, rep)
             _check_leftovers(project, rep, repair)
         for cmd in interrupted_ingests(project):
             rep.add("interrupted_ingest", f"an ingest started but did not complete; "

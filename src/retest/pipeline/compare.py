@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback
-from retest._validation import check_output_dir, looks_one_based, one_based_message
+from retest._validation import looks_one_based, one_based_message
 from retest.datasets.predictions import (
     list_prediction_files,
     read_labels,
@@ -205,7 +206,7 @@ def run_compare(
         The table, the fit and the written paths (see ``write_report``).
     """
     METRICS.get(metric)
-    check_output_dir(out)
+    check_output(out, RULES["compare"])
     lp_o, lp_n = Path(labels_orig), Path(labels_new)
     y_o, y_n = read_labels(lp_o), read_labels(lp_n)
     names = read_model_names(model_names) if model_names is not None else None
@@ -233,6 +234,7 @@ def run_compare(
         table, axes=axes, n_boot=n_boot, random_state=seed, progress=progress
     )
     try:
+        claim_output_dir(out, RULES["compare"])
         paths = write_report(
             table, fit, out, label_models=label_models, figure_formats=figure_formats
         )

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from retest._atomic import atomic_write_bytes
+from retest._output import RULES, check_output, claim_output_dir
 from retest.errors import DataIntegrityError, InputValidationError
 from retest.labeling.tasks import (
     Task,
@@ -410,6 +411,8 @@ def export_mturk(
     project : Project
     tasks : sequence of TaskRow
     out_dir : path
+        A new or empty folder, or one this function wrote; inside a project
+        only under ``reports/crowd/`` (:func:`retest._output.check_output`).
     base_url : str
         Where the requester hosts ``images/`` (the URLs in the batch file).
     secret : bytes, optional
@@ -428,15 +431,19 @@ def export_mturk(
     ------
     InputValidationError
         No tasks.
+    ConfigError
+        A refused ``out_dir``.
     """
     store = project.store
     secret = project_secret(project) if secret is None else secret
-    out = Path(out_dir)
-    (out / "images").mkdir(parents=True, exist_ok=True)
+    rule = RULES["crowd export"]
+    out = check_output(out_dir, rule)
     if not tasks:
         raise InputValidationError(
             "no tasks to export; run `retest crowd tasks` first."
         )
+    claim_output_dir(out, rule)
+    (out / "images").mkdir(exist_ok=True)
     width = max(len(t.items) for t in tasks)
     names = {c.id: c.name for c in store.classes.list()}
     desc = descriptions or {c.id: c.description for c in store.classes.list()}

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback, report
 from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.evaluate.fits import LinearFit
@@ -769,7 +770,11 @@ def evaluate_project(
     ------
     NotFoundError
         Unknown revision, no revision at all, missing reference split.
+    ConfigError
+        ``out_dir`` is refused by the output rule (:mod:`retest._output`).
     """
+    base = Path(out_dir) if out_dir is not None else project.reports_dir / "evaluate"
+    check_output(base, RULES["evaluate"])
     store = project.store
     revisions = project_revisions(project, revisions)
     need_images = any(not isinstance(m, PredictionFileRunner) for m in models)
@@ -784,7 +789,7 @@ def evaluate_project(
         cluster=cluster, workers=workers, batch_size=batch_size, store=store,
         progress=progress,
     )  # fmt: skip
-    base = Path(out_dir) if out_dir is not None else project.reports_dir / "evaluate"
+    claim_output_dir(base, RULES["evaluate"])
     reports = {}
     for i, new in enumerate(sets[1:], 1):
         pairs = {m: (p[0], p[i]) for m, p in outcome.predictions.items()}

@@ -70,6 +70,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._atomic import pid_alive
+from retest._output import RULES, check_location
 from retest._progress import ProgressCallback, report
 from retest.config import CONFIG_NAME
 from retest.errors import (
@@ -767,6 +768,7 @@ def export_revision(
     target = Path(out) if out is not None else project.revisions_dir / revision / format
     target = target.resolve()  # symlinks resolved before any comparison
     _guard_location(project, target)
+    check_location(target, RULES["export"])  # and every other project
     if strict:
         check_exportable(project, rev, members)
     expected = _expected_hashes(project, members)

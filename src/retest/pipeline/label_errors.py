@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._atomic import atomic_write_bytes
-from retest._validation import check_output_dir
+from retest._output import RULES, check_output, claim_output_dir
 from retest.datasets.npy import load_npy
 from retest.datasets.predictions import read_labels, read_testbed
 from retest.errors import InputValidationError, StageError
@@ -224,7 +224,7 @@ def run_label_errors(
     Probabilities are validated as cleanlab validates them; rows that do not sum
     to 1 give one :class:`~retest.label_errors.ProbabilitySumWarning` (not one per pass).
     """
-    out = check_output_dir(out_dir)
+    out = check_output(out_dir, RULES["label-errors"])
     try:
         y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
     except InputValidationError as err:
@@ -276,6 +276,7 @@ def run_label_errors(
         "source": inputs.source,
     }
     try:
+        claim_output_dir(out, RULES["label-errors"])
         paths = {
             "csv": atomic_write_bytes(out / "label_errors.csv", _csv_bytes(rows)),
             "json": atomic_write_bytes(

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._output import DB_NAME, RULES, check_location
 from retest.config import CONFIG_NAME, ProjectConfig, load_config, save_config
 from retest.errors import (
     ConfigError,
@@ -42,7 +43,6 @@ from retest.store.sqlite import SQLiteStore
 
 __all__ = ["CLASS_PRESETS", "DB_NAME", "Project"]
 
-DB_NAME = "retest.db"
 CLASS_PRESETS: dict[str, tuple[str, ...]] = {
     "cifar10": (
         "airplane", "automobile", "bird", "cat", "deer",
@@ -256,6 +256,7 @@ class Project:
                 f"{root} is a file, not a folder: a project needs a folder that does "
                 "not exist yet or is empty. Choose another path."
             )
+        check_location(root, RULES["init"], "the project folder")
         if (root / CONFIG_NAME).exists():
             raise ConfigError(
                 f"{root} is already a retest project ({CONFIG_NAME} exists). "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from retest._output import RULES, check_output
 from retest.errors import ConfigError, DataIntegrityError, NotFoundError
 from retest.pipeline.eligibility import (
     AUTO_METRICS,
@@ -42,7 +43,7 @@ from retest.sampling.split import build_train_test
 from retest.store.artifacts import save_json, write_json
 from retest.store.rows import content_id, split_reference_id
 
-__all__ = ["SplitResult", "split_pool"]
+__all__ = ["SplitResult", "check_split_out", "split_pool"]
 
 _COPY_REASONS = frozenset(ORIGINAL_COPY_REASONS)
 
@@ -223,6 +224,28 @@ def _revision_pool(
     return [CandidateInfo(i, c) for i, c in items], overlap
 
 
+_SPLIT_KEYS = frozenset({"source", "strategy", "seed", "parameters", "train", "test"})
+
+
+def _split_file(path: Path) -> str | None:
+    """None when ``path`` is a split JSON this stage wrote, else why not."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return "it is not a JSON file"
+    if not isinstance(data, dict) or not _SPLIT_KEYS <= set(data):
+        return "it is not a split JSON"
+    return None
+
+
+def check_split_out(out: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """The ``--out`` file of a split may be written (the shared output rule): an
+    existing file only with ``overwrite`` and only when it is a split JSON."""
+    return check_output(
+        out, RULES["split"], option="--out", overwrite=overwrite, owned=_split_file
+    )
+
+
 def split_pool(
     project: Project,
     *,
@@ -234,6 +257,7 @@ def split_pool(
     export: str | os.PathLike[str] | None = None,
     include_unreviewed: bool = False,
     out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> SplitResult:
     """Build and write the overlap-minimising train/test split.
 
@@ -248,8 +272,13 @@ def split_pool(
         Candidates: let through those whose only reason is a pending
         near-duplicate review.
     out : path, optional
-        JSON file to write (default ``reports/split_<source>_seed<seed>.json``).
+        JSON file to write (default ``reports/split_<source>_seed<seed>.json``);
+        never a project's own file (:func:`check_split_out`).
+    overwrite : bool
+        Replace an existing ``out`` that is a split file.
     """
+    if out is not None:
+        check_split_out(out, overwrite=overwrite)
     if revision is not None and export is not None:
         raise ConfigError("pass either --revision or --export, not both.")
     if revision is None and export is None:

@@ -53,6 +53,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from retest._atomic import atomic_write_bytes
+from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback, report
 from retest.datasets.download import is_retryable
 from retest.errors import ConfigError, DataIntegrityError, RetestError
@@ -485,7 +486,8 @@ def search_plan(
         raise ConfigError(f"factor must be positive. Got {factor}.")
     if max_per_keyword is not None and max_per_keyword < 1:
         raise ConfigError(f"max_per_keyword must be at least 1. Got {max_per_keyword}.")
-    out = Path(out_dir)
+    rule = RULES["flickr search"]
+    out = claim_output_dir(check_output(out_dir, rule), rule)
     who = uploader or getpass.getuser()
     rep = PlanSearchReport()
     for i, (cls, kw, n) in enumerate(rows):
@@ -753,7 +755,8 @@ def download_candidates(
     """
     if workers < 1:
         raise ConfigError(f"workers must be ≥ 1. Got {workers}.")
-    out = Path(out_dir)
+    rule = RULES["flickr download"]
+    out = claim_output_dir(check_output(out_dir, rule), rule)
     banned = _blacklist_ids(blacklist)
     opts = {
         "retries": retries, "backoff": backoff, "timeout": timeout,

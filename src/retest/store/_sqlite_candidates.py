@@ -381,6 +381,12 @@ class _Candidates(_Repo, CandidateRepo):
         )
         return -1 if row[0] is None else int(row[0])
 
+    def array_names(self) -> set[str]:
+        rows = self._db.rows(
+            "SELECT DISTINCT array_name FROM candidates WHERE array_name IS NOT NULL"
+        )
+        return {str(r[0]) for r in rows}
+
     def file_refs(self) -> builtins.list[tuple[str, str, builtins.list[str]]]:
         out = []
         for cid, path, extra in self._db.rows(

@@ -348,6 +348,24 @@ def _runs(rows: ArrayLike) -> list[list[int]]:
     return [[int(g[0]), int(g[-1]) + 1] for g in np.split(r, cut)]
 
 
+def _header_problem(header: Any) -> str | None:
+    """Why ``header`` is not what :class:`PixelArray` writes, or None."""
+    if not isinstance(header, dict):
+        return f"a JSON {type(header).__name__}, not an object"
+    count, shape = header.get("count"), header.get("shape")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        return f"'count' is {count!r}, not a row count"
+    if (
+        not isinstance(shape, list)
+        or not shape
+        or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape
+        )
+    ):
+        return f"'shape' is {shape!r}, not a list of positive sizes"
+    return None
+
+
 class PixelArray:
     """Append-only uint8 array of images of one shape, memory-mapped for reading.
 
@@ -391,10 +409,16 @@ class PixelArray:
                 f"pixel array {self.name!r} does not exist under {self.root} "
                 f"(no {self.header_path.name}). Create it with PixelArray.create()."
             ) from None
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise DataIntegrityError(
                 f"{self.header_path} is not valid JSON: {err}."
             ) from err
+        why = _header_problem(header)
+        if why is not None:
+            raise DataIntegrityError(
+                f"{self.header_path} is not a pixel array header ({why}); restore "
+                "it from a backup."
+            )
         return header
 
     @classmethod

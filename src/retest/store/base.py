@@ -309,6 +309,11 @@ class CandidateRepo(ABC):
         """The highest row of ``array_name`` a candidate points at, -1 for none."""
         return max((r for _, r in self.array_refs(array_name)), default=-1)
 
+    def array_names(self) -> set[str]:
+        """Names of the pixel arrays candidates are stored in (``retest check``
+        verifies each exists)."""
+        return {r.array_name for r in self.iter() if r.array_name is not None}
+
     def file_refs(self) -> builtins.list[tuple[str, str, builtins.list[str]]]:
         """``(id, file_path, derived file paths)`` of every file-backed candidate."""
         return [
