@@ -32,6 +32,14 @@ def plan(
             help="v4: keywords forced to zero, kw1,kw2 (default: published list for CIFAR-10).",
         ),
     ] = None,
+    compat: Annotated[
+        str,
+        typer.Option(
+            "--compat",
+            help="exact (default) or authors: the published float arithmetic "
+            "(v6: per_class * (c / total)), digit for digit.",
+        ),
+    ] = "exact",
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -43,7 +51,9 @@ def plan(
     from retest.cli._console import print_json, print_table, print_warning
     from retest.pipeline.plan import make_plan
     from retest.pipeline.project import Project
+    from retest.sampling.compat import check_compat
 
+    compat = check_compat(compat)
     if rule not in PLAN_RULES:
         from retest.errors import ConfigError
 
@@ -54,7 +64,9 @@ def plan(
         else None
     )
     with Project.open(project_dir) as project:
-        result = make_plan(project, rule=rule, size=size, top_k=top_k, exclude=excl)
+        result = make_plan(
+            project, rule=rule, size=size, top_k=top_k, exclude=excl, compat=compat
+        )
     if as_json:
         print_json(result.to_json())
         return

@@ -146,6 +146,14 @@ def sample(
             help="Sample although `retest dedup` never ran (a draft, not a release).",
         ),
     ] = False,
+    compat: Annotated[
+        str,
+        typer.Option(
+            "--compat",
+            help="exact (default) or authors: the published code's float rounding, "
+            "assignment counting and invalid-class handling, digit for digit.",
+        ),
+    ] = "exact",
     project: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -168,6 +176,9 @@ def sample(
 
     if name is not None:
         validate_name(name, "revision")
+    from retest.sampling.compat import check_compat
+
+    compat = check_compat(compat)
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise ConfigError(
             f"--threshold is a selection frequency in [0, 1]. Got {threshold}."
@@ -202,6 +213,7 @@ def sample(
             allow_upward=not no_upward,
             keyword_counts=kw_counts,
             eligibility=elig,
+            compat=compat,
         )
     rev, result = out.revision, out.result
     summary = eligibility_summary(elig)

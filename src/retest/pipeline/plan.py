@@ -107,6 +107,7 @@ def make_plan(
     exclude: Sequence[str] | None = None,
     original_size: int | None = None,
     keywords: Mapping[str, Sequence[str]] | None = None,
+    compat: str | None = None,
 ) -> PlanResult:
     """Compute and save the keyword plan of the project's reference dataset.
 
@@ -128,6 +129,9 @@ def make_plan(
         when the reference images have none: every listed keyword of a class gets
         the same weight, so v6 spreads the class's images evenly over them (list
         order breaks ties). v4 needs real counts and refuses them.
+    compat : {"exact", "authors"}, optional
+        Exact shares (default) or the published float arithmetic, recorded in
+        the plan's ``params``.
 
     Returns
     -------
@@ -160,7 +164,9 @@ def make_plan(
     if rule == "v6":
         if exclude:
             raise ConfigError("--exclude applies to the v4 rule only.")
-        plan = allocate_v6(hist, size=size, top_k=top_k or 50, class_order=classes)
+        plan = allocate_v6(
+            hist, size=size, top_k=top_k or 50, class_order=classes, compat=compat
+        )
     elif rule == "v4":
         plan = allocate_v4(
             hist,
@@ -172,6 +178,7 @@ def make_plan(
             else (CIFAR10_V4_EXCLUDE if cifar else ()),
             skip=CIFAR10_V4_SKIP if cifar else {},
             class_order=classes,
+            compat=compat,
         )
     else:
         from retest.errors import UnknownNameError
@@ -182,7 +189,8 @@ def make_plan(
     result = PlanResult(plan, table, rel, source)
     save_json(store, project.root, rel, result.to_json(), stage="plan",
               params={"rule": rule, "size": size, "top_k": top_k,
-                      "keyword_source": source})  # fmt: skip
+                      "keyword_source": source,
+                      "compat": plan.params["compat"]})  # fmt: skip
     # what later stages read (the web app's progress vs plan) lives in the store;
     # the report above is for people
     save_state(

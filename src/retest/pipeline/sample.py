@@ -22,6 +22,7 @@ from retest.sampling.base import (
     run_sampler,
     sampler_spec,
 )
+from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo
 from retest.sampling.histogram import DEFAULT_BINS
 from retest.sampling.selection_frequency import (
@@ -75,6 +76,7 @@ def target_histograms(
     min_annotations: int = 10,
     min_images: int = 20,
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
+    compat: str | None = None,
 ) -> dict[str, TargetHistogram]:
     """Each class's histogram of original images over selection-frequency bins.
 
@@ -94,12 +96,15 @@ def target_histograms(
         to be valid.
     stats : mapping, optional
         :func:`selection_frequencies` when the caller already has it.
+    compat : {"exact", "authors"}, optional
+        How assignments are counted when ``stats`` is computed here.
 
     Returns
     -------
     dict of class name to TargetHistogram
     """
-    stats = selection_frequencies(project) if stats is None else stats
+    if stats is None:
+        stats = selection_frequencies(project, compat=compat)
     names = class_names(project)
     freq: list[float] = []
     n: list[int] = []
@@ -220,6 +225,7 @@ def draw_sample(
     keyword_counts: Mapping[str, Mapping[str, int]] | None = None,
     eligibility: Eligibility | None = None,
     reference_split: str | None = None,
+    compat: str | None = None,
 ) -> SampleResult:
     """Run the registered sampler ``strategy`` on the project's current pool.
 
@@ -228,7 +234,9 @@ def draw_sample(
     own (``min_annotations`` None means the sampler's default; ``keyword_counts``
     ``{class name: {keyword: n}}`` is required by ``keyword-count``).
     ``eligibility`` is the project's decision of who may enter (see
-    :func:`candidate_pool`).
+    :func:`candidate_pool`). ``compat="authors"`` counts every valid assignment
+    and hands the sampler the published arithmetic
+    (docs/algorithms.md#two-modes).
 
     Parameters
     ----------
@@ -256,7 +264,8 @@ def draw_sample(
             f"strategy {strategy!r} does not make a test-set revision; choose one of "
             f"{', '.join(revision_strategies())}."
         )
-    stats = selection_frequencies(project)
+    compat = check_compat(compat)
+    stats = selection_frequencies(project, compat=compat)
     pool = candidate_pool(
         project,
         stats=stats,
@@ -290,4 +299,5 @@ def draw_sample(
             allow_upward=allow_upward,
             targets=targets,
             keyword_counts=keyword_counts,
+            compat=compat,
         )
