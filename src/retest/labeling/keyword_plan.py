@@ -23,9 +23,10 @@ Pure functions on plain mappings; the pipeline reads counts from the store.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from retest.errors import ConfigError, InputValidationError
 from retest.registry import Registry
@@ -37,8 +38,10 @@ __all__ = [
     "PLAN_RULES",
     "KeywordConflict",
     "KeywordPlan",
+    "SharedImage",
     "allocate_v4",
     "allocate_v6",
+    "assign_verified",
     "needed_vs_available",
     "top_k_keywords",
 ]
@@ -375,6 +378,104 @@ def _v4_count(total: int, original_size: int, size: int, compat: str) -> int:
     if 2 * total * size < original_size:
         return 0
     return -(-total * size // original_size)
+
+
+C = TypeVar("C", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedImage(Generic[C]):
+    """An image verified as a good example of several classes (CIFAR-10.1's 7
+    ``cruiser`` images in both the automobile and the ship list).
+
+    ``chosen`` is the one class it counts for; ``chosen_by`` says why:
+    ``"fewest"`` (the default rule) or ``"choice"`` (the user's).
+    """
+
+    item: str
+    keyword: str | None
+    classes: tuple[C, ...]
+    chosen: C
+    chosen_by: str
+
+
+def _class_key(c: Hashable) -> tuple[int, int, str]:
+    """Class ids in numeric order (names, if used, after them by text)."""
+    return (0, c, "") if isinstance(c, int) else (1, 0, str(c))
+
+
+def assign_verified(
+    latest: Mapping[tuple[str, C], int],
+    keyword_of: Mapping[str, str],
+    choice: Mapping[str, C] | None = None,
+) -> tuple[dict[str, C], list[SharedImage[C]]]:
+    """The one class of every image whose latest verify judgment is yes.
+
+    An image verified for one class belongs to it. An image verified for several
+    classes (docs/algorithms.md#shared-images) belongs to ``choice[keyword]``
+    when given, else to the class with the fewest verified images of its
+    keyword, ties to the smallest class id: the released CIFAR-10.1 v6 took its
+    ship ``cruiser`` from the 7-image ship list, all 7 also in automobile's 30.
+
+    Parameters
+    ----------
+    latest : mapping of (item, class) to int
+        Latest verify judgment per image and class (1 = yes).
+    keyword_of : mapping of item to keyword
+    choice : mapping of keyword to class, optional
+        Where the shared images of a keyword go; must be one of their classes.
+
+    Returns
+    -------
+    classes : dict of item to class
+    shared : list of SharedImage
+        Every image verified for several classes, sorted by keyword and item.
+
+    Examples
+    --------
+    >>> latest = {("a", 1): 1, ("s", 1): 1, ("s", 8): 1, ("b", 1): 1}
+    >>> kw = {"a": "cruiser", "s": "cruiser", "b": "cruiser"}
+    >>> classes, shared = assign_verified(latest, kw)
+    >>> classes["s"], shared[0].classes, shared[0].chosen_by
+    (8, (1, 8), 'fewest')
+    >>> assign_verified(latest, kw, {"cruiser": 1})[0]["s"]
+    1
+    """
+    yes: dict[str, list[C]] = {}
+    for (item, cls), v in latest.items():
+        if v > 0:
+            yes.setdefault(item, []).append(cls)
+    size = Counter(
+        (cls, keyword_of.get(item)) for item, cs in yes.items() for cls in cs
+    )
+    choice = choice or {}
+    out: dict[str, C] = {}
+    shared: list[SharedImage[C]] = []
+    for item, cs in yes.items():
+        if len(cs) == 1:
+            out[item] = cs[0]
+            continue
+        kw = keyword_of.get(item)
+        classes = tuple(sorted(cs, key=_class_key))
+        want = choice.get(kw) if kw is not None else None
+        if want is not None and want not in classes:
+            raise ConfigError(
+                f"shared images of keyword {kw!r} are verified for {list(classes)}; "
+                f"the chosen class {want!r} is not one of them."
+            )
+        chosen = (
+            want
+            if want is not None
+            else min(classes, key=lambda c: (size[(c, kw)], _class_key(c)))
+        )
+        out[item] = chosen
+        shared.append(
+            SharedImage(
+                item, kw, classes, chosen, "fewest" if want is None else "choice"
+            )
+        )
+    shared.sort(key=lambda s: (s.keyword or "", s.item))
+    return out, shared
 
 
 def needed_vs_available(

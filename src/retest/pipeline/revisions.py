@@ -114,7 +114,8 @@ def create_revision(
         Passed to :func:`retest.pipeline.sample.draw_sample` (``threshold``,
         ``class_thresholds``, ``allow_upward``, ``min_annotations``,
         ``keyword_counts``, ``eligibility``, ``compat``: ``"exact"`` by
-        default or ``"authors"``, recorded in the revision's parameters). Without ``eligibility`` the
+        default or ``"authors"``, recorded in the revision's parameters;
+        ``shared_class``, recorded when given). Without ``eligibility`` the
         project's decision is computed here
         (:func:`retest.pipeline.eligibility.candidate_eligibility`).
 
@@ -171,6 +172,11 @@ def create_revision(
         params={
             **result.parameters,
             "compat": check_compat(sample_options.get("compat")),
+            **(
+                {"shared_class": dict(sample_options["shared_class"])}
+                if sample_options.get("shared_class")
+                else {}
+            ),
             "metadata": result.metadata,
             "include_unreviewed": bool(elig is not None and elig.include_unreviewed),
             "eligibility_checked": elig is not None,
