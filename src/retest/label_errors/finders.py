@@ -26,6 +26,14 @@ retest name               cleanlab 2.9 ``filter_by``  difference from v0.1.0; wh
 ``both`` (C+NR)           ``both``                    ``min_examples_per_class=5`` (changeable).
 ========================  ==========================  ============================================
 
+cleanlab's own spellings (:data:`CLEANLAB_FILTERS`, as ``filter_by=`` or as the
+method name) run the method that answers exactly as cleanlab 2.9's
+``find_label_issues`` on the same float32 values, with cleanlab's default
+minimum class size 1: the pruners above, ``confident-learning`` (2.9's
+``confident_learning``), ``predicted-neq-given`` (argmax ≠ given with ties
+toward the given label) and ``low-self-confidence`` / ``low-normalized-margin``.
+The paper's spellings keep v0.1.0's 5 (:func:`resolve_method`).
+
 Remaining differences for 3–5, kept from cleanlab 2.9 because no user would
 notice them on real-valued probabilities, documented here for the record:
 (a) 2.9 raises every diagonal count of the confident joint to ≥ 1 before
