@@ -47,7 +47,11 @@ def targets_uniform(rng: np.random.Generator, n: int) -> dict[str, Any]:
         h[0] += h.sum() == 0
         t = int(rng.integers(1, 60))
         differ += round_histogram(h, t) != round_histogram(h, t, compat="authors")
-    return {"benchmark": f"{n} histograms, bins 0–12, targets 1–59", "cases": n, "changed": differ}
+    return {
+        "benchmark": f"{n} histograms, bins 0–12, targets 1–59",
+        "cases": n,
+        "changed": differ,
+    }
 
 
 def invalid_classes(rng: np.random.Generator, n: int) -> dict[str, Any]:
@@ -65,9 +69,11 @@ def invalid_classes(rng: np.random.Generator, n: int) -> dict[str, Any]:
 def v6_plans(rng: np.random.Generator, n: int) -> dict[str, Any]:
     """Classes of 5–60 keywords with Zipf-like counts (CIFAR-10 style), 200 per class."""
     differ = 0
-    for i in range(n):
+    for _ in range(n):
         k = int(rng.integers(5, 61))
-        counts = {f"k{j}": int(c) for j, c in enumerate(rng.zipf(1.6, size=k).clip(1, 900))}
+        counts = {
+            f"k{j}": int(c) for j, c in enumerate(rng.zipf(1.6, size=k).clip(1, 900))
+        }
         a = allocate_v6({"c": counts}, size=200).allocation
         b = allocate_v6({"c": counts}, size=200, compat="authors").allocation
         differ += a != b
@@ -82,12 +88,16 @@ def v4_plans(rng: np.random.Generator, n: int) -> dict[str, Any]:
         kw = {"top_k": 25, "skip": {}}
         published += (
             allocate_v4(counts, original_size=60000, size=2000, **kw).allocation
-            != allocate_v4(counts, original_size=60000, size=2000, compat="authors", **kw).allocation
+            != allocate_v4(
+                counts, original_size=60000, size=2000, compat="authors", **kw
+            ).allocation
         )
         size, orig = int(rng.integers(100, 9000)), int(rng.integers(1000, 70000))
         changed += (
             allocate_v4(counts, original_size=orig, size=size, **kw).allocation
-            != allocate_v4(counts, original_size=orig, size=size, compat="authors", **kw).allocation
+            != allocate_v4(
+                counts, original_size=orig, size=size, compat="authors", **kw
+            ).allocation
         )
     return {"benchmark": f"{n} classes of 25 keywords; 60,000→2,000 and random sizes",
             "cases": n, "changed": changed, "changed_at_60000_to_2000": published}  # fmt: skip
@@ -113,7 +123,9 @@ def repeat_workers(rng: np.random.Generator, n_tasks: int) -> dict[str, Any]:
             "cases": len(a), "changed": changed}  # fmt: skip
 
 
-def _label_problem(rng: np.random.Generator, votes: bool) -> tuple[np.ndarray, np.ndarray]:
+def _label_problem(
+    rng: np.random.Generator, votes: bool
+) -> tuple[np.ndarray, np.ndarray]:
     k = int(rng.integers(3, 11))
     n = int(rng.integers(100, 2000))
     true = rng.choice(k, size=n, p=rng.dirichlet(np.full(k, 0.3)))  # some tiny classes
@@ -172,7 +184,11 @@ def empty_classes(rng: np.random.Generator, n: int) -> dict[str, Any]:
             remap = np.searchsorted(keep, y)
             dropped = find_label_errors(remap, sub, filter_by="prune_by_noise_rate")
             changed += bool((full != dropped).any())
-    return {"benchmark": f"{n} problems with empty classes", "cases": n, "changed": changed}
+    return {
+        "benchmark": f"{n} problems with empty classes",
+        "cases": n,
+        "changed": changed,
+    }
 
 
 def main() -> None:
@@ -182,7 +198,9 @@ def main() -> None:
     s = 10 if args.quick else 1
     rng = np.random.default_rng(28)
     results = {
-        "matched_frequency_targets_imagenet_like": targets_imagenet_like(rng, 10000 // s),
+        "matched_frequency_targets_imagenet_like": targets_imagenet_like(
+            rng, 10000 // s
+        ),
         "matched_frequency_targets_uniform": targets_uniform(rng, 10000 // s),
         "invalid_classes": invalid_classes(rng, 1000),
         "v6_plan": v6_plans(rng, 5000 // s),
