@@ -10,12 +10,15 @@ import typer
 from typer.core import TyperCommand
 
 __all__ = [
+    "CompatOpt",
     "JsonOpt",
     "ProjectOpt",
+    "SharedClassOpt",
     "live_help",
     "output_argument",
     "output_option",
     "read_only_option",
+    "shared_classes",
 ]
 
 ProjectOpt = Annotated[
@@ -28,6 +31,39 @@ ProjectOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+CompatOpt = Annotated[
+    str,
+    typer.Option(
+        "--compat",
+        help="exact (default) or authors: the published code's float arithmetic, "
+        "assignment counting and invalid-class handling, digit for digit.",
+    ),
+]
+SharedClassOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shared-class",
+        help="KEYWORD=CLASS: the class that images of KEYWORD verified for several "
+        "classes count for (default: the class with the fewest verified images of "
+        "the keyword, as CIFAR-10.1 v6).",
+    ),
+]
+
+
+def shared_classes(values: list[str] | None) -> dict[str, str]:
+    """``--shared-class KEYWORD=CLASS`` values as ``{keyword: class}``."""
+    from retest.errors import ConfigError
+
+    out = {}
+    for v in values or []:
+        kw, sep, cls = v.partition("=")
+        if not sep or not kw.strip() or not cls.strip():
+            raise ConfigError(
+                f"--shared-class must look like KEYWORD=CLASS, e.g. cruiser=ship. "
+                f"Got {v!r}."
+            )
+        out[kw.strip().lower()] = cls.strip()
+    return out
 
 
 def live_help(**helps: Callable[[], str]) -> type[TyperCommand]:

@@ -45,9 +45,23 @@ def label_errors(
         str,
         typer.Option(
             "--method",
-            help="argmax, confident-joint, prune-by-class, prune-by-noise-rate, both.",
+            help="The paper's argmax, confident-joint, prune-by-class, "
+            "prune-by-noise-rate, both; cleanlab 2.9's predicted-neq-given, "
+            "confident-learning, low-self-confidence, low-normalized-margin; or a "
+            "cleanlab filter_by spelling (prune_by_noise_rate, …), which gives "
+            "cleanlab's answer.",
         ),
     ] = "prune-by-noise-rate",
+    min_examples_per_class: Annotated[
+        int | None,
+        typer.Option(
+            "--min-examples-per-class",
+            min=0,
+            help="Classes with at most this many given labels are not pruned. "
+            "Default 5 for the paper's method names (v0.1.0's value, which the "
+            "paper's benchmark used), 1 (cleanlab's) for cleanlab's spellings.",
+        ),
+    ] = None,
     rank_by: Annotated[
         str, typer.Option("--rank-by", help="self_confidence or normalized_margin.")
     ] = "self_confidence",
@@ -74,10 +88,10 @@ def label_errors(
     """Find, rank and report suspected label errors (confident learning)."""
     from retest._output import RULES, check_output
     from retest.cli._console import console, print_json, print_table
-    from retest.label_errors.finders import LABEL_ERROR_METHODS
+    from retest.label_errors.finders import resolve_method
     from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
 
-    LABEL_ERROR_METHODS.get(method)  # fail fast, with suggestions, before reading files
+    resolve_method(method)  # fail fast, with suggestions, before reading files
     check_output(out, RULES["label-errors"])
     if rank_by not in ("self_confidence", "normalized_margin"):
         raise ConfigError(
@@ -91,7 +105,14 @@ def label_errors(
         images=images,
         class_names=_class_names(class_names),
     )
-    run = run_label_errors(inputs, out, method=method, rank_by=rank_by, top=top)  # type: ignore[arg-type]
+    run = run_label_errors(
+        inputs,
+        out,
+        method=method,
+        rank_by=rank_by,  # type: ignore[arg-type]
+        top=top,
+        min_examples_per_class=min_examples_per_class,
+    )
     shown = [e.as_dict(run.class_names) for e in run.ranked[:top]]
     if as_json:
         print_json(

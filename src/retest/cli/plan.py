@@ -6,7 +6,13 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import (
+    CompatOpt,
+    JsonOpt,
+    ProjectOpt,
+    SharedClassOpt,
+    shared_classes,
+)
 
 __all__ = ["PLAN_RULES", "register"]
 
@@ -32,6 +38,8 @@ def plan(
             help="v4: keywords forced to zero, kw1,kw2 (default: published list for CIFAR-10).",
         ),
     ] = None,
+    compat: CompatOpt = "exact",
+    shared_class: SharedClassOpt = None,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -43,7 +51,9 @@ def plan(
     from retest.cli._console import print_json, print_table, print_warning
     from retest.pipeline.plan import make_plan
     from retest.pipeline.project import Project
+    from retest.sampling.compat import check_compat
 
+    compat = check_compat(compat)
     if rule not in PLAN_RULES:
         from retest.errors import ConfigError
 
@@ -54,7 +64,15 @@ def plan(
         else None
     )
     with Project.open(project_dir) as project:
-        result = make_plan(project, rule=rule, size=size, top_k=top_k, exclude=excl)
+        result = make_plan(
+            project,
+            rule=rule,
+            size=size,
+            top_k=top_k,
+            exclude=excl,
+            compat=compat,
+            shared_class=shared_classes(shared_class) or None,
+        )
     if as_json:
         print_json(result.to_json())
         return
@@ -71,6 +89,8 @@ def plan(
     )
     totals = ", ".join(f"{c} {n}" for c, n in result.plan.totals().items())
     print_table(["per class"], [[totals]])
+    for shared in result.shared:
+        print_warning(shared["message"])
     for c in result.plan.conflicts:
         print_warning(
             f"keyword {c.keyword!r} is planned in {', '.join(c.classes)}: {c.resolution}"

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, live_help
+from retest.cli._options import (
+    CompatOpt,
+    JsonOpt,
+    ProjectOpt,
+    SharedClassOpt,
+    live_help,
+    shared_classes,
+)
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
@@ -146,6 +153,8 @@ def sample(
             help="Sample although `retest dedup` never ran (a draft, not a release).",
         ),
     ] = False,
+    compat: CompatOpt = "exact",
+    shared_class: SharedClassOpt = None,
     project: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -168,6 +177,10 @@ def sample(
 
     if name is not None:
         validate_name(name, "revision")
+    from retest.sampling.compat import check_compat
+
+    compat = check_compat(compat)
+    shared = shared_classes(shared_class)
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise ConfigError(
             f"--threshold is a selection frequency in [0, 1]. Got {threshold}."
@@ -202,6 +215,8 @@ def sample(
             allow_upward=not no_upward,
             keyword_counts=kw_counts,
             eligibility=elig,
+            compat=compat,
+            shared_class=shared or None,
         )
     rev, result = out.revision, out.result
     summary = eligibility_summary(elig)

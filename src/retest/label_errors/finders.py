@@ -26,6 +26,14 @@ retest name               cleanlab 2.9 ``filter_by``  difference from v0.1.0; wh
 ``both`` (C+NR)           ``both``                    ``min_examples_per_class=5`` (changeable).
 ========================  ==========================  ============================================
 
+cleanlab's own spellings (:data:`CLEANLAB_FILTERS`, as ``filter_by=`` or as the
+method name) run the method that answers exactly as cleanlab 2.9's
+``find_label_issues`` on the same float32 values, with cleanlab's default
+minimum class size 1: the pruners above, ``confident-learning`` (2.9's
+``confident_learning``), ``predicted-neq-given`` (argmax ≠ given with ties
+toward the given label) and ``low-self-confidence`` / ``low-normalized-margin``.
+The paper's spellings keep v0.1.0's 5 (:func:`resolve_method`).
+
 Remaining differences for 3–5, kept from cleanlab 2.9 because no user would
 notice them on real-valued probabilities, documented here for the record:
 (a) 2.9 raises every diagonal count of the confident joint to ≥ 1 before
@@ -61,6 +69,7 @@ from retest.errors import ConfigError, InputValidationError, RetestWarning
 from retest.registry import Registry
 
 __all__ = [
+    "CLEANLAB_FILTERS",
     "LABEL_ERROR_METHODS",
     "ConfidentJoint",
     "LabelErrorMethod",
@@ -69,6 +78,7 @@ __all__ = [
     "compute_confident_joint",
     "find_label_errors",
     "iter_row_chunks",
+    "resolve_method",
 ]
 
 Engine = Literal["auto", "cleanlab", "chunked"]
@@ -76,6 +86,7 @@ _ELEMENTS_IN_MEMORY = 1 << 24  # float32 arrays up to 64 MiB go to cleanlab dire
 _DEFAULT_CHUNK = 65536
 _FPC = 1e-6  # cleanlab.internal.constants.FLOATING_POINT_COMPARISON
 _THRESHOLD_LOWER_BOUND = 2e-6  # cleanlab CONFIDENT_THRESHOLDS_LOWER_BOUND
+_BIG_VALUE = 2.0  # cleanlab's threshold of a class without examples
 
 
 class ProbabilitySumWarning(RetestWarning):
@@ -150,8 +161,7 @@ def check_label_error_inputs(
     """Validate labels and an (N, K) probability matrix; return labels as int64.
 
     Checks, in order: 2-d numeric matrix; same length as ``labels``; at least 2
-    classes; labels in ``[0, K)``; every class has at least one given label;
-    entries finite and in ``[0, 1]`` (to 1e-6, cleanlab's own rule). Rows need
+    classes; labels in ``[0, K)``, at least 2 of them different; entries finite and in ``[0, 1]`` (to 1e-6, cleanlab's own rule). Rows need
     not sum to 1: published probabilities stored as float16 sum to 0.986–1.0003
     and cleanlab accepts them, so rows off by more than ``atol`` only raise one
     :class:`ProbabilitySumWarning` naming the worst row. The matrix is scanned in
@@ -178,14 +188,14 @@ def check_label_error_inputs(
             f"pred_probs must have at least 2 classes (columns). Got {k}."
         )
     y = check_labels(arr, n_classes=k, name="labels")
-    counts = np.bincount(y, minlength=k)
-    if (counts == 0).any():
-        empty = np.flatnonzero(counts == 0)
+    if y.size and (y == y[0]).all():
         raise InputValidationError(
-            f"every class needs at least one example with that given label; classes "
-            f"{empty[:10].tolist()} have none ({empty.size} of {k}). Remove their "
-            "columns from pred_probs and renumber the labels, or add examples."
+            f"labels must contain at least 2 different classes (as cleanlab requires); "
+            f"every one of the {y.size} labels is {int(y[0])}."
         )
+    # A class no example is given (real subsets of ImageNet have them) is kept,
+    # as cleanlab keeps it: no example is confidently counted in it, and dropping
+    # its column would change the other classes' answers.
     if atol != float("inf"):  # inf: structure only (callers that scan rows themselves)
         _validate_and_scan(y, probs, atol, chunk_rows)
     return y, probs
@@ -277,12 +287,16 @@ def _row_stats(
 
 def _thresholds(
     labels: NDArray[np.int64], self_conf: NDArray[np.float32], k: int, *, clip: bool
-) -> NDArray[np.float32]:
+) -> NDArray[np.floating[Any]]:
     # np.mean over the same float32 values in the same order as cleanlab's
-    # pred_probs[:, k][labels == k], so the thresholds match bit for bit.
+    # pred_probs[:, k][labels == k], so the thresholds match bit for bit; a class
+    # without examples gets cleanlab's BIG_VALUE 2, which no probability reaches.
     t = np.asarray(
-        [np.mean(self_conf[labels == j]) for j in range(k)], dtype=np.float32
-    )
+        [
+            np.mean(self_conf[sel]) if (sel := labels == j).any() else _BIG_VALUE
+            for j in range(k)
+        ]
+    )  # float32 means; float64 once BIG_VALUE (an int) joins them, as in cleanlab
     if clip:
         np.clip(t, _THRESHOLD_LOWER_BOUND, None, out=t)
     return t
@@ -295,7 +309,10 @@ class ConfidentJoint:
     Attributes
     ----------
     counts : ndarray of shape (K, K)
-        ``counts[i, j]`` = examples with given label ``i`` confidently counted as class ``j``.
+        ``counts[i, j]`` = examples with given label ``i`` confidently counted as
+        class ``j``, uncalibrated, with the diagonal raised to at least 1 as
+        cleanlab 2.9's ``compute_confident_joint`` raises it (so no class has a
+        zero noise-rate denominator, cleanlab issue 158).
     thresholds : ndarray of shape (K,)
         Per-class thresholds ``t_j = mean(pred_probs[labels == j, j])``.
     off_diagonal : ndarray of int
@@ -305,7 +322,7 @@ class ConfidentJoint:
     """
 
     counts: NDArray[np.int64]
-    thresholds: NDArray[np.float32]
+    thresholds: NDArray[np.floating[Any]]
     off_diagonal: NDArray[np.int64]
     guess: NDArray[np.int64]
 
@@ -341,21 +358,44 @@ def compute_confident_joint(
     # confusion_matrix(...).T: calibration sums depend on the memory layout, and the
     # same (Fortran) layout makes the pruning counts match cleanlab's bit for bit.
     counts = np.bincount(guess[ok] * k + labels[ok], minlength=k * k).reshape(k, k).T
+    np.fill_diagonal(counts, counts.diagonal().clip(min=1))
     off = np.flatnonzero(ok & (guess != labels))
     return ConfidentJoint(counts.astype(np.int64, order="K"), t, off, guess)
 
 
 def _calibrated_prune_counts(
-    labels: NDArray[np.int64], cj: NDArray[np.int64], min_examples_per_class: int
+    labels: NDArray[np.int64],
+    cj: NDArray[np.int64],
+    min_examples_per_class: int,
+    *,
+    given: NDArray[Any] | None = None,
+    num_to_remove_per_class: NDArray[np.int64] | None = None,
 ) -> NDArray[np.int64]:
-    """Calibrated confident joint, transposed and adjusted as cleanlab does for pruning."""
+    """Calibrated confident joint, transposed and adjusted as cleanlab does for
+    pruning; a ``given`` (precomputed) confident joint is used as it is, and
+    ``num_to_remove_per_class`` rescales the noise rates as cleanlab does."""
     from cleanlab.count import calibrate_confident_joint
     from cleanlab.filter import _keep_at_least_n_per_class
+    from cleanlab.internal.util import round_preserving_row_totals
 
-    c = cj.copy(order="K")
-    np.fill_diagonal(c, c.diagonal().clip(min=1))
-    cal = calibrate_confident_joint(c, labels)
-    out = _keep_at_least_n_per_class(cal.T, n=min_examples_per_class, frac_noise=1.0)
+    if given is None:
+        c = cj.copy(order="K")
+        np.fill_diagonal(c, c.diagonal().clip(min=1))
+        given = calibrate_confident_joint(c, labels)
+    out = _keep_at_least_n_per_class(given.T, n=min_examples_per_class, frac_noise=1.0)
+    if num_to_remove_per_class is not None:
+        k = out.shape[0]
+        # cleanlab's arithmetic, warnings and all: a class with no estimated
+        # noise divides by zero there, and the engines must agree on it too
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            psy = out / np.sum(out, axis=1)
+            noise_per_s = psy.sum(axis=1) - psy.diagonal()
+            tmp = (psy.T * num_to_remove_per_class / noise_per_s).T
+            np.fill_diagonal(
+                tmp, np.bincount(labels, minlength=k) - num_to_remove_per_class
+            )
+            out = round_preserving_row_totals(tmp)
     return np.asarray(out, dtype=np.int64)
 
 
@@ -409,6 +449,8 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
         engine: Engine = "auto",
         chunk_rows: int = _DEFAULT_CHUNK,
         row_stats: RowStats | None = None,
+        num_to_remove_per_class: NDArray[np.int64] | None = None,
+        confident_joint: NDArray[Any] | None = None,
     ) -> NDArray[np.bool_]:
         n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
         if engine == "auto":
@@ -416,9 +458,13 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
                 pred_probs, np.memmap
             )
             engine = "cleanlab" if small else "chunked"
+        opts = {
+            "num_to_remove_per_class": num_to_remove_per_class,
+            "confident_joint": confident_joint,
+        }
         if engine == "cleanlab":
             return _prune_with_cleanlab(
-                labels, pred_probs, filter_by, min_examples_per_class
+                labels, pred_probs, filter_by, min_examples_per_class, **opts
             )
         if engine != "chunked":
             raise ConfigError(
@@ -426,17 +472,27 @@ def _make_pruner(filter_by: str) -> LabelErrorMethod:
             )
         stats = _row_stats(labels, pred_probs, chunk_rows, row_stats)
         return _prune_chunked(
-            labels, pred_probs, filter_by, min_examples_per_class, chunk_rows, stats
+            labels,
+            pred_probs,
+            filter_by,
+            min_examples_per_class,
+            chunk_rows,
+            stats,
+            **opts,
         )
 
-    method.__doc__ = (
-        f"cleanlab ``filter_by={filter_by!r}`` with v0.1.0's minimum class size (5)."
-    )
+    method.__doc__ = f"cleanlab ``filter_by={filter_by!r}``."
     return method
 
 
 def _prune_with_cleanlab(
-    labels: NDArray[np.int64], pred_probs: Any, filter_by: str, min_examples: int
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    filter_by: str,
+    min_examples: int,
+    *,
+    num_to_remove_per_class: NDArray[np.int64] | None = None,
+    confident_joint: NDArray[Any] | None = None,
 ) -> NDArray[np.bool_]:
     from cleanlab.filter import find_label_issues
 
@@ -449,6 +505,10 @@ def _prune_with_cleanlab(
             probs,
             filter_by=filter_by,
             min_examples_per_class=min_examples,
+            num_to_remove_per_class=None
+            if num_to_remove_per_class is None
+            else num_to_remove_per_class.tolist(),
+            confident_joint=confident_joint,
             n_jobs=1,
         )
     return np.asarray(mask, dtype=bool)
@@ -461,14 +521,29 @@ def _prune_chunked(
     min_examples: int,
     chunk_rows: int,
     stats: RowStats,
+    *,
+    num_to_remove_per_class: NDArray[np.int64] | None = None,
+    confident_joint: NDArray[Any] | None = None,
 ) -> NDArray[np.bool_]:
     """Same result as cleanlab's find_label_issues, with O(N + n_k·K) extra memory."""
     n, k = int(pred_probs.shape[0]), int(pred_probs.shape[1])
     sc = stats.self_confidence
-    cj = compute_confident_joint(
-        labels, pred_probs, clip_thresholds=True, chunk_rows=chunk_rows, _self_conf=sc
+    raw = np.zeros((k, k), dtype=np.int64)
+    if confident_joint is None:
+        raw = compute_confident_joint(
+            labels,
+            pred_probs,
+            clip_thresholds=True,
+            chunk_rows=chunk_rows,
+            _self_conf=sc,
+        ).counts
+    prune = _calibrated_prune_counts(
+        labels,
+        raw,
+        min_examples,
+        given=confident_joint,
+        num_to_remove_per_class=num_to_remove_per_class,
     )
-    prune = _calibrated_prune_counts(labels, cj.counts, min_examples)
     by_class = np.zeros(n, dtype=bool)
     by_rate = np.zeros(n, dtype=bool)
     order = np.argsort(labels, kind="stable")
@@ -515,17 +590,212 @@ def _unset_where_given_is_argmax(
     return out
 
 
+def _own_chunks(
+    pred_probs: Any, chunk_rows: int
+) -> Iterator[tuple[int, NDArray[np.float32]]]:
+    """Row chunks as float32 that may be written to (never the caller's array)."""
+    for start, c in iter_row_chunks(pred_probs, chunk_rows):
+        yield start, (c.copy() if np.may_share_memory(c, pred_probs) else c)
+
+
+@LABEL_ERROR_METHODS.register("predicted-neq-given")
+def _predicted_neq_given(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    *,
+    min_examples_per_class: int = 1,
+    engine: Engine = "auto",
+    chunk_rows: int = _DEFAULT_CHUNK,
+    row_stats: RowStats | None = None,
+) -> NDArray[np.bool_]:
+    """cleanlab 2.9 ``predicted_neq_given``: argmax ≠ given, where a tie between
+    the given label and another class goes to the given label (``argmax``
+    breaks it toward the lowest class, as v0.1.0)."""
+    out = np.empty(labels.shape[0], dtype=bool)
+    for start, c in _own_chunks(pred_probs, chunk_rows):
+        y = labels[start : start + c.shape[0]]
+        c[np.arange(c.shape[0]), y] += _FPC
+        out[start : start + c.shape[0]] = c.argmax(axis=1) != y
+    return out
+
+
+def _cleanlab_off_diagonal(
+    labels: NDArray[np.int64], pred_probs: Any, chunk_rows: int, stats: RowStats
+) -> NDArray[np.bool_]:
+    """cleanlab 2.9's ``confident_learning`` mask: off-diagonal of the confident
+    joint with clipped thresholds, unset where the given label is the argmax."""
+    cj = compute_confident_joint(
+        labels,
+        pred_probs,
+        clip_thresholds=True,
+        chunk_rows=chunk_rows,
+        _self_conf=stats.self_confidence,
+    )
+    mask = np.zeros(labels.shape[0], dtype=bool)
+    mask[cj.off_diagonal] = True
+    return _unset_where_given_is_argmax(mask, labels, pred_probs)
+
+
+@LABEL_ERROR_METHODS.register("confident-learning")
+def _confident_learning(
+    labels: NDArray[np.int64],
+    pred_probs: Any,
+    *,
+    min_examples_per_class: int = 1,
+    engine: Engine = "auto",
+    chunk_rows: int = _DEFAULT_CHUNK,
+    row_stats: RowStats | None = None,
+) -> NDArray[np.bool_]:
+    """cleanlab 2.9 ``confident_learning`` (``confident-joint`` is v0.1.0's)."""
+    stats = _row_stats(labels, pred_probs, chunk_rows, row_stats)
+    return _cleanlab_off_diagonal(labels, pred_probs, chunk_rows, stats)
+
+
+def _make_low_score(score: str) -> LabelErrorMethod:
+    def method(
+        labels: NDArray[np.int64],
+        pred_probs: Any,
+        *,
+        min_examples_per_class: int = 1,
+        engine: Engine = "auto",
+        chunk_rows: int = _DEFAULT_CHUNK,
+        row_stats: RowStats | None = None,
+    ) -> NDArray[np.bool_]:
+        stats = _row_stats(labels, pred_probs, chunk_rows, row_stats)
+        n_issues = int(
+            _cleanlab_off_diagonal(labels, pred_probs, chunk_rows, stats).sum()
+        )
+        scores = stats.self_confidence
+        if score == "normalized_margin":
+            scores = np.empty(labels.shape[0], dtype=np.float32)
+            for start, c in _own_chunks(pred_probs, chunk_rows):
+                rows = np.arange(c.shape[0])
+                y = labels[start : start + c.shape[0]]
+                sc = c[rows, y]
+                c[rows, y] = -np.inf
+                scores[start : start + c.shape[0]] = (sc - c.max(axis=1) + 1) / 2
+        mask = np.zeros(labels.shape[0], dtype=bool)
+        # np.argsort's default sort on the same float32 scores, as cleanlab
+        mask[np.argsort(scores)[:n_issues]] = True
+        return mask
+
+    method.__doc__ = (
+        f"cleanlab 2.9 ``low_{score}``: the examples with the lowest {score} "
+        "score, as many as ``confident-learning`` flags."
+    )
+    return method
+
+
+LABEL_ERROR_METHODS.add("low-self-confidence", _make_low_score("self_confidence"))
+LABEL_ERROR_METHODS.add("low-normalized-margin", _make_low_score("normalized_margin"))
 LABEL_ERROR_METHODS.add("prune-by-class", _make_pruner("prune_by_class"))
 LABEL_ERROR_METHODS.add("prune-by-noise-rate", _make_pruner("prune_by_noise_rate"))
 LABEL_ERROR_METHODS.add("both", _make_pruner("both"))
+
+
+#: cleanlab 2.9's ``filter_by`` spellings → the method that behaves as cleanlab's.
+CLEANLAB_FILTERS: dict[str, str] = {
+    "prune_by_noise_rate": "prune-by-noise-rate",
+    "prune_by_class": "prune-by-class",
+    "both": "both",
+    "confident_learning": "confident-learning",
+    "predicted_neq_given": "predicted-neq-given",
+    "low_self_confidence": "low-self-confidence",
+    "low_normalized_margin": "low-normalized-margin",
+}
+#: Methods that take ``num_to_remove_per_class`` and ``confident_joint`` (as in cleanlab).
+_PRUNERS = ("prune-by-class", "prune-by-noise-rate", "both")
+#: v0.1.0's MIN_NUM_PER_CLASS, which the paper's CIFAR-10 benchmark ran with.
+V010_MIN_EXAMPLES = 5
+
+
+def resolve_method(
+    method: str | None = None, filter_by: str | None = None
+) -> tuple[str, int]:
+    """The registered method to run and its default ``min_examples_per_class``.
+
+    cleanlab's spellings (``filter_by="prune_by_noise_rate"``, or the same name as
+    ``method``) run the method that behaves as cleanlab 2.9's, with cleanlab's
+    default minimum class size 1. retest's spellings (``prune-by-noise-rate``,
+    ``both`` as ``method``) keep v0.1.0's 5, with which the paper's benchmark ran:
+    classes of at most 5 examples are not pruned.
+
+    Examples
+    --------
+    >>> resolve_method(filter_by="prune_by_noise_rate"), resolve_method("both")
+    (('prune-by-noise-rate', 1), ('both', 5))
+    """
+    if method is not None and filter_by is not None:
+        raise ConfigError(
+            f"give method or filter_by, not both. Got method={method!r}, "
+            f"filter_by={filter_by!r}."
+        )
+    if filter_by is not None:
+        if filter_by not in CLEANLAB_FILTERS:
+            raise ConfigError(
+                f"filter_by must be one of cleanlab's {', '.join(CLEANLAB_FILTERS)}. "
+                f"Got {filter_by!r}."
+            )
+        return CLEANLAB_FILTERS[filter_by], 1
+    name = method or "prune-by-noise-rate"
+    if name in CLEANLAB_FILTERS and name != "both":
+        return CLEANLAB_FILTERS[name], 1
+    LABEL_ERROR_METHODS.get(name)  # unknown names fail with suggestions
+    return name, V010_MIN_EXAMPLES
+
+
+def _check_prune_options(
+    name: str,
+    k: int,
+    labels: NDArray[np.int64],
+    num_to_remove_per_class: ArrayLike | None,
+    confident_joint: ArrayLike | None,
+) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if num_to_remove_per_class is None and confident_joint is None:
+        return opts
+    if name not in _PRUNERS:
+        raise ConfigError(
+            f"num_to_remove_per_class and confident_joint apply to "
+            f"{', '.join(_PRUNERS)} (as in cleanlab). Got method {name!r}."
+        )
+    if num_to_remove_per_class is not None:
+        r = np.asarray(num_to_remove_per_class)
+        if r.ndim == 0:  # one number for every class, as cleanlab broadcasts it
+            r = np.full(k, r)
+        counts = np.bincount(labels, minlength=k)
+        if (
+            r.shape != (k,)
+            or r.dtype.kind not in "iu"
+            or (r < 0).any()
+            or (r > counts).any()
+        ):
+            raise ConfigError(
+                f"num_to_remove_per_class must hold {k} whole numbers, each between 0 "
+                f"and its class's number of examples {counts.tolist()}. Got "
+                f"{np.asarray(num_to_remove_per_class).tolist()!r}."
+            )
+        opts["num_to_remove_per_class"] = r.astype(np.int64)
+    if confident_joint is not None:
+        cj = np.asarray(confident_joint)
+        if cj.shape != (k, k) or cj.dtype.kind not in "iuf" or (cj < 0).any():
+            raise ConfigError(
+                f"confident_joint must be a ({k}, {k}) matrix of non-negative counts "
+                f"(cleanlab.count.compute_confident_joint). Got shape {cj.shape}."
+            )
+        opts["confident_joint"] = cj
+    return opts
 
 
 def find_label_errors(
     labels: ArrayLike,
     pred_probs: Any,
     *,
-    method: str = "prune-by-noise-rate",
-    min_examples_per_class: int = 5,
+    method: str | None = None,
+    filter_by: str | None = None,
+    min_examples_per_class: int | None = None,
+    num_to_remove_per_class: ArrayLike | None = None,
+    confident_joint: ArrayLike | None = None,
     engine: Engine = "auto",
     atol: float = 1e-2,
     chunk_rows: int = _DEFAULT_CHUNK,
@@ -535,14 +805,30 @@ def find_label_errors(
     Parameters
     ----------
     labels : array-like of shape (n_samples,)
-        Given labels, class ids in ``[0, n_classes)``; every class must occur.
+        Given labels, class ids in ``[0, n_classes)``; a class may have no
+        example (it is kept, as cleanlab keeps it).
     pred_probs : ndarray of shape (n_samples, n_classes)
         Out-of-sample predicted probabilities (float16/32/64, may be memory-mapped).
     method : str
-        A name in ``LABEL_ERROR_METHODS``: ``argmax``, ``confident-joint``,
-        ``prune-by-class``, ``prune-by-noise-rate`` (default) or ``both``.
-    min_examples_per_class : int
-        Classes with at most this many given labels are not pruned (5, as in v0.1.0).
+        A name in ``LABEL_ERROR_METHODS``: the paper's ``argmax``,
+        ``confident-joint``, ``prune-by-class``, ``prune-by-noise-rate``
+        (default) or ``both``; cleanlab 2.9's ``predicted-neq-given``,
+        ``confident-learning``, ``low-self-confidence``,
+        ``low-normalized-margin``; or a cleanlab spelling (see ``filter_by``).
+    filter_by : str, optional
+        cleanlab's name instead of ``method``: ``prune_by_noise_rate``,
+        ``prune_by_class``, ``both``, ``confident_learning``,
+        ``predicted_neq_given``, ``low_self_confidence``,
+        ``low_normalized_margin``; the answer is cleanlab 2.9's.
+    min_examples_per_class : int, optional
+        Classes with at most this many given labels are not pruned. Default: 1
+        (cleanlab's) for cleanlab's spellings, 5 for retest's: v0.1.0's value,
+        with which the paper's CIFAR-10 benchmark ran.
+    num_to_remove_per_class : int or array-like of int, shape (n_classes,), optional
+        Pruners only: how many examples to flag per given class (cleanlab's
+        option; one number applies to every class).
+    confident_joint : ndarray of shape (n_classes, n_classes), optional
+        Pruners only: a precomputed (calibrated) confident joint, used as given.
     engine : {"auto", "cleanlab", "chunked"}
         For the pruning methods: cleanlab on an in-memory float32 copy, or the
         chunked equivalent (memory-bounded). ``auto`` picks cleanlab up to 2**24 entries.
@@ -561,12 +847,13 @@ def find_label_errors(
     Raises
     ------
     InputValidationError
-        Labels and probabilities that do not match in length or classes, a class
-        that never occurs, or entries that are not finite values in [0, 1].
+        Labels and probabilities that do not match in length or classes, or
+        entries that are not finite values in [0, 1].
     UnknownNameError
         ``method`` is not a registered method (with close matches).
     ConfigError
-        A negative ``min_examples_per_class`` or ``chunk_rows`` below 1.
+        A negative ``min_examples_per_class``, ``chunk_rows`` below 1, an
+        unknown ``filter_by``, or pruning options for a method without them.
 
     Examples
     --------
@@ -575,8 +862,16 @@ def find_label_errors(
     >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8]])
     >>> find_label_errors([0, 1, 1, 1], p, method="argmax").tolist()
     [False, True, False, False]
+    >>> tie = np.array([[0.5, 0.5], [0.5, 0.5]])  # argmax: lowest class; cleanlab: given
+    >>> find_label_errors([1, 0], tie, method="argmax").tolist()
+    [True, False]
+    >>> find_label_errors([1, 0], tie, filter_by="predicted_neq_given").tolist()
+    [False, False]
     """
-    fn = LABEL_ERROR_METHODS.get(method)
+    name, default_min = resolve_method(method, filter_by)
+    fn = LABEL_ERROR_METHODS.get(name)
+    if min_examples_per_class is None:
+        min_examples_per_class = default_min
     if min_examples_per_class < 0:
         raise ConfigError(
             f"min_examples_per_class must be >= 0. Got {min_examples_per_class}."
@@ -586,6 +881,9 @@ def find_label_errors(
     y, probs = check_label_error_inputs(
         labels, pred_probs, atol=float("inf"), chunk_rows=chunk_rows
     )  # structure only: the row checks run in the scan below
+    opts = _check_prune_options(
+        name, int(probs.shape[1]), y, num_to_remove_per_class, confident_joint
+    )
     stats = _validate_and_scan(y, probs, atol, chunk_rows)
     return fn(
         y,
@@ -594,4 +892,5 @@ def find_label_errors(
         engine=engine,
         chunk_rows=chunk_rows,
         row_stats=stats,
+        **opts,
     )

@@ -12,18 +12,25 @@ Two published rules:
   fractional ``per_class * c / sum(top-k c)``, floor plus largest remainder with a
   stable tie-break, zeros dropped; every class gets exactly ``size / n_classes``.
 
+Both rules compute shares exactly (integers) by default; ``compat="authors"``
+uses the published float expressions, ``c_k / r`` (v4) and ``per_class * (c /
+total)`` (v6), whose rounding can move a boundary case by one image
+(docs/algorithms.md#two-modes).
+
 Pure functions on plain mappings; the pipeline reads counts from the store.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from retest.errors import ConfigError, InputValidationError
 from retest.registry import Registry
+from retest.sampling.compat import AUTHORS, check_compat
 
 __all__ = [
     "CIFAR10_V4_EXCLUDE",
@@ -31,8 +38,10 @@ __all__ = [
     "PLAN_RULES",
     "KeywordConflict",
     "KeywordPlan",
+    "SharedImage",
     "allocate_v4",
     "allocate_v6",
+    "assign_verified",
     "needed_vs_available",
     "top_k_keywords",
 ]
@@ -164,20 +173,27 @@ def _check_counts(counts: ClassCounts) -> None:
 
 
 def _round_class(
-    top: list[tuple[str, int]], per_class: int, cls: str
+    top: list[tuple[str, int]], per_class: int, cls: str, compat: str = "exact"
 ) -> dict[str, int]:
     denom = sum(c for _, c in top)
     if denom == 0:
         raise InputValidationError(
             f"class {cls!r} has no keyword occurrences to plan from."
         )
-    frac = {kw: per_class * c / denom for kw, c in top}
-    n = {kw: math.floor(f) for kw, f in frac.items()}
+    n: dict[str, int] = {}
+    gap: dict[str, float | int] = {}
+    for kw, c in top:
+        if compat == AUTHORS:  # the published float expression, digit for digit
+            f = per_class * (c / denom)
+            n[kw] = math.floor(f)
+            gap[kw] = f - math.floor(f)
+        else:  # exact: remainders over one denominator compare as integers
+            n[kw], gap[kw] = divmod(per_class * c, denom)
     floor_sum = sum(n.values())
     # Published invariant: the floors lose less than one image per keyword.
     assert per_class - len(top) <= floor_sum <= per_class, (cls, floor_sum)
     # Python's sorted(reverse=True) is stable: equal gaps keep insertion order.
-    by_gap = sorted(n, key=lambda kw: frac[kw] - n[kw], reverse=True)
+    by_gap = sorted(n, key=gap.__getitem__, reverse=True)
     for kw in by_gap[: per_class - floor_sum]:
         n[kw] += 1
     return {kw: v for kw, v in n.items() if v > 0}
@@ -208,6 +224,7 @@ def allocate_v6(
     size: int = 2000,
     top_k: int = 50,
     class_order: Sequence[str] | None = None,
+    compat: str | None = None,
 ) -> KeywordPlan:
     """The CIFAR-10.1 v6/v7 rule: exactly ``size / n_classes`` images per class.
 
@@ -222,6 +239,8 @@ def allocate_v6(
         Keywords kept per class (50 in the published run).
     class_order : sequence of str, optional
         Class order of the output; defaults to the order of ``counts``.
+    compat : {"exact", "authors"}, optional
+        Exact shares (default) or the published ``per_class * (c / total)``.
 
     Returns
     -------
@@ -229,11 +248,16 @@ def allocate_v6(
 
     Examples
     --------
+    >>> allocate_v6({"a": {"x": 41, "y": 39}}, size=200).allocation
+    {'a': {'x': 103, 'y': 97}}
+    >>> allocate_v6({"a": {"x": 41, "y": 39}}, size=200, compat="authors").allocation
+    {'a': {'x': 102, 'y': 98}}
     >>> plan = allocate_v6({"a": {"x": 3, "y": 1}, "b": {"z": 5}}, size=8)
     >>> plan.allocation
     {'a': {'x': 3, 'y': 1}, 'b': {'z': 4}}
     """
     _check_counts(counts)
+    compat = check_compat(compat)
     classes = list(class_order) if class_order is not None else list(counts)
     if not classes or size <= 0 or size % len(classes):
         raise ConfigError(
@@ -244,8 +268,8 @@ def allocate_v6(
     allocation: dict[str, dict[str, int]] = {}
     for cls in classes:
         top = top_k_keywords(counts.get(cls, {}), top_k)
-        allocation[cls] = _round_class(top, per_class, cls)
-    params = {"top_k": top_k, "per_class": per_class}
+        allocation[cls] = _round_class(top, per_class, cls, compat)
+    params = {"top_k": top_k, "per_class": per_class, "compat": compat}
     return KeywordPlan("v6", size, allocation, _conflicts(allocation), params)
 
 
@@ -282,6 +306,7 @@ def allocate_v4(
     exclude: Sequence[str] = (),
     skip: Mapping[str, Sequence[int | str]] | None = None,
     class_order: Sequence[str] | None = None,
+    compat: str | None = None,
 ) -> KeywordPlan:
     """The CIFAR-10.1 v4 rule: ``n_k = 0 if c_k/r < 0.5 else ceil(c_k/r)``.
 
@@ -291,6 +316,8 @@ def allocate_v4(
     it occurs once the classes in ``skip[keyword]`` (ids or names) are ignored;
     remaining ties are reported as conflicts and go to the class with the most
     occurrences. Keywords in ``exclude`` get 0 (and are listed in ``params``).
+    ``c_k / r`` is compared exactly (``2·c_k·size < original_size``); with
+    ``compat="authors"`` in float, as published.
 
     [AMBIGUOUS] The published pipeline says ``keyword_counts_v4.json`` holds the count
     "in CIFAR-10"; we read this as the count over all classes, skipped ones included.
@@ -303,6 +330,7 @@ def allocate_v4(
     {'a': {'x': 2}, 'b': {'z': 1}}
     """
     _check_counts(counts)
+    compat = check_compat(compat)
     classes = list(class_order) if class_order is not None else list(counts)
     if size <= 0 or original_size <= 0:
         raise ConfigError(
@@ -324,7 +352,11 @@ def allocate_v4(
             if conflict is not None:
                 conflicts.append(conflict)
             total = sum(int(full[c].get(kw, 0)) for c in classes)
-            n = 0 if total / r < 0.5 or kw.lower() in excluded else math.ceil(total / r)
+            n = (
+                0
+                if kw.lower() in excluded
+                else _v4_count(total, original_size, size, compat)
+            )
             if owner is not None and n > 0:
                 allocation[owner][kw] = n
     params = {
@@ -333,8 +365,117 @@ def allocate_v4(
         "r": r,
         "exclude": sorted(excluded),
         "skip": {k: list(v) for k, v in skip.items()},
+        "compat": compat,
     }
     return KeywordPlan("v4", size, allocation, tuple(conflicts), params)
+
+
+def _v4_count(total: int, original_size: int, size: int, compat: str) -> int:
+    """``0 if c/r < 0.5 else ceil(c/r)`` with ``r = original_size / size``."""
+    if compat == AUTHORS:
+        x = total / (original_size / size)
+        return 0 if x < 0.5 else math.ceil(x)
+    if 2 * total * size < original_size:
+        return 0
+    return -(-total * size // original_size)
+
+
+C = TypeVar("C", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedImage(Generic[C]):
+    """An image verified as a good example of several classes (CIFAR-10.1's 7
+    ``cruiser`` images in both the automobile and the ship list).
+
+    ``chosen`` is the one class it counts for; ``chosen_by`` says why:
+    ``"fewest"`` (the default rule) or ``"choice"`` (the user's).
+    """
+
+    item: str
+    keyword: str | None
+    classes: tuple[C, ...]
+    chosen: C
+    chosen_by: str
+
+
+def _class_key(c: Hashable) -> tuple[int, int, str]:
+    """Class ids in numeric order (names, if used, after them by text)."""
+    return (0, c, "") if isinstance(c, int) else (1, 0, str(c))
+
+
+def assign_verified(
+    latest: Mapping[tuple[str, C], int],
+    keyword_of: Mapping[str, str],
+    choice: Mapping[str, C] | None = None,
+) -> tuple[dict[str, C], list[SharedImage[C]]]:
+    """The one class of every image whose latest verify judgment is yes.
+
+    An image verified for one class belongs to it. An image verified for several
+    classes (docs/algorithms.md#shared-images) belongs to ``choice[keyword]``
+    when given, else to the class with the fewest verified images of its
+    keyword, ties to the smallest class id: the released CIFAR-10.1 v6 took its
+    ship ``cruiser`` from the 7-image ship list, all 7 also in automobile's 30.
+
+    Parameters
+    ----------
+    latest : mapping of (item, class) to int
+        Latest verify judgment per image and class (1 = yes).
+    keyword_of : mapping of item to keyword
+    choice : mapping of keyword to class, optional
+        Where the shared images of a keyword go; must be one of their classes.
+
+    Returns
+    -------
+    classes : dict of item to class
+    shared : list of SharedImage
+        Every image verified for several classes, sorted by keyword and item.
+
+    Examples
+    --------
+    >>> latest = {("a", 1): 1, ("s", 1): 1, ("s", 8): 1, ("b", 1): 1}
+    >>> kw = {"a": "cruiser", "s": "cruiser", "b": "cruiser"}
+    >>> classes, shared = assign_verified(latest, kw)
+    >>> classes["s"], shared[0].classes, shared[0].chosen_by
+    (8, (1, 8), 'fewest')
+    >>> assign_verified(latest, kw, {"cruiser": 1})[0]["s"]
+    1
+    """
+    yes: dict[str, list[C]] = {}
+    for (item, cls), v in latest.items():
+        if v > 0:
+            yes.setdefault(item, []).append(cls)
+    size = Counter(
+        (cls, keyword_of.get(item)) for item, cs in yes.items() for cls in cs
+    )
+    choice = choice or {}
+    out: dict[str, C] = {}
+    shared: list[SharedImage[C]] = []
+    for item, cs in yes.items():
+        if len(cs) == 1:
+            out[item] = cs[0]
+            continue
+        kw = keyword_of.get(item)
+        classes = tuple(sorted(cs, key=_class_key))
+        want = choice.get(kw) if kw is not None else None
+        if want is not None and want not in classes:
+            raise ConfigError(
+                f"shared images of keyword {kw!r} are verified for {list(classes)}; "
+                f"the chosen class {want!r} is not one of them."
+            )
+        chosen = (
+            want
+            if want is not None
+            else min(classes, key=lambda c: (size[(c, kw)], _class_key(c)))
+        )
+        out[item] = chosen
+        shared.append(
+            SharedImage(
+                item, kw, classes, chosen, "fewest" if want is None else "choice"
+            )
+        )
+    shared.sort(key=lambda s: (s.keyword or "", s.item))
+    return out, shared
 
 
 def needed_vs_available(

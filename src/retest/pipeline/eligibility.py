@@ -374,7 +374,9 @@ def _auto_pairs(
     return near & known, {p for p in pairs if p[0] in known}
 
 
-def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencyStat]:
+def selection_frequencies(
+    project: Project, *, compat: str | None = None
+) -> dict[tuple[str, int], FrequencyStat]:
     """Selection frequency of every (item, class id) shown in a crowd/grid task.
 
     Computed from the append-only ``kind="task"`` annotation events (one per
@@ -384,13 +386,17 @@ def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencySt
     Parameters
     ----------
     project : Project
+    compat : {"exact", "authors"}, optional
+        ``"authors"`` counts every valid assignment, as published.
 
     Returns
     -------
     dict of (item id, class id) to FrequencyStat
         Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
     """
-    return aggregate_item_events(project.store.annotations.list(kind="task"))
+    return aggregate_item_events(
+        project.store.annotations.list(kind="task"), compat=compat
+    )
 
 
 def _dedup_infos(

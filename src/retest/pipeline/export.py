@@ -250,7 +250,8 @@ def _provenance(
     # assignment per worker and task); other labels (stage 1/2) as stored
     counts = store.annotations.item_counts()
     task_counts = store.annotations.item_counts(kinds=["task"])
-    freqs = selection_frequencies(project)
+    compat = store.revisions.get(revision).params.get("compat")
+    freqs = selection_frequencies(project, compat=compat)
     blacklist = store.blacklist.current()
     reviews = store.revisions.reviews(revision)
     out = []
@@ -805,6 +806,8 @@ def export_revision(
             "name": ctx.name,
             "format": format,
             "retest_version": __version__,
+            # which arithmetic made the set (docs/algorithms.md#two-modes)
+            "compat": rev.params.get("compat", "exact"),
             "revision": {
                 "name": rev.name,
                 "strategy": rev.strategy,

@@ -44,6 +44,7 @@ from retest.label_errors.finders import (
     ProbabilitySumWarning,
     check_label_error_inputs,
     find_label_errors,
+    resolve_method,
 )
 from retest.label_errors.ranking import (
     DetectionReport,
@@ -217,7 +218,7 @@ def run_label_errors(
     method: str = "prune-by-noise-rate",
     rank_by: RankBy = "self_confidence",
     top: int = 20,
-    min_examples_per_class: int = 5,
+    min_examples_per_class: int | None = None,
 ) -> LabelErrorRun:
     """Find label errors with ``method``, rank them and write the stage's files.
 
@@ -248,6 +249,8 @@ def run_label_errors(
             f"{len(inputs.class_names)} class names for {probs.shape[1]} classes "
             "(columns of the probabilities)."
         )
+    if min_examples_per_class is None:  # 5 for the paper's names, 1 for cleanlab's
+        min_examples_per_class = resolve_method(method)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProbabilitySumWarning)  # warned just above
         mask = find_label_errors(

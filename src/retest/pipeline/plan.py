@@ -26,6 +26,7 @@ from retest.labeling.keyword_plan import (
 from retest.pipeline.checkpoint import load_state, save_state
 from retest.pipeline.project import Project
 from retest.pipeline.reference import reference_keyword_histogram
+from retest.pipeline.sample import verified_candidates
 from retest.store.artifacts import save_json
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "PlanResult",
     "make_plan",
     "planned_needs",
+    "shared_summary",
     "verified_per_keyword",
 ]
 
@@ -54,12 +56,16 @@ class PlanResult:
     table: list[dict[str, Any]]
     path: str
     keyword_source: str = KEYWORDS_FROM_REFERENCE
+    #: images verified for several classes: per keyword, the classes, where they
+    #: went and why (docs/algorithms.md#shared-images)
+    shared: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         short = [r for r in self.table if r["missing"] > 0]
         return {
             **self.plan.to_json(),
             "keyword_source": self.keyword_source,
+            "shared_images": list(self.shared),
             "table": self.table,
             "missing_total": sum(r["missing"] for r in short),
             "keywords_short": len(short),
@@ -67,33 +73,34 @@ class PlanResult:
         }
 
 
-def verified_per_keyword(project: Project) -> dict[tuple[str, str], int]:
+def verified_per_keyword(
+    project: Project, *, shared_class: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], int]:
     """Verified candidates per class and keyword.
 
     Parameters
     ----------
     project : Project
+    shared_class : mapping of keyword to class name, optional
+        Where images verified for several classes count
+        (:func:`retest.pipeline.sample.verified_candidates`).
 
     Returns
     -------
     dict of (class name, keyword) to int
-        Candidates whose latest ``verify`` annotation says yes.
+        Candidates whose latest ``verify`` annotation says yes, each counted
+        once, for the class it belongs to.
     """
     store = project.store
-    latest: dict[tuple[str, int], int] = {}
-    for ev in store.annotations.list(kind="verify"):
-        latest[(ev.item_id, ev.class_id)] = ev.value
-    yes = [(item, cls) for (item, cls), v in latest.items() if v > 0]
-    if not yes:
+    classes, _ = verified_candidates(project, shared_class=shared_class)
+    if not classes:
         return {}
     names = {c.id: c.name for c in store.classes.list()}
-    known = store.candidates.existing(item for item, _ in yes)
-    rows = {r.id: r for r in store.candidates.get_many(sorted(known))}
+    known = store.candidates.existing(classes)
     out: dict[tuple[str, str], int] = {}
-    for item, cls in yes:
-        row = rows.get(item)
-        if row is not None and row.keyword is not None:
-            key = (names.get(cls, str(cls)), row.keyword)
+    for row in store.candidates.get_many(sorted(known)):
+        if row.keyword is not None:
+            key = (names.get(classes[row.id], str(classes[row.id])), row.keyword)
             out[key] = out.get(key, 0) + 1
     return out
 
@@ -107,6 +114,8 @@ def make_plan(
     exclude: Sequence[str] | None = None,
     original_size: int | None = None,
     keywords: Mapping[str, Sequence[str]] | None = None,
+    compat: str | None = None,
+    shared_class: Mapping[str, str] | None = None,
 ) -> PlanResult:
     """Compute and save the keyword plan of the project's reference dataset.
 
@@ -128,6 +137,12 @@ def make_plan(
         when the reference images have none: every listed keyword of a class gets
         the same weight, so v6 spreads the class's images evenly over them (list
         order breaks ties). v4 needs real counts and refuses them.
+    compat : {"exact", "authors"}, optional
+        Exact shares (default) or the published float arithmetic, recorded in
+        the plan's ``params``.
+    shared_class : mapping of keyword to class name, optional
+        Where images verified for several classes count (default: the class
+        with the fewest verified images of the keyword, as CIFAR-10.1 v6).
 
     Returns
     -------
@@ -160,7 +175,9 @@ def make_plan(
     if rule == "v6":
         if exclude:
             raise ConfigError("--exclude applies to the v4 rule only.")
-        plan = allocate_v6(hist, size=size, top_k=top_k or 50, class_order=classes)
+        plan = allocate_v6(
+            hist, size=size, top_k=top_k or 50, class_order=classes, compat=compat
+        )
     elif rule == "v4":
         plan = allocate_v4(
             hist,
@@ -172,17 +189,22 @@ def make_plan(
             else (CIFAR10_V4_EXCLUDE if cifar else ()),
             skip=CIFAR10_V4_SKIP if cifar else {},
             class_order=classes,
+            compat=compat,
         )
     else:
         from retest.errors import UnknownNameError
 
         raise UnknownNameError("keyword plan rule", rule, (), ["v4", "v6"])
-    table = needed_vs_available(plan, verified_per_keyword(project))
+    table = needed_vs_available(
+        plan, verified_per_keyword(project, shared_class=shared_class)
+    )
     rel = f"reports/plan_{rule}.json"
-    result = PlanResult(plan, table, rel, source)
+    shared = shared_summary(project, shared_class=shared_class)
+    result = PlanResult(plan, table, rel, source, shared)
     save_json(store, project.root, rel, result.to_json(), stage="plan",
               params={"rule": rule, "size": size, "top_k": top_k,
-                      "keyword_source": source})  # fmt: skip
+                      "keyword_source": source,
+                      "compat": plan.params["compat"]})  # fmt: skip
     # what later stages read (the web app's progress vs plan) lives in the store;
     # the report above is for people
     save_state(
@@ -199,6 +221,54 @@ def make_plan(
 
 
 _PLAN_STATE = "plan/current"
+
+
+def shared_summary(
+    project: Project, *, shared_class: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], ...]:
+    """Images verified for several classes, one entry per keyword and classes.
+
+    Each entry: ``keyword``, ``classes``, ``n_images``, the class they count for
+    (``chosen``), ``chosen_by`` (``"fewest"`` or ``"choice"``) and the choice to
+    make, as a sentence for the user.
+    """
+    _, shared = verified_candidates(project, shared_class=shared_class)
+    names = {c.id: c.name for c in project.store.classes.list()}
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for s in shared:
+        key = (
+            s.keyword,
+            tuple(names[c] for c in s.classes),
+            names[s.chosen],
+            s.chosen_by,
+        )
+        groups.setdefault(key, []).append(s.item)
+    out = []
+    for (kw, classes, chosen, by), items in groups.items():
+        others = [c for c in classes if c != chosen]
+        why = (
+            "the class with the fewest verified images of the keyword, as CIFAR-10.1 v6"
+            if by == "fewest"
+            else "your choice"
+        )
+        out.append(
+            {
+                "keyword": kw,
+                "classes": list(classes),
+                "n_images": len(items),
+                "items": items,
+                "chosen": chosen,
+                "chosen_by": by,
+                "message": (
+                    f"{len(items)} image(s) of keyword {kw!r} are verified for "
+                    f"{' and '.join(classes)}; an image has one class, so they count "
+                    f"for {chosen} ({why}). To count them for {others[0]} instead, "
+                    f"pass --shared-class {kw}={others[0]} to `retest plan` and "
+                    "`retest sample`."
+                ),
+            }
+        )
+    return tuple(out)
 
 
 def planned_needs(project: Project) -> tuple[dict[tuple[str, str], int], str]:

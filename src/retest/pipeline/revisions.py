@@ -28,6 +28,7 @@ from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, draw_sample
 from retest.sampling.base import SampleResult, strategy_tag
+from retest.sampling.compat import check_compat
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
 from retest.store.base import Store
 from retest.store.rows import ReviewState, Revision, RevisionMember
@@ -112,7 +113,9 @@ def create_revision(
     **sample_options
         Passed to :func:`retest.pipeline.sample.draw_sample` (``threshold``,
         ``class_thresholds``, ``allow_upward``, ``min_annotations``,
-        ``keyword_counts``, ``eligibility``). Without ``eligibility`` the
+        ``keyword_counts``, ``eligibility``, ``compat``: ``"exact"`` by
+        default or ``"authors"``, recorded in the revision's parameters;
+        ``shared_class``, recorded when given). Without ``eligibility`` the
         project's decision is computed here
         (:func:`retest.pipeline.eligibility.candidate_eligibility`).
 
@@ -168,6 +171,12 @@ def create_revision(
         strategy,
         params={
             **result.parameters,
+            "compat": check_compat(sample_options.get("compat")),
+            **(
+                {"shared_class": dict(sample_options["shared_class"])}
+                if sample_options.get("shared_class")
+                else {}
+            ),
             "metadata": result.metadata,
             "include_unreviewed": bool(elig is not None and elig.include_unreviewed),
             "eligibility_checked": elig is not None,
@@ -468,7 +477,8 @@ def revision_statistics(
     """
     st = project.store
     rev = st.revisions.get(name)
-    stats = selection_frequencies(project)
+    # counted the way the revision was sampled (docs/algorithms.md#two-modes)
+    stats = selection_frequencies(project, compat=rev.params.get("compat"))
     black = st.blacklist.current()
     ndup = (
         {c for c, _ in st.neardup.duplicate_pairs()}

@@ -9,11 +9,13 @@ this module translates. Item ids are the store's (candidate sha256 or
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import compress, repeat
 
 from retest.errors import ConfigError, StageError
+from retest.labeling.keyword_plan import SharedImage, assign_verified
 from retest.pipeline.eligibility import Eligibility, selection_frequencies
 from retest.pipeline.project import Project
 from retest.sampling.base import (
@@ -22,6 +24,7 @@ from retest.sampling.base import (
     run_sampler,
     sampler_spec,
 )
+from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo
 from retest.sampling.histogram import DEFAULT_BINS
 from retest.sampling.selection_frequency import (
@@ -75,6 +78,7 @@ def target_histograms(
     min_annotations: int = 10,
     min_images: int = 20,
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
+    compat: str | None = None,
 ) -> dict[str, TargetHistogram]:
     """Each class's histogram of original images over selection-frequency bins.
 
@@ -94,12 +98,15 @@ def target_histograms(
         to be valid.
     stats : mapping, optional
         :func:`selection_frequencies` when the caller already has it.
+    compat : {"exact", "authors"}, optional
+        How assignments are counted when ``stats`` is computed here.
 
     Returns
     -------
     dict of class name to TargetHistogram
     """
-    stats = selection_frequencies(project) if stats is None else stats
+    if stats is None:
+        stats = selection_frequencies(project, compat=compat)
     names = class_names(project)
     freq: list[float] = []
     n: list[int] = []
@@ -122,22 +129,50 @@ def target_histograms(
     )
 
 
-def verified_candidates(project: Project) -> set[str]:
-    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2).
+def verified_candidates(
+    project: Project, *, shared_class: Mapping[str, str] | None = None
+) -> tuple[dict[str, int], list[SharedImage[int]]]:
+    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2),
+    each with the one class it counts for.
+
+    An image verified for several classes (CIFAR-10.1's ``cruiser`` images in
+    both the automobile and the ship list) goes where
+    :func:`retest.labeling.keyword_plan.assign_verified` puts it: the class
+    named in ``shared_class[keyword]``, else the class with the fewest verified
+    images of the keyword (docs/algorithms.md#shared-images).
 
     Parameters
     ----------
     project : Project
+    shared_class : mapping of keyword to class name, optional
 
     Returns
     -------
-    set of str
-        Candidate ids.
+    classes : dict of str to int
+        Candidate id → class id.
+    shared : list of SharedImage
+        The images verified for several classes and where they went.
     """
-    latest: dict[str, int] = {}
-    for e in project.store.annotations.list(kind="verify"):
-        latest[e.item_id] = e.value
-    return {k for k, v in latest.items() if v > 0}
+    store = project.store
+    latest: dict[tuple[str, int], int] = {}
+    for e in store.annotations.list(kind="verify"):
+        latest[(e.item_id, e.class_id)] = e.value
+    ids = {c.name: c.id for c in store.classes.list()}
+    choice = {}
+    for kw, name in (shared_class or {}).items():
+        if name not in ids:
+            from retest.errors import UnknownNameError
+
+            raise UnknownNameError("class", name, (), sorted(ids))
+        choice[kw] = ids[name]
+    yes = Counter(item for (item, _), v in latest.items() if v > 0)
+    keyword_of: dict[str, str] = {}
+    if any(n > 1 for n in yes.values()):  # the rule weighs each class's list
+        known = sorted(store.candidates.existing(yes))
+        keyword_of = {
+            r.id: r.keyword for r in store.candidates.get_many(known) if r.keyword
+        }
+    return assign_verified(latest, keyword_of, choice)
 
 
 def candidate_pool(
@@ -146,6 +181,7 @@ def candidate_pool(
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
     eligibility: Eligibility | None = None,
     verified_only: bool = False,
+    shared_class: Mapping[str, str] | None = None,
 ) -> list[CandidateInfo]:
     """Every candidate with a class, as :class:`CandidateInfo`, in insertion order.
 
@@ -160,7 +196,10 @@ def candidate_pool(
         not ask for reviews) can let them back in, and carried-over members that
         became ineligible drop out. Without it only the blacklist applies.
     verified_only : bool
-        Keep only candidates verified in CIFAR stage 2 (keyword sampler).
+        Keep only candidates verified in CIFAR stage 2 (keyword sampler), each
+        in the class it was verified for (:func:`verified_candidates`).
+    shared_class : mapping of keyword to class name, optional
+        With ``verified_only``: where images verified for several classes go.
 
     Returns
     -------
@@ -170,7 +209,11 @@ def candidate_pool(
     stats = selection_frequencies(project) if stats is None else stats
     names = class_names(project)
     black = store.blacklist.current()
-    keep = verified_candidates(project) if verified_only else None
+    keep = (
+        verified_candidates(project, shared_class=shared_class)[0]
+        if verified_only
+        else None
+    )
     # the project's decision is final, whatever the sampler's rules
     blocked = set()
     if eligibility is not None:
@@ -182,6 +225,8 @@ def candidate_pool(
     if blocked or keep is not None:
         take = [c not in blocked and (keep is None or c in keep) for c in ids]
         ids, ks, kws = (list(compress(col, take)) for col in (ids, ks, kws))
+    if keep is not None:  # the class each image was verified for
+        ks = [keep[c] for c in ids]
     label = {k: names.get(k, str(k)) for k in set(ks)}
     one = {k: k for k in set(kws)}
     kws = list(map(one.__getitem__, kws))  # one str per keyword, not per row
@@ -220,6 +265,8 @@ def draw_sample(
     keyword_counts: Mapping[str, Mapping[str, int]] | None = None,
     eligibility: Eligibility | None = None,
     reference_split: str | None = None,
+    compat: str | None = None,
+    shared_class: Mapping[str, str] | None = None,
 ) -> SampleResult:
     """Run the registered sampler ``strategy`` on the project's current pool.
 
@@ -228,7 +275,11 @@ def draw_sample(
     own (``min_annotations`` None means the sampler's default; ``keyword_counts``
     ``{class name: {keyword: n}}`` is required by ``keyword-count``).
     ``eligibility`` is the project's decision of who may enter (see
-    :func:`candidate_pool`).
+    :func:`candidate_pool`). ``compat="authors"`` counts every valid assignment
+    and hands the sampler the published arithmetic
+    (docs/algorithms.md#two-modes). ``shared_class`` ``{keyword: class}``
+    decides where images verified for several classes go (see
+    :func:`verified_candidates`).
 
     Parameters
     ----------
@@ -256,12 +307,14 @@ def draw_sample(
             f"strategy {strategy!r} does not make a test-set revision; choose one of "
             f"{', '.join(revision_strategies())}."
         )
-    stats = selection_frequencies(project)
+    compat = check_compat(compat)
+    stats = selection_frequencies(project, compat=compat)
     pool = candidate_pool(
         project,
         stats=stats,
         eligibility=eligibility,
         verified_only=spec.verified_only,
+        shared_class=shared_class,
     )
     classes = sorted(class_names(project).values())
     if not classes:
@@ -290,4 +343,5 @@ def draw_sample(
             allow_upward=allow_upward,
             targets=targets,
             keyword_counts=keyword_counts,
+            compat=compat,
         )

@@ -178,6 +178,7 @@ SAMPLER_INPUTS: dict[str, str] = {
     "allow_upward": "fill a short selection-frequency bin from higher bins",
     "targets": "per-class histograms of the originals' selection frequencies",
     "keyword_counts": "the keyword plan {class: {keyword: n}}",
+    "compat": "'exact' arithmetic (default) or the published code's ('authors')",
 }
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest.errors import ConfigError, InputValidationError
+from retest.sampling.compat import AUTHORS, check_compat
 
 __all__ = [
     "DEFAULT_BINS",
@@ -77,7 +78,9 @@ def histogram_counts(
     return np.bincount(idx, minlength=len(bins) + 1).astype(np.int64)
 
 
-def round_histogram(hist: ArrayLike, target: int) -> list[int]:
+def round_histogram(
+    hist: ArrayLike, target: int, *, compat: str | None = None
+) -> list[int]:
     """Scale a histogram to sum to ``target`` by largest-remainder rounding.
 
     ``frac = target * hist / sum(hist)``; every bin gets ``floor(frac)`` and the
@@ -86,8 +89,9 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
     (docs/algorithms.md#bins-and-rounding).
 
     The remainders are compared as exact integers (``target * hist mod sum``), not
-    floats, so rationally equal remainders always tie; the original float code can
-    only differ from this by rounding noise.
+    floats, so rationally equal remainders always tie. ``compat="authors"``
+    computes them in float64 as ImageNetV2's ``round_histogram`` did, where an
+    exact tie can come out unequal (docs/algorithms.md#two-modes).
 
     Parameters
     ----------
@@ -95,6 +99,8 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
         Non-negative counts with a positive sum.
     target : int
         The total the result must sum to.
+    compat : {"exact", "authors"}, optional
+        Exact integer remainders (default) or the published float arithmetic.
 
     Returns
     -------
@@ -107,6 +113,8 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
     [1, 1, 0, 2, 6]
     >>> round_histogram([1, 1, 1, 0, 0], 10)
     [3, 3, 4, 0, 0]
+    >>> round_histogram([8, 5, 5, 1, 6], 10), round_histogram([8, 5, 5, 1, 6], 10, compat="authors")
+    ([3, 2, 2, 0, 3], [3, 2, 2, 1, 2])
     """
     h = np.asarray(hist)
     if h.ndim != 1 or h.size == 0 or h.dtype.kind not in "iu":
@@ -121,6 +129,8 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
         )
     if int(target) != target or target < 0:
         raise ConfigError(f"target must be a non-negative integer. Got {target!r}.")
+    if check_compat(compat) == AUTHORS:
+        return _round_float(counts, int(target))
     total = sum(counts)
     scaled = [int(target) * c for c in counts]
     floors = [s // total for s in scaled]
@@ -129,6 +139,20 @@ def round_histogram(hist: ArrayLike, target: int) -> list[int]:
     for i in order[: int(target) - sum(floors)]:
         floors[i] += 1
     return floors
+
+
+def _round_float(counts: list[int], target: int) -> list[int]:
+    """The published float arithmetic: ``frac = target * h / sum(h)`` in float64,
+    remainders ``frac - floor(frac)``, ties of equal floats to the higher bin."""
+    h = np.asarray(counts, dtype=np.float64)
+    frac = target * h / np.sum(h)
+    floors = np.floor(frac)
+    gaps = (frac - floors).tolist()
+    out = [int(f) for f in floors]
+    order = sorted(range(len(out)), key=lambda i: (gaps[i], i), reverse=True)
+    for i in order[: target - int(np.round(np.sum(floors)))]:
+        out[i] += 1
+    return out
 
 
 def _integral(a: NDArray[np.float64]) -> bool:

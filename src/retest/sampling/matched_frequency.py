@@ -5,7 +5,8 @@ selection-frequency bins:
 
 1. target = :func:`~retest.sampling.histogram.round_histogram` of the class's
    original-image histogram to ``per_class`` (invalid class when the histogram
-   rests on fewer than 20 annotated originals);
+   rests on fewer than 20 annotated originals; ``compat="authors"`` still samples
+   such a class, as the published code did, and keeps it marked invalid);
 2. carry-over: still-eligible previous members grouped by their *current* bin;
    a bin keeps all of them if they fit its target, else a random subset;
 3. fill: each bin draws its missing images from its id-sorted eligible pool;
@@ -37,6 +38,7 @@ from retest.sampling.base import (
     register_sampler,
     required_classes,
 )
+from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo, EligibilityRules, split_eligible
 from retest.sampling.histogram import (
     DEFAULT_BINS,
@@ -61,6 +63,7 @@ __all__ = ["sample_matched_frequency"]
         "classes",
         "min_annotations",
         "allow_upward",
+        "compat",
     ),
 )
 def sample_matched_frequency(
@@ -75,6 +78,7 @@ def sample_matched_frequency(
     previous: Iterable[str] | None = None,
     classes: Iterable[str] | None = None,
     bins: Sequence[float] = DEFAULT_BINS,
+    compat: str | None = None,
 ) -> SampleResult:
     """Sample ``per_class`` images per class matching the original histogram.
 
@@ -94,6 +98,10 @@ def sample_matched_frequency(
         Member ids of the parent revision (carry-over).
     classes : iterable of str, optional
         Classes to sample; default: every class in ``targets`` or ``pool``.
+    compat : {"exact", "authors"}, optional
+        ``"authors"``: float rounding of the targets and classes with too few
+        originals sampled anyway (still invalid), as published
+        (docs/algorithms.md#two-modes).
 
     Returns
     -------
@@ -103,6 +111,7 @@ def sample_matched_frequency(
     """
     per_class = check_per_class(per_class)
     edges = check_bins(bins)
+    compat = check_compat(compat)
     rules = EligibilityRules(min_annotations, None, {}, require_reviewed)
     eligible, report = split_eligible(pool, rules, bins=edges)
     names = (
@@ -117,7 +126,7 @@ def sample_matched_frequency(
     meta: dict[str, Any] = {"targets": {}, "carried_over": {}, "upward_sampled": {}}
     for name in names:
         hist = targets.get(name)
-        if hist is None or not hist.is_valid:
+        if hist is None or not hist.usable(compat):
             n = 0 if hist is None else hist.n_images
             short.append(
                 ClassShortfall(
@@ -125,7 +134,7 @@ def sample_matched_frequency(
                 )
             )
             continue
-        target = round_histogram(hist.counts, per_class)
+        target = round_histogram(hist.counts, per_class, compat=compat)
         if len(target) != len(edges) + 1:
             raise _bins_mismatch(name, hist, edges)
         chosen, missing = _sample_class(
@@ -141,7 +150,20 @@ def sample_matched_frequency(
         meta["upward_sampled"][name] = [
             [m.id, m.target_bin, m.bin] for m in chosen if m.how == "upward"
         ]
-        if any(missing):
+        if not hist.is_valid:  # authors: sampled, and still invalid
+            short.append(
+                ClassShortfall(
+                    name,
+                    per_class,
+                    len(chosen),
+                    "invalid_target_histogram",
+                    (
+                        ("originals", hist.n_images),
+                        *((f"bin {b}", k) for b, k in enumerate(missing) if k),
+                    ),
+                )
+            )
+        elif any(missing):
             short.append(
                 ClassShortfall(
                     name,
@@ -156,6 +178,7 @@ def sample_matched_frequency(
         "per_class": per_class,
         "histogram_bins": list(edges),
         "allow_upward_sampling": allow_upward,
+        "compat": compat,
         **rules.as_dict(),
     }
     return finish(

@@ -22,6 +22,10 @@ the later write (event id), then the assignment id, so the choice never depends 
 input order. Rejecting the counted assignment lets the worker's previous valid
 one count again. Assignments without a worker (records from elsewhere) cannot be
 matched and each counts.
+
+``compat="authors"`` counts as the published ``mturk_data.MTurkData`` did: every
+valid assignment, repeat workers included, and an image shown twice in one task
+once per appearance (docs/algorithms.md#two-modes).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest.errors import ConfigError, InputValidationError
+from retest.sampling.compat import AUTHORS, check_compat
 from retest.sampling.histogram import (
     DEFAULT_BINS,
     check_bins,
@@ -151,7 +156,10 @@ def _latest_per_worker(
 
 
 def compute_selection_frequencies(
-    tasks: Iterable[TaskRecord], assignments: Iterable[AssignmentRecord]
+    tasks: Iterable[TaskRecord],
+    assignments: Iterable[AssignmentRecord],
+    *,
+    compat: str | None = None,
 ) -> dict[tuple[str, str], FrequencyStat]:
     """Selection frequency of every (image, class) pair shown in a task.
 
@@ -161,6 +169,9 @@ def compute_selection_frequencies(
     assignments : iterable of AssignmentRecord
         Assignments of unknown tasks raise; invalid ones are ignored, and of one
         worker's assignments on one task only the latest valid one counts.
+    compat : {"exact", "authors"}, optional
+        ``"authors"``: every valid assignment counts, and an image shown twice
+        in a task counts twice (the published counting).
 
     Returns
     -------
@@ -188,21 +199,23 @@ def compute_selection_frequencies(
                 f"assignment refers to unknown task {a.task_id!r}; every assignment "
                 "needs its task record."
             )
+    authors = check_compat(compat) == AUTHORS
     counted = _latest_per_worker(
         ((a.task_id, a.worker), i, (a.submitted, i, a.assignment_id))
         for i, a in enumerate(records)
-        if a.is_valid and a.worker is not None
+        if a.is_valid and a.worker is not None and not authors
     )
     valid: dict[str, list[frozenset[str]]] = defaultdict(list)
     for i, a in enumerate(records):
-        if a.is_valid and (a.worker is None or i in counted):
+        if a.is_valid and (authors or a.worker is None or i in counted):
             valid[a.task_id].append(a.selected)
     n: dict[tuple[str, str], int] = defaultdict(int)
     k: dict[tuple[str, str], int] = defaultdict(int)
     for task_id in sorted(by_task):
         task = by_task[task_id]
         answers = valid.get(task_id, [])
-        for image in dict.fromkeys(task.images):  # a repeated image counts once
+        # a repeated image counts once (authors: once per appearance)
+        for image in task.images if authors else dict.fromkeys(task.images):
             key = (image, task.class_name)
             n[key] += len(answers)
             k[key] += sum(image in sel for sel in answers)
@@ -214,6 +227,8 @@ def compute_selection_frequencies(
 
 def aggregate_item_events(
     events: Iterable[TaskVote[K] | tuple[str, K, str | None, int]],
+    *,
+    compat: str | None = None,
 ) -> dict[tuple[str, K], FrequencyStat]:
     """Selection frequencies from per-(assignment, image) events.
 
@@ -225,7 +240,8 @@ def aggregate_item_events(
     outside a crowd platform) counts as valid; otherwise only Submitted/Approved
     do. Of one worker's valid assignments on one task only the latest counts (see
     the module docstring); bare tuples carry no worker, so each of them counts.
-    This equals :func:`compute_selection_frequencies` on the same assignments.
+    This equals :func:`compute_selection_frequencies` on the same assignments;
+    ``compat="authors"`` counts every valid event, as it does there.
 
     Examples
     --------
@@ -233,6 +249,7 @@ def aggregate_item_events(
     >>> aggregate_item_events(ev)
     {('a', 3): FrequencyStat(frequency=0.5, n_assignments=2)}
     """
+    authors = check_compat(compat) == AUTHORS
     rows: list[tuple[str, K, bool, int, Hashable]] = []
     grouped: list[tuple[Hashable, Hashable, _Order]] = []
     for ev in events:
@@ -242,7 +259,7 @@ def aggregate_item_events(
             continue
         valid = _is_valid(ev.assignment_status)
         akey: Hashable = None
-        if valid and ev.worker and ev.task_id and ev.assignment_id:
+        if valid and ev.worker and ev.task_id and ev.assignment_id and not authors:
             akey = (ev.task_id, ev.assignment_id)
             order = (ev.when or "", ev.id or 0, ev.assignment_id)
             grouped.append(((ev.task_id, ev.worker), akey, order))
@@ -300,7 +317,9 @@ class TargetHistogram:
     """A class's histogram of original images over selection-frequency bins.
 
     ``is_valid`` is False when fewer than ``min_images`` original images have
-    enough annotations; such a class cannot be MatchedFrequency-sampled.
+    enough annotations; such a class cannot be MatchedFrequency-sampled, except
+    with ``compat="authors"``, which (as published) still samples it from its
+    histogram while marking it invalid.
     """
 
     class_name: str
@@ -309,14 +328,20 @@ class TargetHistogram:
     is_valid: bool
     bins: tuple[float, ...] = DEFAULT_BINS
 
-    def target(self, per_class: int) -> tuple[int, ...]:
+    def usable(self, compat: str | None = None) -> bool:
+        """Whether a target can be computed: valid, or (authors) any original."""
+        if check_compat(compat) == AUTHORS:
+            return self.n_images > 0
+        return self.is_valid
+
+    def target(self, per_class: int, compat: str | None = None) -> tuple[int, ...]:
         """Per-bin target counts summing to ``per_class`` (largest remainder)."""
-        if not self.is_valid:
+        if not self.usable(compat):
             raise ConfigError(
                 f"class {self.class_name!r} has only {self.n_images} annotated original "
                 "images, too few for a target histogram; annotate more originals."
             )
-        return tuple(round_histogram(self.counts, per_class))
+        return tuple(round_histogram(self.counts, per_class, compat=compat))
 
 
 def class_target_histograms(

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from retest.labeling.keyword_plan import assign_verified
 from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.plan import planned_needs, verified_per_keyword
@@ -210,9 +211,10 @@ def verified_counts(
     the same count as :func:`retest.pipeline.plan.verified_per_keyword`, from
     the kept latest answers instead of a scan of the events."""
     out: dict[tuple[str, str], int] = {}
-    for (item, cls), v in latest_verify.items():
+    # an image verified for several classes counts once (the one rule)
+    for item, cls in assign_verified(latest_verify, keyword_of)[0].items():
         kw = keyword_of.get(item)
-        if v > 0 and kw is not None:
+        if kw is not None:
             key = (names.get(cls, str(cls)), kw)
             out[key] = out.get(key, 0) + 1
     return out
