@@ -10,6 +10,7 @@ score once; without a compiler, numpy passes select the same entries.
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +25,68 @@ from retest.errors import ConfigError, InputValidationError
 INNER_BLOCK = 4096
 
 
-def _check_finite32(block: NDArray[np.float32], name: str, offset: int) -> None:
-    if not np.isfinite(block).all():
-        rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + offset
+class NeedsScale(Exception):
+    """A block's squared norms could overflow float32 scores (or are NaN/inf);
+    :func:`retest.dedup.knn.knn` then measures the whole input and starts over."""
+
+
+_MAX_NORM = 2.0**125  # every float32 step is at most 4·max‖·‖² (faiss: ‖x‖²+‖y‖²−2x·y)
+
+
+def check_norms(norms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``norms`` if no float32 step on their rows can overflow, else
+    :class:`NeedsScale`. Reads the norms, not the data: free on the common path."""
+    if norms.size and not float(norms.max()) <= _MAX_NORM:
+        raise NeedsScale  # NaN compares false too: the input pass names it
+    return norms
+
+
+def safe_abs_limit(d: int) -> float:
+    """|value| below which ``d`` features keep every squared norm under 2**124,
+    half the limit of :func:`check_norms`: float32 rounding cannot cross it."""
+    return math.sqrt(2.0**124 / d)
+
+
+def _abs_max(a: Any, name: str) -> float:
+    """Max |value| of a (possibly memory-mapped) 2-d array, read in row blocks."""
+    step = max(1, 2**22 // max(1, a.shape[1]))
+    hi = 0.0
+    for s in range(0, a.shape[0], step):
+        block = np.asarray(a[s : s + step])
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + s
+            raise InputValidationError(
+                f"{name} contains NaN or infinite values in rows {rows[:5].tolist()}. "
+                "Remove or impute them first."
+            )
+        hi = max(hi, abs(float(block.max())), abs(float(block.min())))
+    return hi
+
+
+def input_scale(q: Any, refs: Any) -> float:
+    """Power-of-two factor that brings the inputs within :func:`safe_abs_limit`.
+
+    Scaling by a power of two is exact in float32 (above the subnormal range), so
+    the error bound holds unchanged in the scaled units; exact distances are still
+    computed from the original values in float64. Inputs whose squared distances
+    could overflow float64 are refused.
+    """
+    d = q.shape[1]
+    hi = max(_abs_max(q, "queries"), _abs_max(refs, "references"))
+    lim64 = math.sqrt(np.finfo(np.float64).max / (4 * d))
+    if hi > lim64:
         raise InputValidationError(
-            f"{name} contains NaN or infinite values (or values beyond float32 range) "
-            f"in rows {rows[:5].tolist()}. Remove or impute them first."
+            f"kNN inputs hold values up to {hi:.3g} in magnitude; with {d} features "
+            f"squared distances could overflow float64 (limit {lim64:.3g}). "
+            "Divide both sides by a common factor first."
         )
+    lim = safe_abs_limit(d)
+    if hi <= lim:
+        return 1.0
+    scale = 2.0 ** -math.ceil(math.log2(hi / lim))
+    while hi * scale > lim:
+        scale /= 2.0
+    return scale
 
 
 def torch_module() -> Any:
@@ -65,8 +121,10 @@ class Scorer:
         xq: NDArray[np.float32],
         rows: int,
         xq_m2: NDArray[np.float32] | None = None,
+        scale: float = 1.0,
     ) -> None:
         self.backend = backend
+        self.scale = scale
         self.xq = xq
         nq, self.d = xq.shape
         # −2·x (exact: a power of two) makes the GEMM yield −2 x·y, saving a pass
@@ -83,9 +141,7 @@ class Scorer:
 
     def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
         chunk = self.buf[: r1 - r0]
-        np.copyto(chunk, refs[r0:r1], casting="unsafe")
-        if refs.dtype.kind == "f":
-            _check_finite32(chunk, "references", r0)
+        _load_scaled(chunk, refs[r0:r1], self.scale)
         return chunk
 
     def scores(
@@ -163,6 +219,7 @@ class Plan:
     q_block: int
     chunk: int
     threads: int = 1
+    scale: float = 1.0  # power of two applied to both sides (see input_scale)
 
 
 def make_plan(
@@ -420,7 +477,7 @@ class RefNorms:
     def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
         r1 = r0 + chunk.shape[0]
         if not self.done[r0:r1].all():
-            self.rn[r0:r1] = _chunk_norms(chunk, self.small_int)
+            self.rn[r0:r1] = check_norms(_chunk_norms(chunk, self.small_int))
             self.done[r0:r1] = True
         return self.rn[r0:r1]
 
@@ -438,11 +495,18 @@ def is_small_int(a: Any) -> bool:
     return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
 
 
+def _load_scaled(out: NDArray[np.float32], src: Any, scale: float) -> None:
+    """``out = float32(src · scale)`` (values out of range show in the norms)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # inf: caught by check_norms
+        if scale == 1.0:
+            np.copyto(out, src, casting="unsafe")
+        else:  # in the source's precision, so float64 values beyond float32 fit
+            np.multiply(src, scale, out=out, casting="unsafe")
+
+
 def load_queries(
-    q: Any, q0: int, q1: int
+    q: Any, q0: int, q1: int, scale: float = 1.0
 ) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
     xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
-    np.copyto(xq, q[q0:q1], casting="unsafe")
-    if q.dtype.kind == "f":
-        _check_finite32(xq, "queries", q0)
-    return xq, _chunk_norms(xq, is_small_int(q))
+    _load_scaled(xq, q[q0:q1], scale)
+    return xq, check_norms(_chunk_norms(xq, is_small_int(q)))
