@@ -12,21 +12,25 @@ far below ``C2``; the result agrees with skimage to 1e-9 (``AGREEMENT``, checked
 the tests on noise, constant, binary and half-black/half-white images). The
 earlier float32 statistics and pair kernel were off by up to 7e-5 on such images.
 
-When every cropped output sees the same taps (always for skimage's default
-windows), the statistics and the pairs go through fused C loops
-(``_ssim_kernel.c``, compiled on first use by :mod:`retest._native`): one pass per
-image or pair through cache-resident buffers. Otherwise, or without a C compiler,
-numpy does the same operations in the same order (the cropped filter then a matrix
-per axis, ``F_h`` (H' × H) and ``F_w`` (W' × W), when border taps are reflected).
-Images are stored (N, H, W, C), one image contiguous (uint8 as given, anything else
-as float64), so a shortlist's random references are cheap to reach.
+uint8 images under a uniform window (skimage's default) need nothing per image:
+each pair's window sums of x, x², y, y² and x·y are exact int32 sums of its pixels,
+computed in one fused C pass (``_ssim_kernel.c``, compiled on first use by
+:mod:`retest._native`; a query's sums are reused along its shortlist). Reading
+two 3 KB images is cheaper than reading 64 KB of stored float64 maps. Other
+windows and dtypes store float64 ``μ`` / ``varh`` maps per image (one fused C pass
+per image) and compute ``F(x·y)`` per pair, when every cropped output sees the
+same taps. Otherwise, or without a C compiler, numpy does the same operations in
+the same order (with a dense matrix per axis, ``F_h`` (H' × H) and ``F_w``
+(W' × W), when border taps are reflected), so both give identical values. Images
+are stored (N, H, W, C), one image contiguous (uint8 as given, anything else as
+float64), so a shortlist's random references are cheap to reach.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict, Unpack
 
 import numpy as np
@@ -204,13 +208,17 @@ def compute_ssim_stats(
 
 
 def _with_maps(
-    st: SSIMStats, backend: str = "auto", n_threads: int | None = None
+    st: SSIMStats,
+    backend: str = "auto",
+    n_threads: int | None = None,
+    dtype: np.dtype[Any] | None = None,
 ) -> SSIMStats:
-    """``st`` with its ``mu`` / ``varh`` maps (computed if missing) and a float64
-    image, as the general pair kernels need."""
-    if st.mu is not None and st.image.dtype == np.float64:
-        return st
-    p, image = st.params, np.ascontiguousarray(st.image, dtype=np.float64)
+    """``st`` with its ``mu`` / ``varh`` maps (computed if missing) and its image
+    stored as ``dtype`` (default: as it is), as the general pair kernels need."""
+    image = st.image if dtype is None else st.image.astype(dtype, copy=False)
+    if st.mu is not None:
+        return replace(st, image=image)
+    p = st.params
     n, h, w, c = image.shape
     pad = (p.resolved_win_size() - 1) // 2
     mu = np.empty((n, h - 2 * pad, w - 2 * pad, c))
@@ -233,7 +241,7 @@ def _with_maps(
         fh, fw = filter_matrix(h, p), filter_matrix(w, p)
         step = max(1, (1 << 22) // (h * w * c))  # float64 temporaries of ≈ 32 MB
         for s0 in range(0, n, step):
-            x = image[s0 : s0 + step]
+            x = image[s0 : s0 + step].astype(np.float64)
             m = window_filter(x, taps, off, fh, fw)
             s2 = window_filter(x * x, taps, off, fh, fw)
             mu[s0 : s0 + step] = m
@@ -313,7 +321,8 @@ def _make_kernels(
     if size:
         fn = _native_fns() if native else None
         return (lambda: BoxKernel(fn, q, r, size, _cov_norm(p))), 256 if fn else 64
-    q, r = _with_maps(q, backend), _with_maps(r, backend)
+    same = None if q.image.dtype == r.image.dtype else np.dtype(np.float64)
+    q, r = _with_maps(q, backend, dtype=same), _with_maps(r, backend, dtype=same)
     k = 2.0 * _cov_norm(p)
     if native:
         assert taps is not None
