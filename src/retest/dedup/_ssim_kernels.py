@@ -96,16 +96,18 @@ def native_stats(
 def taps_along(
     x: NDArray[np.float64], axis: int, n: int, taps: NDArray[np.float64], off: int
 ) -> NDArray[np.float64]:
-    """``Σ_i taps[i] · x[off + i : off + i + n]`` along ``axis``, in the C loop's order."""
+    """``Σ_i taps[i] · x[off + i : off + i + n]`` along ``axis``, in the C loop's order
+    (the taps are symmetric: uniform or gaussian)."""
 
     def sl(i: int) -> tuple[slice, ...]:
         s = [slice(None)] * x.ndim
         s[axis] = slice(off + i, off + i + n)
         return tuple(s)
 
-    acc: NDArray[np.float64] = taps[0] * x[sl(0)]
-    for i in range(1, taps.size):
-        acc += taps[i] * x[sl(i)]
+    h = taps.size // 2  # symmetric taps: centre, then pairs (as the C loop)
+    acc: NDArray[np.float64] = taps[h] * x[sl(h)]
+    for i in range(h):
+        acc += taps[i] * (x[sl(i)] + x[sl(taps.size - 1 - i)])
     return acc
 
 
