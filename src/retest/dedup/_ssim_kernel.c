@@ -1,16 +1,19 @@
 /* Fused SSIM in float64; built and loaded by retest/_native.py.
  *
- * ssim_stats_f64: per image, one pass: the filtered mean mu = F(x) and
- * varh = cov_norm * (F(x*x) - mu^2) + C2/2, both separable filters sharing the
- * reads of x. ssim_pairs_f64: per pair, the filtered product G = F(x*y) and the
- * SSIM map (2 mu_x mu_y + C1)(k (G - mu_x mu_y) + C2) / ((mu_x^2 + mu_y^2 + C1)
- * (varh_x + varh_y)), k = 2 cov_norm, and its mean. This is skimage's algebra (not
- * centred), evaluated in float64 like skimage: products of uint8 pixels are
- * exact, and the cancellation G - mu_x mu_y loses ~1e-16 of 255^2, far below C2.
- * F has the same taps at every cropped output position (offset `off`). Images are
- * uint8 (kind 0) or float64 (kind 1), (H, W, C), one image contiguous; maps are
- * (Hp, Wp, C). Means are summed in a fixed order (4 double lanes), so results do
- * not depend on threads or batch sizes. See retest/dedup/ssim.py.
+ * Every pair is computed from the two images' pixels: the filtered means
+ * mu = F(x), variances varh = cov_norm (F(x^2) - mu^2) + C2/2 and the filtered
+ * product G = F(x*y) feed the SSIM map (2 mu_x mu_y + C1)(k (G - mu_x mu_y) + C2)
+ * / ((mu_x^2 + mu_y^2 + C1)(varh_x + varh_y)), k = 2 cov_norm, and its mean.
+ * Recomputing an image's statistics (kept while consecutive pairs share the
+ * image) is cheaper than storing and re-reading them: a 32x32x3 uint8 image is
+ * 3 KB, its two float64 maps 32 KB. This is skimage's algebra (not centred) in
+ * float64 like skimage: products of uint8 pixels are exact, and the cancellation
+ * G - mu_x mu_y loses ~1e-16 of 255^2, far below C2. uint8 images under a uniform
+ * window use exact int32 window sums. F has the same taps at every cropped output
+ * position (offset `off`). Images are uint8 (kind 0) or float64 (kind 1), (H, W,
+ * C), one image contiguous; maps are (Hp, Wp, C). Means are summed in a fixed
+ * order (4 double lanes), so results do not depend on threads or batch sizes, and
+ * the numpy kernels (retest/dedup/_ssim_kernels.py) give the same bits.
  */
 #include <stdint.h>
 
@@ -178,40 +181,54 @@ void ssim_pairs_box_u8(int64_t npairs, const int64_t *qi, const int64_t *ri,
     }
 }
 
-/* work: 2*H*W*C + 2*Hp*W*C doubles */
-void ssim_stats_f64(int64_t n, const void *images, int32_t kind, int32_t H, int32_t W,
-                    int32_t C, int32_t Hp, int32_t Wp, int32_t L, int32_t off,
-                    const double *taps, double cov_norm, double c2half, double *work,
-                    double *mu, double *varh)
+/* mu = F(x) and varh = cov_norm * (F(x*x) - mu^2) + C2/2 of one image.
+ * work: 2*H*W*C + Hp*W*C doubles */
+static void image_stats(const void *images, int32_t kind, int64_t at, int32_t H,
+                        int32_t W, int32_t C, int32_t Hp, int32_t Wp, int32_t L,
+                        int32_t off, const double *taps, double cov_norm, double c2half,
+                        double *work, double *mu, double *varh)
 {
     const int64_t img = (int64_t)H * W * C, map = (int64_t)Hp * Wp * C;
     const int32_t row = W * C;
-    double *X = work, *X2 = X + img, *T1 = X2 + img, *T2 = T1 + (int64_t)Hp * row;
-    for (int64_t p = 0; p < n; ++p) {
-        load(images, kind, p, img, X);
-        for (int64_t e = 0; e < img; ++e) X2[e] = X[e] * X[e];
-        filter_h(X, Hp, row, L, off, taps, T1);
-        filter_h(X2, Hp, row, L, off, taps, T2);
-        double *m = mu + p * map, *v = varh + p * map;
-        filter_w(T1, Hp, W, Wp, C, L, off, taps, m);
-        filter_w(T2, Hp, W, Wp, C, L, off, taps, v);
-        for (int64_t e = 0; e < map; ++e)
-            v[e] = cov_norm * (v[e] - m[e] * m[e]) + c2half;
-    }
+    double *X = work, *X2 = X + img, *T = X2 + img;
+    load(images, kind, at, img, X);
+    for (int64_t e = 0; e < img; ++e) X2[e] = X[e] * X[e];
+    filter_h(X, Hp, row, L, off, taps, T);
+    filter_w(T, Hp, W, Wp, C, L, off, taps, mu);
+    filter_h(X2, Hp, row, L, off, taps, T);
+    filter_w(T, Hp, W, Wp, C, L, off, taps, varh);
+    for (int64_t e = 0; e < map; ++e)
+        varh[e] = cov_norm * (varh[e] - mu[e] * mu[e]) + c2half;
 }
 
-/* work: H*W*C + Hp*W*C + Hp*Wp*C doubles */
+/* Pairs under any window whose taps every cropped output sees: each image's
+ * statistics are computed from its pixels when the pair needs them (a query's
+ * are kept while consecutive pairs share it, likewise a reference's), then the
+ * filtered product G = F(x*y) and the map's mean. Nothing per image is stored.
+ * work: 3*H*W*C + Hp*W*C + 5*Hp*Wp*C doubles */
 void ssim_pairs_f64(int64_t npairs, const int64_t *qi, const int64_t *ri, int32_t kind,
                     const void *qimg, const void *rimg, int32_t H, int32_t W, int32_t C,
                     int32_t Hp, int32_t Wp, int32_t L, int32_t off, const double *taps,
-                    const double *qmu, const double *qvarh, const double *rmu,
-                    const double *rvarh, double k, double c1, double c2, double *work,
+                    double cov_norm, double k, double c1, double c2, double *work,
                     double *out)
 {
     const int64_t img = (int64_t)H * W * C, map = (int64_t)Hp * Wp * C;
     const int32_t row = W * C;
-    double *P = work, *T = P + img, *G = T + (int64_t)Hp * row;
+    const double c2half = c2 / 2.0;
+    double *S = work, *P = S + 2 * img, *T = P + img, *G = T + (int64_t)Hp * row;
+    double *QM = G + map, *QV = QM + map, *RM = QV + map, *RV = RM + map;
+    int64_t last_q = -1, last_r = -1;
     for (int64_t p = 0; p < npairs; ++p) {
+        if (qi[p] != last_q) {
+            image_stats(qimg, kind, qi[p], H, W, C, Hp, Wp, L, off, taps, cov_norm,
+                        c2half, S, QM, QV);
+            last_q = qi[p];
+        }
+        if (ri[p] != last_r) {
+            image_stats(rimg, kind, ri[p], H, W, C, Hp, Wp, L, off, taps, cov_norm,
+                        c2half, S, RM, RV);
+            last_r = ri[p];
+        }
         if (kind == 0) {
             const uint8_t *x = (const uint8_t *)qimg + qi[p] * img;
             const uint8_t *y = (const uint8_t *)rimg + ri[p] * img;
@@ -223,7 +240,6 @@ void ssim_pairs_f64(int64_t npairs, const int64_t *qi, const int64_t *ri, int32_
         }
         filter_h(P, Hp, row, L, off, taps, T);
         filter_w(T, Hp, W, Wp, C, L, off, taps, G);
-        out[p] = map_mean(G, qmu + qi[p] * map, qvarh + qi[p] * map, rmu + ri[p] * map,
-                          rvarh + ri[p] * map, map, k, c1, c2);
+        out[p] = map_mean(G, QM, QV, RM, RV, map, k, c1, c2);
     }
 }

@@ -24,13 +24,17 @@ if TYPE_CHECKING:
 
 _P = ctypes.c_void_p
 _I32, _I64, _F64 = ctypes.c_int32, ctypes.c_int64, ctypes.c_double
-_STATS_ARGS: list[Any] = [_I64, _P, _I32, *[_I32] * 7, _P, _F64, _F64, _P, _P, _P]
 _BOX_PAIR_ARGS: list[Any] = [_I64, *[_P] * 4, *[_I32] * 6, *[_F64] * 4, *[_P] * 3]
 _PAIR_ARGS: list[Any] = [
-    *[_I64, _P, _P, _I32, _P, _P],
+    _I64,
+    _P,
+    _P,
+    _I32,
+    _P,
+    _P,
     *[_I32] * 7,
-    *[_P] * 5,
-    *[_F64] * 3,
+    _P,
+    *[_F64] * 4,
     _P,
     _P,
 ]
@@ -45,7 +49,6 @@ class Native:
     """The two compiled entry points with their argument types."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
-        self.stats = _native.function(lib, "ssim_stats_f64", _STATS_ARGS)
         self.pairs = _native.function(lib, "ssim_pairs_f64", _PAIR_ARGS)
         self.box_pairs = _native.function(lib, "ssim_pairs_box_u8", _BOX_PAIR_ARGS)
 
@@ -70,27 +73,6 @@ def box_sums(x: NDArray[np.int64], hp: int, wp: int, size: int) -> NDArray[np.in
     for i in range(1, size):
         out += t[:, :, i : i + wp]
     return out
-
-
-def native_stats(
-    fn: Native,
-    images: NDArray[Any],
-    taps: NDArray[np.float64],
-    off: int,
-    cov_norm: float,
-    c2: float,
-    mu: NDArray[np.float64],
-    varh: NDArray[np.float64],
-) -> None:
-    """Fill ``mu`` and ``varh`` (n, H', W', C) for ``images`` (n, H, W, C)."""
-    n, h, w, c = images.shape
-    hp, wp = mu.shape[1:3]
-    work = np.empty(2 * h * w * c + 2 * hp * w * c)
-    fn.stats(
-        n, images.ctypes.data, image_kind(images), h, w, c, hp, wp, taps.size, off,
-        taps.ctypes.data, cov_norm, c2 / 2, work.ctypes.data, mu.ctypes.data,
-        varh.ctypes.data,
-    )  # fmt: skip
 
 
 def taps_along(
@@ -163,7 +145,7 @@ def ssim_map(
 
 
 class NativeKernel:
-    """Pairs through the compiled loop; the work buffer is the thread's own."""
+    """Pairs through the compiled loop (statistics from the pixels, per pair)."""
 
     def __init__(
         self,
@@ -172,16 +154,14 @@ class NativeKernel:
         r: SSIMStats,
         taps: NDArray[np.float64],
         off: int,
-        k: float,
+        cov_norm: float,
     ) -> None:
-        self.fn, self.q, self.r, self.taps, self.off, self.k = fn, q, r, taps, off, k
-        assert q.mu is not None and q.varh is not None
-        assert r.mu is not None and r.varh is not None
-        self.maps = (q.mu, q.varh, r.mu, r.varh)
+        self.fn, self.q, self.r, self.taps, self.off = fn, q, r, taps, off
+        self.cov_norm = cov_norm
         _, h, w, c = r.image.shape
-        _, hp, wp, _ = r.mu.shape
+        hp, wp = h - 2 * off - taps.size + 1, w - 2 * off - taps.size + 1
         self.dims = (h, w, c, hp, wp)
-        self.work = np.empty(h * w * c + hp * w * c + hp * wp * c)
+        self.work = np.empty(3 * h * w * c + hp * w * c + 5 * hp * wp * c)
 
     def run(self, qi: NDArray[np.int64], ri: NDArray[np.int64]) -> NDArray[np.float64]:
         q, r, out = self.q, self.r, np.empty(qi.size, np.float64)
@@ -189,37 +169,61 @@ class NativeKernel:
         self.fn.pairs(
             qi.size, qi.ctypes.data, ri.ctypes.data, image_kind(r.image),
             q.image.ctypes.data, r.image.ctypes.data, h, w, c, hp, wp, self.taps.size,
-            self.off, self.taps.ctypes.data, *(m.ctypes.data for m in self.maps),
-            self.k, r.c1, r.c2,
-            self.work.ctypes.data, out.ctypes.data,
+            self.off, self.taps.ctypes.data, self.cov_norm, 2.0 * self.cov_norm, r.c1,
+            r.c2, self.work.ctypes.data, out.ctypes.data,
         )  # fmt: skip
         return out
 
 
+Maps = tuple[NDArray[Any], NDArray[np.float64], NDArray[np.float64]]
+
+
 class NumpyKernel:
-    """The same map as whole-batch numpy expressions (N, H, W, C layout)."""
+    """The same map as whole-batch numpy expressions (N, H, W, C layout), from
+    ``(image, mu, varh)`` of each side, computed once per image (:func:`image_maps`)."""
 
     def __init__(
         self,
-        q: SSIMStats,
-        r: SSIMStats,
-        k: float,
+        q: Maps,
+        r: Maps,
+        consts: tuple[float, float, float],
         taps: NDArray[np.float64] | None,
         off: int,
         fh: NDArray[np.float64],
         fw: NDArray[np.float64],
     ) -> None:
-        self.q, self.r, self.k = q, r, k
+        self.q, self.r, self.consts = q, r, consts
         self.taps, self.off, self.fh, self.fw = taps, off, fh, fw
 
     def run(self, qi: NDArray[np.int64], ri: NDArray[np.int64]) -> NDArray[np.float64]:
-        q, r = self.q, self.r
-        assert q.mu is not None and r.mu is not None
-        assert q.varh is not None and r.varh is not None
-        prod = q.image[qi].astype(np.float64) * r.image[ri].astype(np.float64)
+        (qx, qm, qv), (rx, rm, rv) = self.q, self.r
+        prod = qx[qi].astype(np.float64) * rx[ri].astype(np.float64)
         g = window_filter(prod, self.taps, self.off, self.fh, self.fw)
-        m = ssim_map(g, q.mu[qi], r.mu[ri], q.varh[qi], r.varh[ri], self.k, r.c1, r.c2)
-        return lane_mean(m)
+        k, c1, c2 = self.consts
+        return lane_mean(ssim_map(g, qm[qi], rm[ri], qv[qi], rv[ri], k, c1, c2))
+
+
+def image_maps(
+    image: NDArray[Any],
+    taps: NDArray[np.float64] | None,
+    off: int,
+    fh: NDArray[np.float64],
+    fw: NDArray[np.float64],
+    cov_norm: float,
+    c2: float,
+) -> Maps:
+    """``(image, mu, varh)`` for every image, as the C loop computes them per pair."""
+    n, h, w, c = image.shape
+    mu = np.empty((n, fh.shape[0], fw.shape[0], c))
+    varh = np.empty_like(mu)
+    step = max(1, (1 << 22) // (h * w * c))  # float64 temporaries of ≈ 32 MB
+    for s0 in range(0, n, step):
+        x = image[s0 : s0 + step].astype(np.float64)
+        m = window_filter(x, taps, off, fh, fw)
+        s2 = window_filter(x * x, taps, off, fh, fw)
+        mu[s0 : s0 + step] = m
+        varh[s0 : s0 + step] = cov_norm * (s2 - m * m) + c2 / 2.0
+    return image, mu, varh
 
 
 class BoxKernel:

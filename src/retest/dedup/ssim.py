@@ -3,27 +3,25 @@
 skimage filters each image, its square and the pair's product with a uniform
 (``win_size``) or gaussian (``sigma``, truncate 3.5, reflect borders) window, forms
 the SSIM map and averages it over the interior (a border of ``(win_size − 1) // 2``
-pixels is cropped), channel by channel. Here each image's filtered mean ``μ = F(x)``
-and variance term ``varh = cov_norm·(F(x²) − μ²) + C2/2`` are computed once, and a
-pair only needs its filtered product ``F(x·y)``. Everything is float64, with
-skimage's (uncentred) algebra: products of uint8 pixels are exact and the
-cancellations ``F(x²) − μ²`` and ``F(x·y) − μ_x μ_y`` lose about 1e-16 of 255²,
-far below ``C2``; the result agrees with skimage to 1e-9 (``AGREEMENT``, checked by
-the tests on noise, constant, binary and half-black/half-white images). The
-earlier float32 statistics and pair kernel were off by up to 7e-5 on such images.
+pixels is cropped), channel by channel. Here, too: an image's filtered mean
+``μ = F(x)`` and variance term ``varh = cov_norm·(F(x²) − μ²) + C2/2``, and the
+pair's filtered product ``F(x·y)``, all float64 with skimage's (uncentred)
+algebra: products of uint8 pixels are exact and the cancellations ``F(x²) − μ²``
+and ``F(x·y) − μ_x μ_y`` lose about 1e-16 of 255², far below ``C2``. The result
+agrees with skimage to 1e-9 (``AGREEMENT``, checked by the tests on noise,
+constant, binary and half-black/half-white images; the earlier float32 statistics
+were off by up to 7e-5 on such images).
 
-uint8 images under a uniform window (skimage's default) need nothing per image:
-each pair's window sums of x, x², y, y² and x·y are exact int32 sums of its pixels,
-computed in one fused C pass (``_ssim_kernel.c``, compiled on first use by
-:mod:`retest._native`; a query's sums are reused along its shortlist). Reading
-two 3 KB images is cheaper than reading 64 KB of stored float64 maps. Other
-windows and dtypes store float64 ``μ`` / ``varh`` maps per image (one fused C pass
-per image) and compute ``F(x·y)`` per pair, when every cropped output sees the
-same taps. Otherwise, or without a C compiler, numpy does the same operations in
-the same order (with a dense matrix per axis, ``F_h`` (H' × H) and ``F_w``
-(W' × W), when border taps are reflected), so both give identical values. Images
-are stored (N, H, W, C), one image contiguous (uint8 as given, anything else as
-float64), so a shortlist's random references are cheap to reach.
+Each pair runs in one fused C pass (``_ssim_kernel.c``, compiled on first use by
+:mod:`retest._native`) that computes both images' statistics from their pixels
+(keeping a query's while consecutive pairs share it, as along a shortlist) and
+the map's mean; nothing per image is stored, since reading a 3 KB uint8 image
+beats reading 32 KB of float64 maps. uint8 images under a uniform window use exact
+int32 window sums. When the window has reflected border taps (a gaussian cropped
+below its extent), or without a C compiler, numpy does the same operations in the
+same order (with a dense matrix per axis, ``F_h`` (H' × H) and ``F_w`` (W' × W),
+for reflected taps), so both give identical values. Images are stored (N, H, W,
+C), one image contiguous (uint8 as given, anything else as float64).
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ from retest.dedup._ssim_kernels import (
     NativeKernel,
     NumpyKernel,
     box_window,
-    native_stats,
-    window_filter,
+    image_maps,
 )
 from retest.errors import ConfigError, InputValidationError
 
@@ -127,19 +124,18 @@ def filter_matrix(n: int, p: SSIMParams) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class SSIMStats:
-    """Per-image SSIM ingredients, one image contiguous.
+    """An image batch ready for SSIM: ``image`` (N, H, W, C), one image contiguous,
+    uint8 as given and anything else as float64, with its parameters and constants.
 
-    ``image`` (N, H, W, C) is the input (uint8, else float64); ``mu = F(x)`` and
-    ``varh = cov_norm·(F(x²) − μ²) + C2/2`` are float64 (N, H', W', C), or ``None``
-    for uint8 images under a uniform window, whose pairs compute every window sum
-    exactly from the pixels (reading 3 KB per 32×32×3 image instead of 32 KB of
-    maps is faster than storing them). For a pair, with ``k = 2·cov_norm``:
-    ``SSIM map = (2μμ' + C1)(k·(F(xy) − μμ') + C2) / ((μ² + μ'² + C1)(varh + varh'))``.
+    Nothing else is stored per image: each pair's filtered means ``μ = F(x)``,
+    variances ``varh = cov_norm·(F(x²) − μ²) + C2/2`` and product ``F(xy)`` are
+    computed from the pixels (a 32×32×3 uint8 image is 3 KB, its float64 maps
+    32 KB: recomputing is faster than reading them back). With
+    ``k = 2·cov_norm``: ``SSIM map = (2μμ' + C1)(k·(F(xy) − μμ') + C2) /
+    ((μ² + μ'² + C1)(varh + varh'))``.
     """
 
     image: NDArray[Any]
-    mu: NDArray[np.float64] | None
-    varh: NDArray[np.float64] | None
     params: SSIMParams
     c1: float
     c2: float
@@ -166,14 +162,9 @@ def _cov_norm(p: SSIMParams) -> float:
 
 
 def compute_ssim_stats(
-    images: ArrayLike,
-    params: SSIMParams | None = None,
-    *,
-    name: str = "images",
-    backend: str = "auto",
-    n_threads: int | None = None,
+    images: ArrayLike, params: SSIMParams | None = None, *, name: str = "images"
 ) -> SSIMStats:
-    """Precompute each image's filtered mean and variance maps once (float64).
+    """Check a batch of images and store it for SSIM (see :class:`SSIMStats`).
 
     Parameters
     ----------
@@ -182,10 +173,6 @@ def compute_ssim_stats(
     params : SSIMParams, optional
     name : str
         Used in error messages.
-    backend : {'auto', 'native', 'numpy'}
-        As for :func:`ssim_pairs`; both give the same values.
-    n_threads : int, optional
-        Threads for the compiled loop (default: CPU count, at most 4).
     """
     p = params or SSIMParams()
     a = check_image_batch(images, name)
@@ -199,54 +186,7 @@ def compute_ssim_stats(
         )
     rng = _data_range(p, a.dtype)
     image = np.ascontiguousarray(a if a.dtype == np.uint8 else a.astype(np.float64))
-    c1, c2 = (p.K1 * rng) ** 2, (p.K2 * rng) ** 2
-    st = SSIMStats(image, None, None, p, c1, c2)
-    if box_window(image.dtype, _taps(p)[0]):
-        _backend(backend, True)  # still reject an unknown or unavailable backend
-        return st
-    return _with_maps(st, backend, n_threads)
-
-
-def _with_maps(
-    st: SSIMStats,
-    backend: str = "auto",
-    n_threads: int | None = None,
-    dtype: np.dtype[Any] | None = None,
-) -> SSIMStats:
-    """``st`` with its ``mu`` / ``varh`` maps (computed if missing) and its image
-    stored as ``dtype`` (default: as it is), as the general pair kernels need."""
-    image = st.image if dtype is None else st.image.astype(dtype, copy=False)
-    if st.mu is not None:
-        return replace(st, image=image)
-    p = st.params
-    n, h, w, c = image.shape
-    pad = (p.resolved_win_size() - 1) // 2
-    mu = np.empty((n, h - 2 * pad, w - 2 * pad, c))
-    varh = np.empty_like(mu)
-    cov, c2 = _cov_norm(p), st.c2
-    taps, off = _taps(p)
-    if _backend(backend, taps is not None) == "native":
-        assert taps is not None
-        fn = _native_fns()
-        parts = max(1, min(n_threads or min(4, available_cpus()), n // 64))
-        cuts = np.linspace(0, n, parts + 1).astype(int)
-
-        def one(t: int) -> None:
-            s0, s1 = int(cuts[t]), int(cuts[t + 1])
-            native_stats(fn, image[s0:s1], taps, off, cov, c2, mu[s0:s1], varh[s0:s1])
-
-        with ThreadPoolExecutor(parts) as pool:
-            list(pool.map(one, range(parts)))
-    else:
-        fh, fw = filter_matrix(h, p), filter_matrix(w, p)
-        step = max(1, (1 << 22) // (h * w * c))  # float64 temporaries of ≈ 32 MB
-        for s0 in range(0, n, step):
-            x = image[s0 : s0 + step].astype(np.float64)
-            m = window_filter(x, taps, off, fh, fw)
-            s2 = window_filter(x * x, taps, off, fh, fw)
-            mu[s0 : s0 + step] = m
-            varh[s0 : s0 + step] = cov * (s2 - m * m) + c2 / 2
-    return SSIMStats(image, mu, varh, p, st.c1, c2)
+    return SSIMStats(image, p, (p.K1 * rng) ** 2, (p.K2 * rng) ** 2)
 
 
 def _check_compatible(q: SSIMStats, r: SSIMStats) -> None:
@@ -317,20 +257,24 @@ def _make_kernels(
     p = r.params
     taps, off = _taps(p)
     native = _backend(backend, taps is not None) == "native"
+    cov = _cov_norm(p)
     size = box_window(q.image.dtype, taps) and box_window(r.image.dtype, taps)
     if size:
-        fn = _native_fns() if native else None
-        return (lambda: BoxKernel(fn, q, r, size, _cov_norm(p))), 256 if fn else 64
-    same = None if q.image.dtype == r.image.dtype else np.dtype(np.float64)
-    q, r = _with_maps(q, backend, dtype=same), _with_maps(r, backend, dtype=same)
-    k = 2.0 * _cov_norm(p)
+        box_fn = _native_fns() if native else None
+        return (lambda: BoxKernel(box_fn, q, r, size, cov)), 256 if native else 64
+    if q.image.dtype != r.image.dtype:  # one storage for both sides
+        q = replace(q, image=q.image.astype(np.float64))
+        r = replace(r, image=r.image.astype(np.float64))
     if native:
         assert taps is not None
         fn = _native_fns()
-        return (lambda: NativeKernel(fn, q, r, taps, off, k)), 256
+        return (lambda: NativeKernel(fn, q, r, taps, off, cov)), 256
     h, w = r.image.shape[1:3]
     fh, fw = filter_matrix(h, p), filter_matrix(w, p)
-    return (lambda: NumpyKernel(q, r, k, taps, off, fh, fw)), 64
+    qm = image_maps(q.image, taps, off, fh, fw, cov, q.c2)
+    rm = qm if r is q else image_maps(r.image, taps, off, fh, fw, cov, r.c2)
+    consts = (2.0 * cov, r.c1, r.c2)
+    return (lambda: NumpyKernel(qm, rm, consts, taps, off, fh, fw)), 64
 
 
 def ssim_pairs(
