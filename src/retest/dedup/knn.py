@@ -22,8 +22,9 @@ float32's normal range (each loses at most 2**-150 absolutely). No float32 step 
 overflow: every step is at most ``4·max ‖·‖²``, and when a block's float64 squared
 norms (computed anyway) exceed 2**125 the input is measured once and scaled by a
 power of two (exact, so the bound holds in the scaled units); inputs whose float64
-squared distances could overflow are refused with an error. With ``T`` the k-th smallest ``ẽ`` of a query and ``B_T`` the
-largest bound among those k, every true top-k neighbour ``j`` has
+squared distances could overflow are refused with an error. With ``T`` the k-th
+smallest ``ẽ`` of a query and ``B_T`` the largest bound among those k, every true
+top-k neighbour ``j`` has
 ``ẽ_j ≤ T + B_T + B(x, y_j)``; all such candidates are re-ranked exactly. If a
 candidate may have been dropped from the bounded running shortlist, that query is
 re-scanned with a range pass, so the guarantee never depends on luck. The faiss
