@@ -80,3 +80,17 @@ def test_nan_is_still_refused_with_its_row() -> None:
     refs[3, 1] = np.nan
     with pytest.raises(InputValidationError, match=r"references.*NaN.*rows \[3\]"):
         knn(np.zeros((2, 3)), refs, 1)
+
+
+def test_float16_chunks_convert_exactly_every_bit_pattern() -> None:
+    # the compiled f16 → f32 loop (or numpy's cast without a compiler) must be exact
+    # for all 65,536 values: normals, subnormals, ±0, ±inf and NaN
+    from retest.dedup._knn_chunks import _load_scaled
+
+    h = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    h = h.reshape(256, 256)
+    out = np.empty(h.shape, np.float32)
+    _load_scaled(out, h, 1.0)
+    want = h.astype(np.float32)
+    np.testing.assert_array_equal(out, want)  # NaN matches NaN (payloads may differ)
+    assert (np.signbit(out) == np.signbit(want)).all()
