@@ -440,9 +440,10 @@ def ssim(
 ) -> NDArray[np.float64]:
     """Mean SSIM of image pairs, equal to ``skimage.metrics.structural_similarity``.
 
-    Each image's filtered mean and variance are computed once, so comparing one
-    image with many (a near-duplicate shortlist) costs one filtered product per
-    pair (:mod:`retest.dedup.ssim`).
+    Float64 throughout, equal to skimage within ``retest.dedup.ssim.AGREEMENT``
+    (1e-9). Each pair is one fused native pass from the two images' pixels; a
+    query's filtered mean and variance are kept while consecutive pairs share it
+    (a near-duplicate shortlist), see :mod:`retest.dedup.ssim`.
 
     Parameters
     ----------

@@ -4,12 +4,16 @@ Reference chunks are copied into reusable float32 buffers (a memmap's pages are
 released after each chunk) and scored with one float32 GEMM; running shortlists
 keep each query's k' best scores. The selection after each GEMM is one fused C loop
 (``_knn_kernel.c``, built on first use by :mod:`retest._native`) that reads each
-score once; without a compiler, numpy passes select the same entries.
+score once; without a compiler, numpy passes select the same entries. The same
+library converts float16 chunks (2.3× numpy's cast) and sums squared norms in
+float64 (2.6× numpy's casting einsum), the two passes besides the GEMM that a
+float16 reference set pays per query block.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +28,68 @@ from retest.errors import ConfigError, InputValidationError
 INNER_BLOCK = 4096
 
 
-def _check_finite32(block: NDArray[np.float32], name: str, offset: int) -> None:
-    if not np.isfinite(block).all():
-        rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + offset
+class NeedsScale(Exception):
+    """A block's squared norms could overflow float32 scores (or are NaN/inf);
+    :func:`retest.dedup.knn.knn` then measures the whole input and starts over."""
+
+
+_MAX_NORM = 2.0**125  # every float32 step is at most 4·max‖·‖² (faiss: ‖x‖²+‖y‖²−2x·y)
+
+
+def check_norms(norms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``norms`` if no float32 step on their rows can overflow, else
+    :class:`NeedsScale`. Reads the norms, not the data: free on the common path."""
+    if norms.size and not float(norms.max()) <= _MAX_NORM:
+        raise NeedsScale  # NaN compares false too: the input pass names it
+    return norms
+
+
+def safe_abs_limit(d: int) -> float:
+    """|value| below which ``d`` features keep every squared norm under 2**124,
+    half the limit of :func:`check_norms`: float32 rounding cannot cross it."""
+    return math.sqrt(2.0**124 / d)
+
+
+def _abs_max(a: Any, name: str) -> float:
+    """Max |value| of a (possibly memory-mapped) 2-d array, read in row blocks."""
+    step = max(1, 2**22 // max(1, a.shape[1]))
+    hi = 0.0
+    for s in range(0, a.shape[0], step):
+        block = np.asarray(a[s : s + step])
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            rows = np.flatnonzero(~np.isfinite(block).all(axis=1)) + s
+            raise InputValidationError(
+                f"{name} contains NaN or infinite values in rows {rows[:5].tolist()}. "
+                "Remove or impute them first."
+            )
+        hi = max(hi, abs(float(block.max())), abs(float(block.min())))
+    return hi
+
+
+def input_scale(q: Any, refs: Any) -> float:
+    """Power-of-two factor that brings the inputs within :func:`safe_abs_limit`.
+
+    Scaling by a power of two is exact in float32 (above the subnormal range), so
+    the error bound holds unchanged in the scaled units; exact distances are still
+    computed from the original values in float64. Inputs whose squared distances
+    could overflow float64 are refused.
+    """
+    d = q.shape[1]
+    hi = max(_abs_max(q, "queries"), _abs_max(refs, "references"))
+    lim64 = math.sqrt(np.finfo(np.float64).max / (4 * d))
+    if hi > lim64:
         raise InputValidationError(
-            f"{name} contains NaN or infinite values (or values beyond float32 range) "
-            f"in rows {rows[:5].tolist()}. Remove or impute them first."
+            f"kNN inputs hold values up to {hi:.3g} in magnitude; with {d} features "
+            f"squared distances could overflow float64 (limit {lim64:.3g}). "
+            "Divide both sides by a common factor first."
         )
+    lim = safe_abs_limit(d)
+    if hi <= lim:
+        return 1.0
+    scale = 2.0 ** -math.ceil(math.log2(hi / lim))
+    while hi * scale > lim:
+        scale /= 2.0
+    return scale
 
 
 def torch_module() -> Any:
@@ -65,8 +124,10 @@ class Scorer:
         xq: NDArray[np.float32],
         rows: int,
         xq_m2: NDArray[np.float32] | None = None,
+        scale: float = 1.0,
     ) -> None:
         self.backend = backend
+        self.scale = scale
         self.xq = xq
         nq, self.d = xq.shape
         # −2·x (exact: a power of two) makes the GEMM yield −2 x·y, saving a pass
@@ -83,9 +144,7 @@ class Scorer:
 
     def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
         chunk = self.buf[: r1 - r0]
-        np.copyto(chunk, refs[r0:r1], casting="unsafe")
-        if refs.dtype.kind == "f":
-            _check_finite32(chunk, "references", r0)
+        _load_scaled(chunk, refs[r0:r1], self.scale)
         return chunk
 
     def scores(
@@ -151,6 +210,10 @@ def _chunk_norms(
                 sq.reshape(sq.shape[0], -1, 128).sum(-1).sum(-1, dtype=np.float64)
             )
         return out
+    fn = native_kernel()
+    if fn is not None and chunk.strides[1] == 4 and n:  # float64 sums, no cast pass
+        fn.norms(n, d, chunk.ctypes.data, chunk.strides[0] // 4, out.ctypes.data)
+        return out
     for s in range(0, n, 512):
         out[s : s + 512] = np.einsum(
             "ij,ij->i", chunk[s : s + 512], chunk[s : s + 512], dtype=np.float64
@@ -163,6 +226,7 @@ class Plan:
     q_block: int
     chunk: int
     threads: int = 1
+    scale: float = 1.0  # power of two applied to both sides (see input_scale)
 
 
 def make_plan(
@@ -289,6 +353,9 @@ class _NativeFns:
         self.sqdist = _native.function(
             lib, "sqdist_u8", [i64, p, i64, p, i64, p, p, i64, p]
         )
+        self.norms = _native.function(lib, "sq_norms_f32", [i64, i64, p, i64, p])
+        has_f16 = hasattr(lib, "f16_to_f32")  # only where the compiler has _Float16
+        self.f16 = _native.function(lib, "f16_to_f32", [i64, p, p]) if has_f16 else None
 
     def sqdist_u8(
         self,
@@ -420,7 +487,7 @@ class RefNorms:
     def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
         r1 = r0 + chunk.shape[0]
         if not self.done[r0:r1].all():
-            self.rn[r0:r1] = _chunk_norms(chunk, self.small_int)
+            self.rn[r0:r1] = check_norms(_chunk_norms(chunk, self.small_int))
             self.done[r0:r1] = True
         return self.rn[r0:r1]
 
@@ -438,11 +505,22 @@ def is_small_int(a: Any) -> bool:
     return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
 
 
+def _load_scaled(out: NDArray[np.float32], src: Any, scale: float) -> None:
+    """``out = float32(src · scale)`` (values out of range show in the norms)."""
+    fn = native_kernel() if src.dtype == np.float16 and scale == 1.0 else None
+    if fn is not None and fn.f16 is not None and src.flags.c_contiguous:
+        fn.f16(out.size, src.ctypes.data, out.ctypes.data)  # numpy's cast: ~10x slower
+        return
+    with np.errstate(over="ignore", invalid="ignore"):  # inf: caught by check_norms
+        if scale == 1.0:
+            np.copyto(out, src, casting="unsafe")
+        else:  # in the source's precision, so float64 values beyond float32 fit
+            np.multiply(src, scale, out=out, casting="unsafe")
+
+
 def load_queries(
-    q: Any, q0: int, q1: int
+    q: Any, q0: int, q1: int, scale: float = 1.0
 ) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
     xq = np.empty((q1 - q0, q.shape[1]), dtype=np.float32)
-    np.copyto(xq, q[q0:q1], casting="unsafe")
-    if q.dtype.kind == "f":
-        _check_finite32(xq, "queries", q0)
-    return xq, _chunk_norms(xq, is_small_int(q))
+    _load_scaled(xq, q[q0:q1], scale)
+    return xq, check_norms(_chunk_norms(xq, is_small_int(q)))

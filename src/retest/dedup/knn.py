@@ -12,18 +12,24 @@ float32 blocks of at most 4096 terms accumulated in float64). For any summation
 order of the float32 inner product (no Strassen, no reduced precision), the float32
 score ``ẽ`` of the exact ``e = ‖y‖² − 2 x·y`` satisfies::
 
-    |ẽ − e| ≤ B(x, y) = c · (‖x‖² + 2 ‖y‖²),   c = 1.1 (m + 4) u / (1 − (m + 4) u)
+    |ẽ − e| ≤ B(x, y) = c · (‖x‖² + 2 ‖y‖²) + A,   c = 1.1 (m + 4) u / (1 − (m + 4) u)
 
 (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1: ``|fl(x·y) − x·y|
 ≤ γ_m Σ|x_i y_i|``, plus input rounding ``(2u + u²) Σ|x_i y_i|``, the rounding of the
 norm and the final subtraction; ``2 Σ|x_i y_i| ≤ ‖x‖² + ‖y‖²``; the factor 1.1 covers
-the float64 steps). With ``T`` the k-th smallest ``ẽ`` of a query and ``B_T`` the
-largest bound among those k, every true top-k neighbour ``j`` has
+the float64 steps). ``A = (4d + 16)·2**-149`` covers products that fall below
+float32's normal range (each loses at most 2**-150 absolutely). No float32 step may
+overflow: every step is at most ``4·max ‖·‖²``, and when a block's float64 squared
+norms (computed anyway) exceed 2**125 the input is measured once and scaled by a
+power of two (exact, so the bound holds in the scaled units); inputs whose float64
+squared distances could overflow are refused with an error. With ``T`` the k-th
+smallest ``ẽ`` of a query and ``B_T`` the largest bound among those k, every true
+top-k neighbour ``j`` has
 ``ẽ_j ≤ T + B_T + B(x, y_j)``; all such candidates are re-ranked exactly. If a
 candidate may have been dropped from the bounded running shortlist, that query is
 re-scanned with a range pass, so the guarantee never depends on luck. The faiss
 backend computes ``‖x‖² + ‖y‖² − 2x·y`` with float32 norms; its bound is taken as
-``2c (‖x‖² + ‖y‖²)``.
+``2c (‖x‖² + ‖y‖²) + A``.
 
 Exact distances are ``Σ (x_i − y_i)²`` accumulated in float64, per pair, so results
 do not depend on chunking (which is what makes a Dask run identical).
@@ -36,8 +42,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -46,12 +52,14 @@ from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest.dedup._knn_chunks import (
     INNER_BLOCK,
+    NeedsScale,
     Plan,
     RefNorms,
     Scorer,
     Shortlist,
     drop_pages,
     faiss_select,
+    input_scale,
     is_small_int,
     load_queries,
     make_plan,
@@ -82,6 +90,7 @@ __all__ = [
 Backend = Literal["auto", "numpy", "torch", "faiss"]
 DEFAULT_MEMORY_BUDGET = 4 * 2**30
 _U = 2.0**-24
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,16 @@ def error_bound_constant(d: int) -> float:
     """The constant ``c`` of the module-level error bound for dimension ``d``."""
     m = min(d, INNER_BLOCK) + 4
     return 1.1 * m * _U / (1.0 - m * _U)
+
+
+def underflow_slack(d: int) -> float:
+    """The absolute term ``A`` of the module-level error bound for dimension ``d``."""
+    return (4 * d + 16) * 2.0**-149
+
+
+def _bound_norms(qn: NDArray[np.float64], c: float, d: int) -> NDArray[np.float64]:
+    """``‖x‖² + A/c``: then ``c·(that + 2‖y‖²)`` is the whole bound ``B(x, y)``."""
+    return qn + underflow_slack(d) / c
 
 
 # ----------------------------------------------------------------------------- input
@@ -243,8 +262,9 @@ def _scan(
     """All pairs whose float32 score may lie in [lo, hi] (per query, plus bounds)."""
     xq, qn = qdata
     be = "numpy" if backend == "numpy" else ("torch" if torch_module() else "numpy")
-    sc = Scorer(be, xq, plan.chunk)
+    sc = Scorer(be, xq, plan.chunk, scale=plan.scale)
     c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    qb = _bound_norms(qn, c, xq.shape[1])
     out_q, out_r = [], []
     for r0 in range(0, refs.shape[0], plan.chunk):
         r1 = min(refs.shape[0], r0 + plan.chunk)
@@ -252,7 +272,7 @@ def _scan(
         rn = norms.get(chunk, r0)
         s = sc.scores(chunk, rn)
         mask_excluded(s, ex, r0, r1)
-        b = c * (qn[:, None] + 2.0 * rn[None, :])
+        b = c * (qb[:, None] + 2.0 * rn[None, :])
         qi, ri = nonzero2d((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
         out_q.append(qi.astype(np.int64))
         out_r.append(ri.astype(np.int64) + r0)
@@ -303,10 +323,11 @@ def _knn_block(
     is at or above the merged k'-th value, so the rescan rule of :func:`_finalize`
     still covers it.
     """
-    xq, qn = load_queries(q, q0, q1)
+    xq, qn = load_queries(q, q0, q1, plan.scale)
     nr = refs.shape[0]
     kp = min(nr, k + max(16, k))
     c = error_bound_constant(xq.shape[1]) * (2.0 if backend == "faiss" else 1.0)
+    qb = _bound_norms(qn, c, xq.shape[1])
     starts = list(range(0, nr, plan.chunk))
     nt = 1 if backend == "faiss" else max(1, min(plan.threads, len(starts)))
 
@@ -316,7 +337,7 @@ def _knn_block(
 
     def work(worker: int) -> Shortlist:
         sl = Shortlist.empty(q1 - q0, kp)
-        sc = Scorer(be, xq, plan.chunk, xq_m2)
+        sc = Scorer(be, xq, plan.chunk, xq_m2, plan.scale)
         for n, r0 in enumerate(starts[worker::nt]):
             r1 = min(nr, r0 + plan.chunk)
             first = n == 0 and backend != "faiss" and not fused
@@ -331,7 +352,7 @@ def _knn_block(
         rn = norms.get(chunk, r0)
         if fused:
             s, rn32 = sc.partial_scores(chunk, rn)
-            sl.absorb(s, rn32, rn, r0, ex, qn, c)
+            sl.absorb(s, rn32, rn, r0, ex, qb, c)
             return
         if backend == "faiss":
             rows, cols, vals = faiss_select(xq, qn, chunk, kp)
@@ -343,7 +364,7 @@ def _knn_block(
             mask_excluded(s, ex, r0, r1)
             rows, cols = select_topk(s, sl.tau(), kp, backend)
             vals = s[rows, cols].astype(np.float64)
-        sl.merge(rows, cols + r0, vals, c * (qn[rows] + 2.0 * rn[cols]))
+        sl.merge(rows, cols + r0, vals, c * (qb[rows] + 2.0 * rn[cols]))
 
     if nt == 1:
         sl = work(0)
@@ -426,7 +447,8 @@ def _finalize(
     bt = np.where(np.isfinite(sl.vals[:, :kk]), sl.bnd[:, :kk], 0.0).max(axis=1)
     limit = t + bt
     maxrn = float(norms.rn.max())
-    flagged = np.isfinite(t) & (sl.vals[:, -1] <= limit + c * (qn + 2.0 * maxrn))
+    qb = _bound_norms(qn, c, xq.shape[1])
+    flagged = np.isfinite(t) & (sl.vals[:, -1] <= limit + c * (qb + 2.0 * maxrn))
     cand = np.isfinite(sl.vals) & (sl.vals <= (limit[:, None] + sl.bnd))
     cand[flagged] = False
     qi, col = np.nonzero(cand)
@@ -539,16 +561,33 @@ def knn(
         done[0] += 1
         report(progress, "knn", done[0], total)
 
-    norms = RefNorms(nr, is_small_int(refs))
-    parts = []
-    for q0 in range(0, nq, plan.q_block):
-        q1 = min(nq, q0 + plan.q_block)
-        sub_ex = None if ex is None else ex[q0:q1]
-        parts.append(_knn_block(q, q0, q1, refs, int(k), plan, be, norms, sub_ex, tick))
-    return KnnResult(
-        indices=np.concatenate([p.indices for p in parts]),
-        distances=np.concatenate([p.distances for p in parts]),
-    )
+    def run(plan: Plan) -> KnnResult:
+        done[0] = 0
+        norms = RefNorms(nr, is_small_int(refs))
+        parts = []
+        for q0 in range(0, nq, plan.q_block):
+            q1 = min(nq, q0 + plan.q_block)
+            sub_ex = None if ex is None else ex[q0:q1]
+            parts.append(
+                _knn_block(q, q0, q1, refs, int(k), plan, be, norms, sub_ex, tick)
+            )
+        return KnnResult(
+            indices=np.concatenate([p.indices for p in parts]),
+            distances=np.concatenate([p.distances for p in parts]),
+        )
+
+    return _scaled_if_needed(run, q, refs, plan)
+
+
+def _scaled_if_needed(run: Callable[[Plan], _R], q: Any, refs: Any, plan: Plan) -> _R:
+    """``run(plan)``; if a block's values could overflow the float32 pass, measure the
+    whole input once and run again on inputs scaled by a power of two (or refuse
+    them: see :func:`~retest.dedup._knn_chunks.input_scale`). Data within range —
+    all 8/16-bit input, any realistic float features — never pays for that pass."""
+    try:
+        return run(plan)
+    except NeedsScale:
+        return run(replace(plan, scale=input_scale(q, refs)))
 
 
 def merge_knn(parts: Sequence[KnnResult], k: int) -> KnnResult:
@@ -599,28 +638,33 @@ def knn_range(
     plan = make_plan(
         q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size
     )
-    norms = RefNorms(refs.shape[0], is_small_int(refs))
-    out_q, out_r, out_d = [], [], []
-    nq = q.shape[0]
-    for q0 in range(0, nq, plan.q_block):
-        q1 = min(nq, q0 + plan.q_block)
-        xq, qn = load_queries(q, q0, q1)
-        qi, ri = _scan(
-            (xq, qn),
-            refs,
-            plan,
-            be,
-            norms,
-            low - qn,
-            high - qn,
-            None if ex is None else ex[q0:q1],
-        )
-        dist = exact_sqdist(q, refs, qi + q0, ri)
-        ok = (dist >= low) & (dist <= high)
-        out_q.append(qi[ok] + q0)
-        out_r.append(ri[ok])
-        out_d.append(dist[ok])
-        report(progress, "knn_range", q1, nq)
+
+    def run(plan: Plan) -> list[tuple[NDArray[Any], NDArray[Any], NDArray[Any]]]:
+        norms = RefNorms(refs.shape[0], is_small_int(refs))
+        out = []
+        nq = q.shape[0]
+        for q0 in range(0, nq, plan.q_block):
+            q1 = min(nq, q0 + plan.q_block)
+            xq, qn = load_queries(q, q0, q1, plan.scale)
+            s2 = plan.scale * plan.scale  # exact: a power of two
+            qi, ri = _scan(
+                (xq, qn),
+                refs,
+                plan,
+                be,
+                norms,
+                low * s2 - qn,
+                high * s2 - qn,
+                None if ex is None else ex[q0:q1],
+            )
+            dist = exact_sqdist(q, refs, qi + q0, ri)
+            ok = (dist >= low) & (dist <= high)
+            out.append((qi[ok] + q0, ri[ok], dist[ok]))
+            report(progress, "knn_range", q1, nq)
+        return out
+
+    found = _scaled_if_needed(run, q, refs, plan)
+    out_q, out_r, out_d = (list(col) for col in zip(*found, strict=True))
     qa, ra, da = np.concatenate(out_q), np.concatenate(out_r), np.concatenate(out_d)
     order = np.lexsort((ra, da, qa))
     return RangeResult(query=qa[order], reference=ra[order], distances=da[order])

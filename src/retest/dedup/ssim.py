@@ -3,28 +3,33 @@
 skimage filters each image, its square and the pair's product with a uniform
 (``win_size``) or gaussian (``sigma``, truncate 3.5, reflect borders) window, forms
 the SSIM map and averages it over the interior (a border of ``(win_size − 1) // 2``
-pixels is cropped), channel by channel. Here the cropped filter is a matrix per
-axis, ``F_h`` (H' × H) and ``F_w`` (W' × W) with reflected border taps folded in, so
-``filter(X)[crop] = F_h · X · F_wᵀ`` exactly. Each image's mean and variance maps
-are computed once (float64, then stored as float32); a pair only needs the filtered
-cross term ``F_h (X'⊙Y') F_wᵀ`` of its mean-centred images. Centring by each
-image's channel mean leaves the covariance unchanged (the filter rows sum to one)
-and keeps float32 rounding far below the 1e-4 agreement target.
+pixels is cropped), channel by channel. Here, too: an image's filtered mean
+``μ = F(x)`` and variance term ``varh = cov_norm·(F(x²) − μ²) + C2/2``, and the
+pair's filtered product ``F(x·y)``, all float64 with skimage's (uncentred)
+algebra: products of uint8 pixels are exact and the cancellations ``F(x²) − μ²``
+and ``F(x·y) − μ_x μ_y`` lose about 1e-16 of 255², far below ``C2``. The result
+agrees with skimage to 1e-9 (``AGREEMENT``, checked by the tests on noise,
+constant, binary and half-black/half-white images; the earlier float32 statistics
+were off by up to 7e-5 on such images).
 
-When every cropped output sees the same taps (always for skimage's default
-windows), pairs go through a fused C loop (``_ssim_kernel.c``, compiled on first
-use by :mod:`retest._native`): one pass per pair through cache-resident buffers
-instead of ~20 numpy passes over a batch. Otherwise, or without a C compiler, the
-numpy kernel computes the same map. Images are stored (N, H, W, C), one image
-contiguous, so a shortlist's random references are cheap to reach.
+Each pair runs in one fused C pass (``_ssim_kernel.c``, compiled on first use by
+:mod:`retest._native`) that computes both images' statistics from their pixels
+(keeping a query's while consecutive pairs share it, as along a shortlist) and
+the map's mean; nothing per image is stored, since reading a 3 KB uint8 image
+beats reading 32 KB of float64 maps. uint8 images under a uniform window use exact
+int32 window sums. When the window has reflected border taps (a gaussian cropped
+below its extent), or without a C compiler, numpy does the same operations in the
+same order (with a dense matrix per axis, ``F_h`` (H' × H) and ``F_w`` (W' × W),
+for reflected taps), so both give identical values. Images are stored (N, H, W,
+C), one image contiguous (uint8 as given, anything else as float64).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TypedDict, Unpack
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,10 +38,18 @@ from retest import _native
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest._validation import check_image_batch
-from retest.dedup._ssim_kernels import NativeKernel, NumpyKernel, bind, query_terms
+from retest.dedup._ssim_kernels import (
+    BoxKernel,
+    Native,
+    NativeKernel,
+    NumpyKernel,
+    box_window,
+    image_maps,
+)
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
+    "AGREEMENT",
     "PairOptions",
     "SSIMParams",
     "SSIMStats",
@@ -49,6 +62,7 @@ __all__ = [
 ]
 
 _TRUNCATE = 3.5
+AGREEMENT = 1e-9  # max |SSIM − skimage's| the tests check (float64 throughout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,26 +124,25 @@ def filter_matrix(n: int, p: SSIMParams) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class SSIMStats:
-    """Per-image SSIM ingredients, float32, one image contiguous.
+    """An image batch ready for SSIM: ``image`` (N, H, W, C), one image contiguous,
+    uint8 as given and anything else as float64, with its parameters and constants.
 
-    ``centred`` is ``x' = x − c̄`` (N, H, W, C) with ``cbar = c̄`` (N, C) the
-    channel means; ``mc = F(x')`` (N, H', W', C) is the filtered mean of the
-    centred image (``μ = mc + c̄``); ``varh = v + C2/2`` with
-    ``v = cov_norm·(F(x'²) − mc²)``. For a pair, with ``k = 2·cov_norm``:
-    ``SSIM map = (2μμ' + C1)(k·F(x'y') − k·mc·mc' + C2) / ((μ² + μ'² + C1)(varh + varh'))``.
+    Nothing else is stored per image: each pair's filtered means ``μ = F(x)``,
+    variances ``varh = cov_norm·(F(x²) − μ²) + C2/2`` and product ``F(xy)`` are
+    computed from the pixels (a 32×32×3 uint8 image is 3 KB, its float64 maps
+    32 KB: recomputing is faster than reading them back). With
+    ``k = 2·cov_norm``: ``SSIM map = (2μμ' + C1)(k·(F(xy) − μμ') + C2) /
+    ((μ² + μ'² + C1)(varh + varh'))``.
     """
 
-    centred: NDArray[np.float32]
-    mc: NDArray[np.float32]
-    cbar: NDArray[np.float32]
-    varh: NDArray[np.float32]
+    image: NDArray[Any]
     params: SSIMParams
     c1: float
     c2: float
 
     @property
     def n(self) -> int:
-        return int(self.centred.shape[0])
+        return int(self.image.shape[0])
 
 
 def _data_range(p: SSIMParams, dtype: np.dtype[np.generic]) -> float:
@@ -148,18 +161,10 @@ def _cov_norm(p: SSIMParams) -> float:
     return ws * ws / (ws * ws - 1.0) if p.use_sample_covariance else 1.0
 
 
-def _filt(
-    fh: NDArray[np.float64], fw: NDArray[np.float64], x: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """F_h · x · F_wᵀ for x in (N, H, W, C) layout → (N, H', W', C)."""
-    t = np.tensordot(x, fh, axes=([1], [1]))  # (N, W, C, H')
-    return np.tensordot(t, fw, axes=([1], [1])).transpose(0, 2, 3, 1)  # (N,H',W',C)
-
-
 def compute_ssim_stats(
     images: ArrayLike, params: SSIMParams | None = None, *, name: str = "images"
 ) -> SSIMStats:
-    """Precompute each image's filtered mean and variance maps once.
+    """Check a batch of images and store it for SSIM (see :class:`SSIMStats`).
 
     Parameters
     ----------
@@ -171,7 +176,7 @@ def compute_ssim_stats(
     """
     p = params or SSIMParams()
     a = check_image_batch(images, name)
-    n, h, w, c = a.shape
+    h, w = a.shape[1:3]
     ws = p.resolved_win_size()
     if ws % 2 != 1 or ws < 3:
         raise ConfigError(f"win_size must be an odd integer ≥ 3. Got {ws}.")
@@ -180,37 +185,21 @@ def compute_ssim_stats(
             f"win_size {ws} exceeds the {h}×{w} {name}; use an odd win_size ≤ {min(h, w)}."
         )
     rng = _data_range(p, a.dtype)
-    fh, fw = filter_matrix(h, p), filter_matrix(w, p)
-    hp, wp = fh.shape[0], fw.shape[0]
-    centred = np.empty((n, h, w, c), np.float32)
-    mc = np.empty((n, hp, wp, c), np.float32)
-    varh = np.empty((n, hp, wp, c), np.float32)
-    cbar = np.empty((n, c), np.float32)
-    c1, c2 = (p.K1 * rng) ** 2, (p.K2 * rng) ** 2
-    step = max(1, (1 << 24) // (h * w * c))  # float64 temporaries of ≈ 128 MB
-    for s0 in range(0, n, step):
-        x = a[s0 : s0 + step].astype(np.float64)
-        mean = x.mean(axis=(1, 2))
-        xc = x - mean[:, None, None, :]
-        m = _filt(fh, fw, xc)
-        centred[s0 : s0 + step] = xc
-        mc[s0 : s0 + step] = m
-        cbar[s0 : s0 + step] = mean
-        varh[s0 : s0 + step] = _cov_norm(p) * (_filt(fh, fw, xc * xc) - m * m) + c2 / 2
-    return SSIMStats(centred, mc, cbar, varh, p, c1, c2)
+    image = np.ascontiguousarray(a if a.dtype == np.uint8 else a.astype(np.float64))
+    return SSIMStats(image, p, (p.K1 * rng) ** 2, (p.K2 * rng) ** 2)
 
 
 def _check_compatible(q: SSIMStats, r: SSIMStats) -> None:
-    if q.params != r.params or q.centred.shape[1:] != r.centred.shape[1:]:
-        h, w, c = q.centred.shape[1:]
-        h2, w2, c2 = r.centred.shape[1:]
+    if q.params != r.params or q.image.shape[1:] != r.image.shape[1:]:
+        h, w, c = q.image.shape[1:]
+        h2, w2, c2 = r.image.shape[1:]
         raise InputValidationError(
             "SSIM needs both image sets at one size and one parameter set: "
             f"{h}×{w}×{c} vs {h2}×{w2}×{c2}. Resize both sides first."
         )
 
 
-def _taps(p: SSIMParams) -> tuple[NDArray[np.float32] | None, int]:
+def _taps(p: SSIMParams) -> tuple[NDArray[np.float64] | None, int]:
     """The window taps and their offset when every cropped output sees all of them.
 
     Output row ``i`` (input centre ``i + pad``) reads rows ``i + off …`` with
@@ -219,7 +208,7 @@ def _taps(p: SSIMParams) -> tuple[NDArray[np.float32] | None, int]:
     """
     w = _kernel(p)
     off = (p.resolved_win_size() - 1) // 2 - w.size // 2
-    return (w.astype(np.float32), off) if off >= 0 else (None, 0)
+    return (w, off) if off >= 0 else (None, 0)
 
 
 _NATIVE = "dedup/_ssim_kernel"
@@ -250,22 +239,42 @@ def native_available() -> str:
     )
 
 
+def _native_fns() -> Native:
+    if not _FNS:
+        lib = _native.load(_NATIVE)
+        assert lib is not None
+        _FNS.append(Native(lib))
+    return _FNS[0]
+
+
+_FNS: list[Native] = []
+
+
 def _make_kernels(
     q: SSIMStats, r: SSIMStats, backend: str
-) -> tuple[Callable[[], NativeKernel | NumpyKernel], int]:
+) -> tuple[Callable[[], BoxKernel | NativeKernel | NumpyKernel], int]:
     """A per-thread kernel factory and its default batch size."""
     p = r.params
-    k = 2.0 * _cov_norm(p)
     taps, off = _taps(p)
-    if _backend(backend, taps is not None) == "native":
-        lib = _native.load(_NATIVE)
-        assert lib is not None and taps is not None
-        fn, terms = bind(lib), query_terms(q, k)
-        return (lambda: NativeKernel(fn, terms, r, taps, off)), 256
-    h, w = r.centred.shape[1:3]
-    fh = filter_matrix(h, p).astype(np.float32)
-    fw = filter_matrix(w, p).astype(np.float32)
-    return (lambda: NumpyKernel(q, r, k, taps, off, fh, fw)), 64
+    native = _backend(backend, taps is not None) == "native"
+    cov = _cov_norm(p)
+    size = box_window(q.image.dtype, taps) and box_window(r.image.dtype, taps)
+    if size:
+        box_fn = _native_fns() if native else None
+        return (lambda: BoxKernel(box_fn, q, r, size, cov)), 256 if native else 64
+    if q.image.dtype != r.image.dtype:  # one storage for both sides
+        q = replace(q, image=q.image.astype(np.float64))
+        r = replace(r, image=r.image.astype(np.float64))
+    if native:
+        assert taps is not None
+        fn = _native_fns()
+        return (lambda: NativeKernel(fn, q, r, taps, off, cov)), 256
+    h, w = r.image.shape[1:3]
+    fh, fw = filter_matrix(h, p), filter_matrix(w, p)
+    qm = image_maps(q.image, taps, off, fh, fw, cov, q.c2)
+    rm = qm if r is q else image_maps(r.image, taps, off, fh, fw, cov, r.c2)
+    consts = (2.0 * cov, r.c1, r.c2)
+    return (lambda: NumpyKernel(qm, rm, consts, taps, off, fh, fw)), 64
 
 
 def ssim_pairs(
@@ -286,8 +295,8 @@ def ssim_pairs(
     and numpy release the GIL. ``backend`` 'auto' takes the compiled loop when a C
     compiler is available and the window allows it (see :func:`native_available`),
     else numpy; 'native' insists on the loop and 'numpy' avoids it. Each pair's
-    value is independent of batching and threads; the two backends agree with
-    skimage (and each other) to ~1e-6.
+    value is independent of batching and threads; the two backends give the same
+    values and agree with skimage to ``AGREEMENT`` (1e-9).
     """
     _check_compatible(q, r)
     qa = np.asarray(qi, dtype=np.int64).ravel()
@@ -375,7 +384,7 @@ def structural_similarity(
     data_range: float | None = None,
     channel_axis: int | None = None,
 ) -> float:
-    """Mean SSIM of two images with skimage's signature and result (to ~1e-6).
+    """Mean SSIM of two images with skimage's signature and result (to 1e-9).
 
     Examples
     --------

@@ -24,7 +24,6 @@ from retest.errors import ConfigError, InputValidationError
 from retest.label_errors.finders import (
     check_label_error_inputs,
     compute_confident_joint,
-    iter_row_chunks,
 )
 
 __all__ = [
@@ -94,12 +93,22 @@ def label_quality_scores(
     from cleanlab.rank import get_label_quality_scores
 
     out = np.empty(labels.shape[0], dtype=np.float64)
-    for start, c in iter_row_chunks(pred_probs, chunk_rows):
-        stop = start + c.shape[0]
+    for start in range(0, labels.shape[0], chunk_rows):
+        stop = start + chunk_rows
         out[start:stop] = get_label_quality_scores(
-            labels[start:stop], c, method=method, adjust_pred_probs=False
+            labels[start:stop],
+            _own_precision(pred_probs[start:stop]),
+            method=method,
+            adjust_pred_probs=False,
         )
     return out
+
+
+def _own_precision(rows: Any) -> NDArray[np.floating[Any]]:
+    """Rows as float32 or float64, whichever holds them exactly: scores rounded to
+    float32 tie (and fall back to the index) where float64 inputs differ."""
+    a = np.asarray(rows)
+    return a.astype(np.promote_types(a.dtype, np.float32), copy=False)
 
 
 def rank_label_errors(
@@ -164,7 +173,7 @@ def rank_label_errors(
     idx = np.flatnonzero(m)
     if idx.size == 0:
         return ()
-    p = np.asarray(probs[idx], dtype=np.float32)
+    p = _own_precision(probs[idx])
     g = y[idx]
     primary = label_quality_scores(g, p, method=rank_by)
     other: RankBy = (
