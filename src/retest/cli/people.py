@@ -49,7 +49,10 @@ def _show(name: str, role: str, link: str, as_json: bool) -> None:
 def add_cmd(
     name: Annotated[str, typer.Argument(help="The person's name (1-80 characters).")],
     role: Annotated[
-        str, typer.Option(help="labeler (labeling, grid tasks) or reviewer (also results and review pages).")
+        str,
+        typer.Option(
+            help="labeler (labeling, grid tasks) or reviewer (also results and review pages)."
+        ),
     ] = "labeler",
     project: ProjectOpt = None,
     base_url: BaseUrlOpt = "http://127.0.0.1:8000",
@@ -102,9 +105,7 @@ def revoke_cmd(
 @people_app.command("list")
 def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """The people of the project: name, role, added, revoked."""
-    from rich.table import Table
-
-    from retest.cli._console import console, print_json
+    from retest.cli._console import console, print_json, print_table
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
@@ -112,7 +113,12 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(
             [
-                {"name": p.name, "role": p.role, "added": p.created, "revoked": p.revoked}
+                {
+                    "name": p.name,
+                    "role": p.role,
+                    "added": p.created,
+                    "revoked": p.revoked,
+                }
                 for p in people
             ]
         )
@@ -120,10 +126,14 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     if not people:
         console.print("No people yet: `retest people add NAME --role labeler`.")
         return
-    table = Table("name", "role", "added", "status")
-    for p in people:
-        table.add_row(p.name, p.role, p.created[:19], f"revoked {p.revoked[:19]}" if p.revoked else "active")
-    console.print(table)
+    print_table(
+        ["name", "role", "added", "status"],
+        [
+            (p.name, p.role, p.created[:19],
+             f"revoked {p.revoked[:19]}" if p.revoked else "active")
+            for p in people
+        ],
+    )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

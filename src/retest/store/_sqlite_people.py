@@ -4,7 +4,6 @@ the audit log of changes to them."""
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,22 +21,27 @@ def _person(r: Sequence[Any]) -> PersonRow:
 
 class _People(_Repo, PeopleRepo):
     def add(
-        self, name: str, key: str, role: str, token_hash: str, *, anonymous: bool = False
+        self,
+        name: str,
+        key: str,
+        role: str,
+        token_hash: str,
+        *,
+        anonymous: bool = False,
     ) -> PersonRow:
         now = utc_now()
-        try:
-            with self._db.tx() as c:
-                cur = c.execute(
-                    "INSERT INTO people(name, name_key, role, token_hash, anonymous, "
-                    "created) VALUES (?,?,?,?,?,?)",
-                    (name, key, role, token_hash, int(anonymous), now),
+        with self._db.tx() as c:
+            if c.execute("SELECT 1 FROM people WHERE name_key = ?", (key,)).fetchone():
+                raise InputValidationError(
+                    f"a person named {name!r} exists already (names are compared "
+                    "ignoring case). `retest people link NAME` gives them a new link."
                 )
-                pid = int(cur.lastrowid or 0)
-        except sqlite3.IntegrityError:
-            raise InputValidationError(
-                f"a person named {name!r} exists already (names are compared "
-                "ignoring case). `retest people link NAME` gives them a new link."
-            ) from None
+            cur = c.execute(
+                "INSERT INTO people(name, name_key, role, token_hash, anonymous, "
+                "created) VALUES (?,?,?,?,?,?)",
+                (name, key, role, token_hash, int(anonymous), now),
+            )
+            pid = int(cur.lastrowid or 0)
         return PersonRow(pid, name, role, now, None, anonymous)
 
     def get(self, key: str) -> PersonRow:

@@ -544,7 +544,13 @@ class PeopleRepo(ABC):
 
     @abstractmethod
     def add(
-        self, name: str, key: str, role: str, token_hash: str, *, anonymous: bool = False
+        self,
+        name: str,
+        key: str,
+        role: str,
+        token_hash: str,
+        *,
+        anonymous: bool = False,
     ) -> PersonRow:
         """A new person; :class:`~retest.errors.InputValidationError` when a
         person with the same ``key`` (:func:`retest.labeling.people.name_key`) exists."""

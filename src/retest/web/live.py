@@ -595,6 +595,11 @@ class Live:
                 r.close()
             self._readers.clear()
 
+    def external_version(self) -> int:
+        """:meth:`_external_version` (the sign-in cache drops what it knows when
+        another process changed the database: a person revoked)."""
+        return self._external_version()
+
     def _external_version(self) -> int:
         """The writer connection's ``data_version`` (changed by other processes'
         commits). While that connection is busy with a write of this process,
@@ -614,7 +619,8 @@ class Live:
         store = cast(SQLiteStore, self.store())
         return (
             self._external_version(),
-            table_fingerprint(store, skip=("annotations",)),
+            # sign-ins change no page: only the audit log (exclusions) does
+            table_fingerprint(store, skip=("annotations", "sessions", "people")),
         )
 
     # -- the event log

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import unquote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -61,10 +60,10 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
     (``submission``) that the page's forms send with their write."""
     templates = request.app.state.templates
     state = request.app.state.retest
-    who = unquote(request.cookies.get("retest_annotator", ""))
+    who = getattr(request.state, "who", None)
     base = {
         "project": state.name,
-        "who": who,
+        "who": who.name if who is not None else "",
         "role": getattr(request.state, "role", None),
         "submission": secrets.token_urlsafe(12),
     }

@@ -207,9 +207,9 @@ async def post_task(
 ) -> dict[str, Any]:
     """A local answer to a grid task, stored like a crowd assignment.
 
-    The worker is ``local:<name>``: a later answer of the same person to the same
-    task replaces the earlier one in every selection frequency (the latest valid
-    assignment of a worker counts).
+    The worker is the signed-in person's (``local:<name>``): a later answer of
+    the same person to the same task replaces the earlier one in every
+    selection frequency (the latest valid assignment of a worker counts).
     """
     task = (
         state.live.task(body.task_id)
@@ -236,7 +236,7 @@ async def post_task(
             task_id=task.id,
             assignment_id=assignment,
             assignment_status="Submitted",
-            worker=f"local:{who.name}",
+            worker=who.worker,
         )
         for i in items
     ]

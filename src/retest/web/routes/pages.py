@@ -2,7 +2,7 @@
 class review of a revision (near-duplicates, statistics and the label-error queue
 live in :mod:`retest.web.routes.review`).
 
-Labelers (the invitation token) see the start page, labeling pages, keyword
+Labelers see the start page, labeling pages, keyword
 progress and grid tasks; results, controls and review pages need the reviewer
 token. Aggregates come from :class:`retest.web.live.Live`.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -283,8 +283,7 @@ def next_task(
     request: Request, state: StateDep, store: StoreDep, role: RoleDep, after: str = ""
 ) -> RedirectResponse:
     """The next task (in list order, wrapping) this person has not answered yet."""
-    who = unquote(request.cookies.get("retest_annotator", ""))
-    worker = ("w", f"local:{who}")
+    worker = ("w", request.state.who.worker)
     ids = [t.id for t in task_list(state, store)[1]]
     start = ids.index(after) + 1 if after in ids else 0
     lv = live(state)
