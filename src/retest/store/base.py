@@ -381,7 +381,8 @@ class AnnotationRepo(ABC):
     ) -> dict[str, tuple[int, int]]:
         """``item_id → (n events, n with value > 0)`` over ``kinds`` (all if None).
 
-        ``valid_only`` drops events of ``Rejected`` assignments. For ``task`` events,
+        ``valid_only`` drops events of assignments neither Submitted nor
+        Approved (Rejected, or Withdrawn by their worker). For ``task`` events,
         ``positive / n`` is the selection frequency.
         """
 

@@ -62,7 +62,10 @@ from retest.store.sqlite_reader import (
     table_fingerprint,
 )
 
-__all__ = ["EventAggregates", "EventWriter", "Live", "NotReady"]
+__all__ = ["WITHDRAWN", "EventAggregates", "EventWriter", "Live", "NotReady"]
+
+WITHDRAWN = "Withdrawn"
+"""The status of a grid answer its worker undid (not a valid status)."""
 
 T = TypeVar("T")
 _Key = tuple[str, int]
@@ -122,6 +125,9 @@ class EventAggregates:
         self._order: dict[tuple[Hashable, Hashable], _Order] = {}
         self._nbest: dict[Hashable, int] = {}
         self._best: dict[Hashable, tuple[_Order, str, Hashable]] = {}
+        self._members: dict[Hashable, set[Hashable]] = defaultdict(set)
+        # per worker, their task assignments in the order fed (for undo)
+        self._history: dict[str, list[tuple[str, str]]] = defaultdict(list)
         self._answers: dict[str, set[Hashable]] = defaultdict(set)
         self.latest: dict[str, dict[_Key, int]] = {"select": {}, "verify": {}}
         self.latest_by_item: dict[str, dict[str, int]] = {"select": {}, "verify": {}}
@@ -211,6 +217,9 @@ class EventAggregates:
             return
         akey: Hashable = (ev.task_id, ev.assignment_id)
         group: Hashable = (ev.task_id, ev.worker)
+        if akey not in self._members[group]:
+            self._members[group].add(akey)
+            self._history[ev.worker].append((ev.task_id, ev.assignment_id))
         self._rows[akey].extend(rows)
         if self._nbest.get(akey, 0) > 0:
             self._add(rows)
@@ -236,7 +245,53 @@ class EventAggregates:
         if (before == 0) != (before + step == 0):
             self._add(self._rows[akey], 1 if before == 0 else -1)
 
+    def withdraw(self, task_id: str, worker: str, assignment_id: str) -> None:
+        """A stored assignment stopped being valid (withdrawn by its worker):
+        as if it had never been fed, so the worker's previous valid answer to
+        the task (if any) counts again, by the same rule."""
+        akey: Hashable = (task_id, assignment_id)
+        group: Hashable = (task_id, worker)
+        members = self._members.get(group)
+        if members is None or akey not in members:
+            return
+        members.discard(akey)
+        self._order.pop((group, akey), None)
+        best = self._best.get(group)
+        if best is not None and best[2] == akey:
+            self._count(akey, -1)
+            rest = [(self._order[(group, a)], str(a), a) for a in members]
+            if rest:
+                new = max(rest, key=lambda r: (r[0], r[1]))
+                self._best[group] = new
+                self._count(new[2], +1)
+            else:
+                del self._best[group]
+                self._answers[task_id].discard(("w", worker))
+        self._rows.pop(akey, None)
+        history = self._history.get(worker, [])
+        if (task_id, assignment_id) in history:
+            history.remove((task_id, assignment_id))
+
     # -- reading
+    def last_answer(self, worker: str) -> tuple[str, str] | None:
+        """(task id, assignment id) of the worker's latest valid grid answer."""
+        history = self._history.get(worker)
+        if not history:
+            return None
+        return history[-1]
+
+    def has_answered(self, task_id: str, worker: str) -> bool:
+        """Whether the worker has a valid answer to the task (no lock needed: one
+        set look-up)."""
+        return ("w", worker) in self._answers.get(task_id, ())
+
+    def answer_of(self, task_id: str, worker: str) -> dict[str, int] | None:
+        """The worker's counted answer to the task, item → value, or None."""
+        best = self._best.get((task_id, worker))
+        if best is None:
+            return None
+        return {key[0]: value for key, value in self._rows.get(best[2], ())}
+
     def stats_copy(self) -> Mapping[_Key, FrequencyStat]:
         """:attr:`stats` on copies of the counts (for use outside the lock)."""
         return _Stats(dict(self._n), dict(self._k))
@@ -548,6 +603,33 @@ class Live:
         self._costs: dict[str, float] = {}
         self._worker: threading.Thread | None = None
         self._closed = False
+
+    def mine(self, task_id: str, worker: str) -> tuple[dict[str, int] | None, bool]:
+        """(the worker's counted answer to the task, whether they have an answer
+        to undo), from memory: the batches committed so far are fed first, the
+        store is not read (a task page costs no more than before)."""
+        with self.lock:
+            self._drain()
+            agg = self.aggregates
+            return agg.answer_of(task_id, worker), agg.last_answer(worker) is not None
+
+    def withdraw_last(self, worker: str) -> tuple[str, str] | None:
+        """Undo the worker's latest grid answer: its assignment becomes
+        ``Withdrawn`` in the store (no longer valid, so by the one vote rule
+        their previous answer to the task, if any, counts again) and in the
+        aggregates. Returns (task id, assignment id), or None when there is
+        nothing to undo."""
+        with self.lock:
+            agg = self.sync()
+            last = agg.last_answer(worker)
+            if last is None:
+                return None
+            task_id, assignment = last
+            self.project.store.annotations.set_assignment_status(
+                assignment, status=WITHDRAWN
+            )
+            agg.withdraw(task_id, worker, assignment)
+            return last
 
     def task(self, task_id: str) -> TaskRow:
         """A grid task, kept in memory once read (stored tasks never change)."""

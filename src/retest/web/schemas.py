@@ -18,6 +18,7 @@ __all__ = [
     "LabelErrorBody",
     "NearDupBody",
     "TaskAnswerBody",
+    "UndoBody",
 ]
 
 SUBMISSION = "^[A-Za-z0-9_-]{8,64}$"
@@ -83,3 +84,9 @@ class LabelErrorBody(BaseModel):
     item_id: Id
     verdict: str = Field(pattern="^(correct|wrong|unclear)$")
     new_class: ClassId | None = None
+
+
+class UndoBody(BaseModel):
+    """Undo of the person's latest grid answer."""
+
+    submission: Key

@@ -67,7 +67,11 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
         "role": getattr(request.state, "role", None),
         "submission": secrets.token_urlsafe(12),
     }
-    return templates.TemplateResponse(request, name, {**base, **ctx})
+    resp = templates.TemplateResponse(request, name, {**base, **ctx})
+    # Back shows the page as it is now (e.g. the answer just given), with a
+    # fresh submission key, not a stored copy
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
 def busy(request: Request, err: Exception) -> HTMLResponse:

@@ -11,7 +11,8 @@ project before anything is written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request
@@ -44,6 +45,7 @@ from retest.web.schemas import (
     LabelErrorBody,
     NearDupBody,
     TaskAnswerBody,
+    UndoBody,
 )
 from retest.web.views import task_tokens
 
@@ -58,6 +60,12 @@ def _stored_events(
         return {"events": n} if n else None
 
     return lookup
+
+
+def _digest(values: Iterable[str]) -> str:
+    """A short fingerprint of an answer (order-free)."""
+    h = hashlib.sha256("\n".join(sorted(values)).encode())
+    return h.hexdigest()[:12]
 
 
 def _check_class(store: Store, class_id: int) -> None:
@@ -180,7 +188,7 @@ async def post_label(
         raise HTTPException(
             422, f"{bad[0][:70]!r} is not a candidate of keyword {body.keyword[:40]!r}."
         )
-    assignment = f"web:{who.name}:{body.stage}:{body.submission}"
+    assignment = f"web:{who.name}:{body.stage}:{body.submission}:{_digest(checked)}"
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -222,7 +230,14 @@ async def post_task(
     if bad:
         raise HTTPException(422, f"unknown image token {bad[0]!r} for this task.")
     selected = {tokens[t] for t in body.selected_tokens}
-    assignment = f"web:{who.name}:{task.id}:{body.submission}"
+    # the page load's key and what was answered: a replay is a no-op, a
+    # corrected answer sent again from the same page (Back) is a new answer
+    assignment = f"web:{who.name}:{task.id}:{body.submission}:{_digest(selected)}"
+    updated = False
+    if state.live is not None:
+        if not state.live.aggregates.built:  # once: the stored events are read
+            await run_in_threadpool(state.live.sync)
+        updated = state.live.aggregates.has_answered(task.id, who.worker)
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -240,15 +255,26 @@ async def post_task(
         )
         for i in items
     ]
-    return await state.submissions.run_async(
+    result = await state.submissions.run_async(
         f"task|{assignment}", lambda: _append(state, events, assignment)
+    )
+    return (
+        {**result, "updated": True}
+        if updated and not result.get("replayed")
+        else result
     )
 
 
 def _once(
-    state: Any, key: str | None, name: str, write: Callable[[], dict[str, Any]]
+    state: Any, body: BaseModel, name: str, write: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
-    return write() if key is None else state.submissions.run(f"{name}|{key}", write)
+    """``write()`` once per submission key and content: a replay is a no-op, a
+    changed form sent again with its page's key is a new write."""
+    key = getattr(body, "submission", None)
+    if key is None:
+        return write()
+    digest = _digest([body.model_dump_json(exclude={"submission"})])
+    return state.submissions.run(f"{name}|{key}|{digest}", write)
 
 
 @router.post("/neardup")
@@ -296,7 +322,7 @@ def post_neardup(
             )
         return {"verdicts": len(body.shown)}
 
-    return _once(state, body.submission, f"neardup|{who.name}", write)
+    return _once(state, body, f"neardup|{who.name}", write)
 
 
 @router.post("/label-error")
@@ -316,7 +342,7 @@ def post_label_error(
         )
         return {"event": event}
 
-    return _once(state, body.submission, f"label-error|{who.name}", write)
+    return _once(state, body, f"label-error|{who.name}", write)
 
 
 @router.post("/review")
@@ -370,4 +396,23 @@ def post_review(
         )
         return {"blacklist_events": len(events), "verdicts": len(verdicts)}
 
-    return _once(state, body.submission, f"review|{who.name}", write)
+    return _once(state, body, f"review|{who.name}", write)
+
+
+@_answer_route("/undo", UndoBody)
+async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str, Any]:
+    """Undo the signed-in person's latest grid answer (see
+    :meth:`retest.web.live.Live.withdraw_last`); their previous answer to that
+    task, if any, counts again. Once per page load (a double click undoes one
+    answer). Says which task, so the page can reopen it."""
+    live = state.live
+    if live is None:
+        raise HTTPException(409, "Undo needs the live web app.")
+
+    async def undo() -> dict[str, Any]:
+        last = await run_in_threadpool(live.withdraw_last, who.worker)
+        if last is None:
+            raise HTTPException(409, "Nothing to undo: you have no grid answer stored.")
+        return {"undone": last[1], "task_id": last[0]}
+
+    return await state.submissions.run_async(f"undo|{who.name}|{body.submission}", undo)

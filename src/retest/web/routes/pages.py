@@ -266,14 +266,19 @@ def task(
     t = live(state).task(task_id)
     cls = store.classes.get(t.class_id)
     items = tuple(dict.fromkeys(t.items))
-    tokens = list(task_tokens(t.id, items, state.secret))
+    tokens = task_tokens(t.id, items, state.secret)
     state.images.prefetch(items, live(state).read_project())
+    # reopened: the person's own answer is shown, to keep or correct
+    mine, can_undo = live(state).mine(t.id, request.state.who.worker)
     return render(
         request,
         "task.html",
         task=t,
         cls=cls,
-        tokens=tokens,
+        tokens=list(tokens),
+        checked={tok for tok, i in tokens.items() if mine and mine.get(i)},
+        answered=mine is not None,
+        can_undo=can_undo,
         next_url=f"/next/task?after={quote(t.id, safe='')}",
     )
 
