@@ -74,7 +74,7 @@ def test_a_resubmitted_task_replaces_the_earlier_answer(app, web_project) -> Non
     assert stats[(task.items[0], task.class_id)].n_assignments == 1
     assert stats[(task.items[0], task.class_id)].frequency == 0.0
     assert stats[(task.items[2], task.class_id)].frequency == 1.0
-    html = c.get("/tasks", headers=LABELER).text
+    html = c.get("/tasks", headers=REVIEW).text  # answer counts: reviewers only
     assert f"<td>{len(task.items)}</td><td>1</td>" in html  # one answer, not two
     # the page's aggregates agree with the store-wide rule
     from retest.web.live import EventAggregates

@@ -9,7 +9,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import HTTPException
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -143,6 +144,40 @@ def sign_in_response(request: Request, token: str, url: str) -> Response:
     return resp
 
 
+CSP = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+"""The pages' Content-Security-Policy: nothing but the app's own files (no inline
+script or style), and no page may frame them (clickjacking)."""
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class _SecurityHeaders:
+    """ASGI middleware: :data:`SECURITY_HEADERS` on every response (plain ASGI,
+    like :class:`_TokenInUrl`: a few list appends per request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg["headers"] = [*msg.get("headers", []), *SECURITY_HEADERS]
+            await send(msg)
+
+        await self.app(scope, receive, send_with)
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -239,6 +274,7 @@ def create_app(
     include_pages(app)  # the built-in pages and every registered one
     app.add_middleware(_Limits, max_body=max_body, hosts=hosts)
     app.add_middleware(_TokenInUrl, state=state)
+    app.add_middleware(_SecurityHeaders)  # outermost: on every answer, 4xx included
 
     @app.post("/signin", include_in_schema=False)
     async def _signin(request: Request) -> Response:
@@ -269,6 +305,15 @@ def create_app(
         if request.url.path.startswith(("/api/", "/img/")):
             return JSONResponse({"detail": err.detail}, status_code=401)
         return _signin_page(request, 401, "", str(request.url.path))
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422, also for bytes that are not UTF-8 (its own handler
+        fails to encode them: a 500)."""
+        detail = jsonable_encoder(
+            err.errors(), custom_encoder={bytes: lambda b: b.decode("utf-8", "replace")}
+        )
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(RetestError)
     def _retest_error(request: Request, err: RetestError) -> JSONResponse:

@@ -130,7 +130,13 @@ def _answer_route(
             if not (kind == "application/json" or kind.endswith("+json")):
                 raise HTTPException(422, "Send the answer as JSON (application/json).")
             try:
-                body = model.model_validate_json(raw)
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise HTTPException(
+                    422, f"The body is not UTF-8 (byte {err.start}): send UTF-8 JSON."
+                ) from None
+            try:
+                body = model.model_validate_json(text)
             except ValidationError as err:
                 raise RequestValidationError(
                     [

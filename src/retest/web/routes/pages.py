@@ -18,6 +18,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from retest.errors import NotFoundError
 from retest.pipeline.revisions import review_states
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
@@ -174,6 +175,12 @@ def label(
     cls = store.classes.get(class_id)
     stage = stage if stage == "verify" else "select"
     lv = live(state)
+    if keyword not in lv.memo(
+        f"keywords|{class_id}",
+        lv.fingerprint(),
+        lambda: {k.keyword for k in store.classes.keywords(class_id=class_id)},
+    ):
+        raise NotFoundError(f"{keyword[:60]!r} is not a keyword of class {cls.name}.")
     originals = lv.memo(
         f"originals|{class_id}|{keyword}",
         lv.fingerprint(),

@@ -27,6 +27,7 @@ from retest.pipeline.dedup import (
 from retest.pipeline.eligibility import pending_reviews
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names
+from retest.store.rows import split_reference_id
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
 from retest.web.live import Live, NotReady
 from retest.web.routes.pages import changes, live, pool, progress
@@ -134,6 +135,12 @@ def neardup(
     the dedup review queue minus pairs the automatic rule already excludes).
     """
     lv = live(state)
+    if not review_targets_now(state):
+        return render(
+            request, "message.html", title="Near-duplicate review",
+            message="No near-duplicate search has run yet: run `retest dedup`, "
+            "then this page lists the pairs to review.",
+        )  # fmt: skip
     key, compute, label = neardup_step(state, metric, threshold)
     try:
         data = lv.derived(key, compute, label=label, offload=True)
@@ -209,8 +216,10 @@ def stats(
             project, freq, black, min_annotations=min_annotations, per_class=sizes
         )
         agg: dict[int, list[float]] = defaultdict(list)
-        for (_, cid), st in freq.items():
-            if st.n_assignments:
+        for (item, cid), st in freq.items():
+            # candidates only: the originals shown as controls are the
+            # labelers' quality signal, counted in the table's own rows
+            if st.n_assignments and split_reference_id(item) is None:
                 agg[cid].append(st.frequency)
         summary = {
             cid: (
