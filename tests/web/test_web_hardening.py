@@ -179,8 +179,8 @@ def test_no_route_answers_500_to_any_input(app, web_project, who) -> None:
     headers = {"owner": OWNER, "nobody": {},
                "labeler": person(web_project.project, "alice")}[who]  # fmt: skip
     task = web_project.project.store.tasks.list()[0]
-    paths = _paths(app) + [("GET", f"/task/{task.id}"), ("GET", f"/img/t/{task.id}/x"),
-                           ("GET", f"/task/{task.id}/results")]  # fmt: skip
+    paths = [*_paths(app), ("GET", f"/task/{task.id}"),
+             ("GET", f"/img/t/{task.id}/x"), ("GET", f"/task/{task.id}/results")]  # fmt: skip
     assert len(paths) > 60
     bad: list[tuple[str, str, int]] = []
     for method, path in paths:

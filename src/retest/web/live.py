@@ -51,7 +51,7 @@ from retest.pipeline.review_queue import (
 )
 from retest.sampling.selection_frequency import VALID_STATUSES, FrequencyStat
 from retest.store.base import Store
-from retest.store.rows import AnnotationEvent, TaskRow
+from retest.store.rows import AnnotationEvent, TaskRow, utc_now
 from retest.store.sqlite import SQLiteStore
 from retest.store.sqlite_reader import (
     SQLiteReadStore,
@@ -128,6 +128,11 @@ class EventAggregates:
         self._members: dict[Hashable, set[Hashable]] = defaultdict(set)
         # per worker, their task assignments in the order fed (for undo)
         self._history: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # per worker: tasks with a counted answer, and on which (UTC) day each
+        # was first answered (the labeler's progress)
+        self._done: dict[str, int] = defaultdict(int)
+        self._first_day: dict[Hashable, str] = {}
+        self._days: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._answers: dict[str, set[Hashable]] = defaultdict(set)
         self.latest: dict[str, dict[_Key, int]] = {"select": {}, "verify": {}}
         self.latest_by_item: dict[str, dict[str, int]] = {"select": {}, "verify": {}}
@@ -232,7 +237,12 @@ class EventAggregates:
         if best is not None and best[2] == akey:
             self._best[group] = (order, str(akey), akey)
         elif best is None or (order, str(akey)) > (best[0], best[1]):
-            if best is not None:
+            if best is None:
+                day = (ev.when or "")[:10]
+                self._first_day[group] = day
+                self._done[ev.worker] += 1
+                self._days[ev.worker][day] += 1
+            else:
                 self._count(best[2], -1)
             self._count(akey, +1)
             self._best[group] = (order, str(akey), akey)
@@ -267,6 +277,8 @@ class EventAggregates:
             else:
                 del self._best[group]
                 self._answers[task_id].discard(("w", worker))
+                self._done[worker] -= 1
+                self._days[worker][self._first_day.pop(group, "")] -= 1
         self._rows.pop(akey, None)
         history = self._history.get(worker, [])
         if (task_id, assignment_id) in history:
@@ -279,6 +291,11 @@ class EventAggregates:
         if not history:
             return None
         return history[-1]
+
+    def progress(self, worker: str, day: str) -> tuple[int, int]:
+        """(tasks the worker has a counted answer to, of those first answered on
+        ``day``, a ``YYYY-MM-DD`` UTC date)."""
+        return self._done.get(worker, 0), self._days.get(worker, {}).get(day, 0)
 
     def has_answered(self, task_id: str, worker: str) -> bool:
         """Whether the worker has a valid answer to the task (no lock needed: one
@@ -604,14 +621,22 @@ class Live:
         self._worker: threading.Thread | None = None
         self._closed = False
 
-    def mine(self, task_id: str, worker: str) -> tuple[dict[str, int] | None, bool]:
+    def mine(
+        self, task_id: str, worker: str
+    ) -> tuple[dict[str, int] | None, bool, tuple[int, int]]:
         """(the worker's counted answer to the task, whether they have an answer
-        to undo), from memory: the batches committed so far are fed first, the
-        store is not read (a task page costs no more than before)."""
+        to undo, (tasks done, done today)), from memory: the batches committed
+        so far are fed first, the store is not read (a task page costs no more
+        than before)."""
+        today = utc_now()[:10]
         with self.lock:
             self._drain()
             agg = self.aggregates
-            return agg.answer_of(task_id, worker), agg.last_answer(worker) is not None
+            return (
+                agg.answer_of(task_id, worker),
+                agg.last_answer(worker) is not None,
+                agg.progress(worker, today),
+            )
 
     def withdraw_last(self, worker: str) -> tuple[str, str] | None:
         """Undo the worker's latest grid answer: its assignment becomes

@@ -18,7 +18,9 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 
+from retest.config import ProjectConfig
 from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
 from retest.pipeline.plan import planned_needs, verified_per_keyword
@@ -28,6 +30,7 @@ from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
 from retest.store.rows import split_reference_id
+from retest.web.markdown import render_markdown
 
 __all__ = [
     "BIN_LABELS",
@@ -37,6 +40,7 @@ __all__ = [
     "busy",
     "candidate_pool",
     "class_histograms",
+    "instructions_for",
     "keyword_progress",
     "latest_values",
     "near_duplicate_ids",
@@ -72,6 +76,19 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
     # fresh submission key, not a stored copy
     resp.headers["Cache-Control"] = "no-store"
     return resp
+
+
+def instructions_for(
+    config: ProjectConfig, class_name: str, keyword: str | None = None
+) -> Markup | None:
+    """The project's instructions for a keyword's or class's pages (the most
+    specific of ``[instructions]``: keyword, class, ``default``), as safe HTML;
+    None when the project has none."""
+    text = config.instructions
+    for key in (keyword, class_name, "default"):
+        if key is not None and key in text:
+            return render_markdown(text[key])
+    return None
 
 
 def busy(request: Request, err: Exception) -> HTMLResponse:

@@ -33,6 +33,7 @@ from retest.web.views import (
     busy,
     candidate_pool,
     class_histograms,
+    instructions_for,
     keyword_progress,
     near_duplicate_ids,
     render,
@@ -215,6 +216,7 @@ def label(
         page=page,
         pages=(len(items) + PAGE * 2 - 1) // (PAGE * 2),
         next_url=f"/next/label/{class_id}/{quote(keyword, safe='')}?stage={stage}",
+        instructions=instructions_for(state.project.config, cls.name, keyword),
     )
 
 
@@ -276,7 +278,8 @@ def task(
     tokens = task_tokens(t.id, items, state.secret)
     state.images.prefetch(items, live(state).read_project())
     # reopened: the person's own answer is shown, to keep or correct
-    mine, can_undo = live(state).mine(t.id, request.state.who.worker)
+    mine, can_undo, (done, today) = live(state).mine(t.id, request.state.who.worker)
+    total = len(task_list(state, store)[1])
     return render(
         request,
         "task.html",
@@ -286,8 +289,24 @@ def task(
         checked={tok for tok, i in tokens.items() if mine and mine.get(i)},
         answered=mine is not None,
         can_undo=can_undo,
+        k=min(done + (mine is None), total),
+        total=total,
+        done=done,
+        today=today,
+        instructions=instructions_for(state.project.config, cls.name),
         next_url=f"/next/task?after={quote(t.id, safe='')}",
     )
+
+
+@router.get("/done", response_class=HTMLResponse)
+def finished(
+    request: Request, state: StateDep, store: StoreDep, role: RoleDep
+) -> HTMLResponse:
+    """The finish page: every grid task has this person's answer."""
+    _, can_undo, (done, today) = live(state).mine("", request.state.who.worker)
+    total = len(task_list(state, store)[1])
+    return render(request, "done.html", done=done, today=today, total=total,
+                  can_undo=can_undo)  # fmt: skip
 
 
 @router.get("/next/task")
@@ -304,7 +323,7 @@ def next_task(
         for tid in ids[start:] + ids[:start]:
             if worker not in agg.answered_by(tid):
                 return RedirectResponse(f"/task/{quote(tid, safe='')}", 303)
-    return RedirectResponse("/tasks?done=1", 303)
+    return RedirectResponse("/done", 303)  # no loop: a finish page
 
 
 @router.get("/task/{task_id}/results", response_class=HTMLResponse)
