@@ -208,10 +208,13 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     page.dblclick("#submit")
     _wait_saved(page, store, "task", len(t0.items) + len(t1.items))
     assert store.annotations.count(kind="task") == len(t0.items) + len(t1.items)
-    # reload and answer again: the new answer replaces the first
+    # reload and answer again: the page shows the first answer, unticked it
+    # is a new answer that replaces the first
     _task_page(page, live_server, t1.id)
     page.reload()
     page.wait_for_selector(".cell:focus")
+    assert page.locator("input[name=selected]:checked").count() == 1
+    page.locator(".cell").nth(0).click()
     page.keyboard.press("Enter")
     _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items))
     stats = selection_frequencies(web_project.project)
