@@ -56,6 +56,8 @@ PROJECT_COMMANDS: dict[str, str] = {
     "people list": "people list",
     "people link": "people link zed",
     "people revoke": "people revoke zed",
+    "people exclude": "people exclude W1",
+    "people include": "people include W1",
 }
 
 

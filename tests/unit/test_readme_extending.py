@@ -299,6 +299,7 @@ def test_the_web_page_is_served_and_linked_in_the_nav(tmp_path: Path) -> None:
         builtin = [
             ("/tasks", "Tasks"), ("/neardup", "Near-duplicates"),
             ("/stats", "Selection frequency"), ("/label-errors", "Label errors"),
+            ("/quality", "Quality"),
         ]  # fmt: skip
         for url in ("/sources", "/tasks", "/stats", "/label-errors", "/"):
             html = client.get(url, headers=reviewer).text

@@ -136,5 +136,46 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     )  # fmt: skip
 
 
+def _exclusion(worker: str, project: ProjectOpt, reason: str, excluded: bool) -> None:
+    from retest.cli._console import console, escape
+    from retest.pipeline.people import set_exclusion
+    from retest.pipeline.project import Project
+
+    with Project.open(project) as proj:
+        changed = set_exclusion(
+            proj, worker, excluded=excluded, by=_by(), reason=reason
+        )
+    state = "excluded from" if excluded else "counted in"
+    console.print(
+        f"{escape(worker)} {'is now' if changed else 'was already'} {state} the counts.",
+        soft_wrap=True,
+    )
+
+
+@people_app.command("exclude")
+def exclude_cmd(
+    worker: Annotated[
+        str,
+        typer.Argument(
+            help="Worker id: local:NAME for a web labeler, the crowd worker id else."
+        ),
+    ],
+    project: ProjectOpt = None,
+    reason: Annotated[str, typer.Option(help="Why (kept in the audit log).")] = "",
+) -> None:
+    """Leave a worker's answers out of every count (audited; `include` undoes it)."""
+    _exclusion(worker, project, reason, True)
+
+
+@people_app.command("include")
+def include_cmd(
+    worker: Annotated[str, typer.Argument(help="Worker id, as for `exclude`.")],
+    project: ProjectOpt = None,
+    reason: Annotated[str, typer.Option(help="Why (kept in the audit log).")] = "",
+) -> None:
+    """Count an excluded worker's answers again."""
+    _exclusion(worker, project, reason, False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(people_app, name="people")

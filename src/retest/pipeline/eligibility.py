@@ -62,6 +62,7 @@ from retest.dedup.rules import (
     resolve_near_duplicates,
 )
 from retest.errors import StageError
+from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import FrequencyStat, aggregate_item_events
 from retest.store.base import Store
@@ -378,8 +379,9 @@ def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencySt
     """Selection frequency of every (item, class id) shown in a crowd/grid task.
 
     Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); rejected assignments are ignored, and a worker's
-    repeated assignments of one task count once (the latest valid one).
+    assignment and image shown); rejected assignments are ignored, a worker's
+    repeated assignments of one task count once (the latest valid one), and
+    workers excluded for their quality on the controls count for nothing.
 
     Parameters
     ----------
@@ -390,7 +392,10 @@ def selection_frequencies(project: Project) -> dict[tuple[str, int], FrequencySt
     dict of (item id, class id) to FrequencyStat
         Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
     """
-    return aggregate_item_events(project.store.annotations.list(kind="task"))
+    store = project.store
+    return aggregate_item_events(
+        store.annotations.list(kind="task"), excluded=excluded_workers(store)
+    )
 
 
 def _dedup_infos(

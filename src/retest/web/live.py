@@ -42,6 +42,7 @@ from typing import Any, TypeVar, cast
 
 from retest._progress import ProgressCallback, report
 from retest.config import ProjectConfig
+from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import DB_NAME, Project
 from retest.pipeline.review_queue import (
     SUSPECT_KIND,
@@ -112,7 +113,10 @@ class EventAggregates:
     Not thread-safe by itself: :class:`Live` feeds and reads it under a lock.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, excluded: frozenset[str] = frozenset()) -> None:
+        self.excluded = excluded
+        """Workers left out of the counts (quality on the controls): their
+        events count for nothing, as in the one vote rule."""
         self.last_id = 0
         self.built = False
         """Whether the events stored before were read (then, with ``last_id``,
@@ -211,7 +215,7 @@ class EventAggregates:
                 self._n[key] = 0
                 self._class_keys[key[1]].append(key)
         self.class_version[ev.class_id] += 1
-        if not _valid(ev.assignment_status):
+        if not _valid(ev.assignment_status) or ev.worker in self.excluded:
             return
         if ev.task_id:
             self._answers[ev.task_id].add(
@@ -638,6 +642,14 @@ class Live:
                 agg.progress(worker, today),
             )
 
+    def rebuild(self) -> None:
+        """Read every event again at the next page (after this process changed
+        what counts other than by appending: a worker excluded or included)."""
+        with self.lock:
+            self.aggregates = EventAggregates()
+            self._committed.clear()
+            self.generation += 1
+
     def withdraw_last(self, worker: str) -> tuple[str, str] | None:
         """Undo the worker's latest grid answer: its assignment becomes
         ``Withdrawn`` in the store (no longer valid, so by the one vote rule
@@ -769,6 +781,7 @@ class Live:
             agg = self.aggregates
             self._drain()
             if not agg.built:
+                agg.excluded = excluded_workers(self.store())
                 with _no_gc():  # a million new objects: no collections meanwhile
                     agg.feed(self.store().annotations.list(after_id=agg.last_id))
                 gc.freeze()  # and later collections do not walk them again

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 __all__ = [
     "SUBMISSION",
     "ClassReviewBody",
+    "ExclusionBody",
     "LabelBody",
     "LabelErrorBody",
     "NearDupBody",
@@ -90,3 +91,12 @@ class UndoBody(BaseModel):
     """Undo of the person's latest grid answer."""
 
     submission: Key
+
+
+class ExclusionBody(BaseModel):
+    """Exclude a worker's answers from the counts (or include them again)."""
+
+    submission: Key | None = None
+    worker: str = Field(min_length=1, max_length=300)
+    exclude: bool
+    reason: str = Field(default="", max_length=500)

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from retest.pipeline.dedup import record_review
+from retest.pipeline.people import set_exclusion
 from retest.pipeline.review_queue import record_label_verdict
 from retest.store.base import Store
 from retest.store.rows import (
@@ -41,6 +42,7 @@ from retest.web.deps import (
 )
 from retest.web.schemas import (
     ClassReviewBody,
+    ExclusionBody,
     LabelBody,
     LabelErrorBody,
     NearDupBody,
@@ -329,6 +331,23 @@ def post_neardup(
         return {"verdicts": len(body.shown)}
 
     return _once(state, body, f"neardup|{who.name}", write)
+
+
+@router.post("/exclusion")
+def post_exclusion(
+    body: ExclusionBody, who: ReviewerWriteDep, state: StateDep
+) -> dict[str, Any]:
+    """Exclude a worker's answers from the counts, or include them again (an
+    audited event in the store; the aggregates are read again)."""
+
+    def write() -> dict[str, Any]:
+        changed = set_exclusion(state.project, body.worker, excluded=body.exclude,
+                                by=who.name, reason=body.reason)  # fmt: skip
+        if changed and state.live is not None:
+            state.live.rebuild()
+        return {"changed": changed}
+
+    return _once(state, body, f"exclusion|{who.name}", write)
 
 
 @router.post("/label-error")

@@ -19,6 +19,7 @@ const handlers = {
     const verdict = (e.submitter && e.submitter.dataset.verdict) || "unclear";
     return post("/api/label-error", { submission: f.dataset.submission, item_id: f.dataset.item, verdict, new_class: verdict === "wrong" ? +f.querySelector("select[name=new_class]").value : null });
   },
+  "exclusion-form": (f) => post("/api/exclusion", { submission: f.dataset.submission, worker: f.dataset.worker, exclude: f.dataset.exclude === "1" }),
   "review-form": (f) => {
     const boxes = [...f.querySelectorAll("input[name=blacklist]")];
     const sets = {};
@@ -40,6 +41,7 @@ const after = {
   "label-form": (f) => (location.href = f.dataset.next),
   "task-form": (f) => (location.href = f.dataset.next),
   "le-form": () => setTimeout(() => location.reload(), 200),
+  "exclusion-form": () => setTimeout(() => location.reload(), 200),
   "neardup-form": (f) => { f.classList.add("saved"); f.dataset.saved = "1"; },
   "review-form": (f) => {
     f.querySelectorAll("input[name=blacklist]").forEach((b) => (b.dataset.was = b.checked ? "1" : "0"));
@@ -57,7 +59,7 @@ function submitOnce(f, cls, e) {
   btns.forEach((b) => (b.disabled = true));
   if (fs) fs.disabled = true;
   const done = (ok) => {
-    const again = !ok || cls === "neardup-form" || cls === "review-form" || cls === "le-form";
+    const again = !ok || cls === "neardup-form" || cls === "review-form" || cls === "le-form" || cls === "exclusion-form";
     if (again) { f.dataset.sending = ""; f.classList.remove("sending"); btns.forEach((b) => (b.disabled = false)); if (fs) fs.disabled = false; }
   };
   handlers[cls](f, e).then((r) => {
