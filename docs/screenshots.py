@@ -231,6 +231,7 @@ def shoot(out: Path) -> list[Path]:
             "class_stats": "/stats/2",
             "review": "/review/fashion-demo-a-0/0",
             "label_errors": "/label-errors",
+            "quality": "/quality",
         }
         written = []
         try:

@@ -245,7 +245,7 @@ def test_a_campaign_with_personal_links(
     # -- the reviewer's pages
     r = pg["Rui"]
     for url in ("/", "/tasks", f"/task/{first}/results", "/stats", "/stats/0",
-                "/keywords/0", "/label-errors", "/neardup"):  # fmt: skip
+                "/keywords/0", "/label-errors", "/neardup", "/quality"):  # fmt: skip
         r.goto(base + url)
         r.wait_for_load_state("load")
         audit(r)
