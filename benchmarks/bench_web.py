@@ -53,6 +53,39 @@ import numpy as np
 
 RESULTS = Path(__file__).parent / "results" / "web.json"
 TOKEN, REVIEWER = "bench-labeler-token", "bench-reviewer-token"
+
+
+def labeler_headers(name: str, people: bool | None = None) -> dict[str, str]:
+    """The headers of labeler ``name``: a personal token (a version with people,
+    see :func:`add_people`), else the shared labelers' token and a typed name.
+    ``people`` None: as the server of the running phase (:data:`PEOPLE`)."""
+    if PEOPLE if people is None else people:
+        return {"X-Retest-Token": f"{TOKEN}-{name}"}
+    return {"X-Retest-Token": TOKEN, "X-Retest-Annotator": name}
+
+
+def add_people(root: Path, names: list[str]) -> None:
+    """Give each labeler of the run a personal token (this checkout's store)."""
+    from retest.labeling.people import name_key, token_hash
+    from retest.store.sqlite import SQLiteStore
+
+    s = SQLiteStore(root / "retest.db", verify=False)
+    try:
+        for n in names:
+            if s.people.by_token(token_hash(f"{TOKEN}-{n}")) is None:
+                s.people.add(n, name_key(n), "labeler", token_hash(f"{TOKEN}-{n}"))
+    finally:
+        s.close()
+
+
+PEOPLE = True
+"""Whether the server measured now has people (set by :func:`run`)."""
+
+
+def has_people(src: Path | None) -> bool:
+    return src is None or (src / "retest" / "cli" / "people.py").is_file()
+
+
 N_CLASSES, REFS_PER_CLASS, N_CANDIDATES, KW_PER_CLASS = 10, 1000, 20_000, 5
 
 
@@ -164,8 +197,9 @@ def _free_port() -> int:
 def start_server(root: Path, src: Path | None) -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
     code = "from retest.cli.main import main; main()"
-    args = [sys.executable, "-c", code, "serve", "-p", str(root), "--port", str(port),
-            "--token", TOKEN]  # fmt: skip
+    args = [sys.executable, "-c", code, "serve", "-p", str(root), "--port", str(port)]
+    if not has_people(src):
+        args += ["--token", TOKEN]  # the shared labelers' token of older versions
     env = dict(os.environ)
     serve_py = None if src is None else src / "retest" / "cli" / "serve.py"
     if serve_py is None or "reviewer_token" in serve_py.read_text():
@@ -289,7 +323,7 @@ class _Conn:
 
 
 def _client(base: str, task_ids: list[str], k: int, seconds: float, timeout: float,
-            rate: float, start: Any, out: Any) -> None:  # fmt: skip
+            rate: float, start: Any, out: Any, people: bool) -> None:  # fmt: skip
     """One person answering grid tasks, in a process of its own: as threads of
     the measuring process the clients would share one interpreter lock with each
     other and with the reader, and the measured latencies would include waits
@@ -301,9 +335,7 @@ def _client(base: str, task_ids: list[str], k: int, seconds: float, timeout: flo
     not from when it was sent: a client held up by a slow answer sends the next
     one late, and that wait is part of what the person would have seen (the
     "coordinated omission" correction)."""
-    c = _Conn(
-        base, {"X-Retest-Token": TOKEN, "X-Retest-Annotator": f"bench{k}"}, timeout
-    )
+    c = _Conn(base, labeler_headers(f"bench{k}", people), timeout)
     rng = np.random.default_rng(k)
     lat: list[float] = []
     sent: list[float] = []  # when each request was due, from the start
@@ -354,7 +386,8 @@ def write_load(base: str, info: dict[str, Any], clients: int, seconds: float,
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(clients + 1), ctx.Queue()
     procs = [ctx.Process(target=_client, args=(base, info["task_ids"], k, seconds,
-                                               timeout, rate / clients, start, out))
+                                               timeout, rate / clients, start, out,
+                                               PEOPLE))
              for k in range(clients)]  # fmt: skip
     for pr in procs:
         pr.start()
@@ -418,7 +451,7 @@ def browser_labeler(base: str, stop: threading.Event, result: dict[str, Any],
             executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
         )
         pg = b.new_context(viewport={"width": 1400, "height": 900}).new_page()
-        pg.goto(f"{base}/?token={TOKEN}")
+        pg.goto(f"{base}/?token={labeler_headers('browser')['X-Retest-Token']}")
         if pg.locator("#annotator-name").count():
             pg.fill("#annotator-name", "browser")
             pg.click("#identity-form button")
@@ -453,7 +486,7 @@ def http_labeler(base: str, stop: threading.Event, result: dict[str, Any],
     import re
     from concurrent.futures import ThreadPoolExecutor
 
-    hdr = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "browser"}
+    hdr = labeler_headers("browser")
     c = _Conn(base, hdr, 60.0)
     pool = [_Conn(base, hdr, 60.0) for _ in range(6)]
     times: list[float] = []
@@ -644,6 +677,10 @@ def run(
     a campaign at that rate sees)."""
     from retest.store.sqlite import SQLiteStore
 
+    global PEOPLE
+    PEOPLE = has_people(src)
+    if PEOPLE:
+        add_people(root, [f"bench{k}" for k in range(args.clients)] + ["browser"])
     proc, base = start_server(root, src)
     started = time.perf_counter()  # accepting connections
     try:
@@ -682,12 +719,22 @@ def _cpu_seconds(pid: int) -> float:
 def as_schema(root: Path, src: Path) -> None:
     """Give an older checkout the project in its own schema version.
 
-    Version 5 only moved grid answers out of the item index, so a version-5
-    database becomes a version-4 one by rebuilding that index."""
+    Version 6 only added the people tables, version 5 only moved grid answers
+    out of the item index: a version-6 database becomes a version-5 one by
+    dropping those tables, and a version-4 one by rebuilding that index too."""
     import sqlite3
 
     schema = (src / "retest" / "store" / "_sqlite_schema.py").read_text()
-    if "_V5" in schema:
+    if "_V6" in schema:
+        return
+    if "_V5" in schema:  # version 6 only added the people tables
+        with sqlite3.connect(root / "retest.db") as c:
+            c.executescript(
+                "DROP TABLE IF EXISTS sessions; DROP TABLE IF EXISTS people;"
+                "DROP TABLE IF EXISTS people_events;"
+                "UPDATE schema_version SET version = 5;"
+            )
+        c.close()
         return
     if "_V4" not in schema:
         raise SystemExit(f"--baseline: {src.parent} predates schema version 4")

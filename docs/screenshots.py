@@ -23,6 +23,7 @@ import uvicorn
 
 from retest.pipeline.checkpoint import save_state
 from retest.pipeline.crowd import create_tasks, project_secret
+from retest.pipeline.people import add_person
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors
 from retest.store.artifacts import PixelArray
@@ -44,7 +45,7 @@ FMNIST = Path("/usr/share/datasets/fashion-mnist")
 CLASSES = ["t-shirt", "trouser", "pullover", "dress"]
 KEYWORDS = {0: ["tee", "top"], 1: ["jeans", "slacks"], 2: ["sweater", "jumper"],
             3: ["gown", "frock"]}  # fmt: skip
-TOKEN, REVIEWER = "demo-token", "demo-reviewer-token"
+REVIEWER = "demo-reviewer-token"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 N_REF, N_CAND = 30, 30  # per class
@@ -214,8 +215,8 @@ def shoot(out: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         proj = build(Path(tmp) / "fashion-demo")
         task = proj.store.tasks.list()[0]
-        app = create_app(proj, token=TOKEN, reviewer_token=REVIEWER,
-                         secret=project_secret(proj))  # fmt: skip
+        rita = add_person(proj, "Rita", "reviewer", by="screenshots")
+        app = create_app(proj, reviewer_token=REVIEWER, secret=project_secret(proj))
         server, url = _serve(app)
         pages = {
             "index": "/",
@@ -230,6 +231,7 @@ def shoot(out: Path) -> list[Path]:
             "class_stats": "/stats/2",
             "review": "/review/fashion-demo-a-0/0",
             "label_errors": "/label-errors",
+            "quality": "/quality",
         }
         written = []
         try:
@@ -238,10 +240,8 @@ def shoot(out: Path) -> list[Path]:
                     executable_path="/usr/bin/chromium", args=ARGS
                 )
                 pg = browser.new_page(viewport={"width": 1400, "height": 900})
-                pg.goto(f"{url}/?token={REVIEWER}")  # the reviewer sees every page
-                pg.fill("#annotator-name", "alice")
-                pg.click("#identity-form button")
-                pg.wait_for_selector("#who:has-text('alice ·')")
+                pg.goto(rita.link(url))  # a reviewer sees every page
+                pg.wait_for_selector("#who:has-text('Rita ·')")
                 for name, path in pages.items():
                     pg.goto(url + path)
                     pg.wait_for_load_state("networkidle")

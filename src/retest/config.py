@@ -40,6 +40,15 @@ silently unused. Layout::
     tasks = 0                   # retest crowd tasks: grid composition and shuffles
     dedup = 0                   # which image of a near-duplicate group is kept
 
+    [instructions]              # Markdown shown to labelers (the web app)
+    default = "Check every **photograph** of the class."
+    airplane = "Toy planes count."  # per class name, or per keyword
+    airbus = "Only the aircraft, not the company's logo."
+
+    [quality]                   # labelers' quality on the controls of grid tasks
+    min_control_accuracy = 0.8  # below it a worker is flagged for exclusion
+    min_controls = 10           # controls answered before a worker is judged
+
 The known names and their meanings live in one place, :data:`KNOWN_KEYS`; read
 thresholds and seeds with :meth:`ProjectConfig.threshold` and
 :meth:`ProjectConfig.seed`. Read the file with :func:`load_config` (``tomllib``),
@@ -66,6 +75,7 @@ __all__ = [
     "CONFIG_NAME",
     "KNOWN_KEYS",
     "PROJECT_KEYS",
+    "QUALITY_KEYS",
     "SEED_KEYS",
     "SOURCE_KEYS",
     "THRESHOLD_DEFAULTS",
@@ -88,6 +98,9 @@ TOP_LEVEL_KEYS: dict[str, str] = {
     "sources": "tables [sources.NAME]: sources `retest source add NAME` ingests",
     "thresholds": "table: named numbers (THRESHOLD_KEYS)",
     "seeds": "table: named seeds (SEED_KEYS)",
+    "instructions": "table: Markdown shown to labelers: `default`, per class name "
+    "or per keyword",
+    "quality": "table: labelers' quality on the controls (QUALITY_KEYS)",
 }
 PROJECT_KEYS: dict[str, str] = {
     "name": "project name; prefixes revision names",
@@ -113,6 +126,12 @@ SEED_KEYS: dict[str, str] = {
     "tasks": "retest crowd tasks: grid composition and shuffles",
     "dedup": "which image of a near-duplicate group is kept",
 }
+QUALITY_KEYS: dict[str, str] = {
+    "min_control_accuracy": "a worker whose accuracy on the controls of grid tasks "
+    "is below this share (0-1) is flagged for exclusion from the counts",
+    "min_controls": "controls a worker must have answered before being judged "
+    "(default 10)",
+}
 SOURCE_KEYS: dict[str, str] = {
     "kind": "source kind (`retest source kinds`); required",
     "path": "file or folder of the source, relative to the project; required",
@@ -131,6 +150,7 @@ KNOWN_KEYS: dict[str, dict[str, str]] = {
     "thresholds": THRESHOLD_KEYS,
     "seeds": SEED_KEYS,
     "sources.*": SOURCE_KEYS,
+    "quality": QUALITY_KEYS,
 }
 
 
@@ -201,6 +221,44 @@ def _check_seeds(values: Mapping[str, Any]) -> dict[str, int]:
     return dict(values)
 
 
+def _check_instructions(
+    values: Mapping[str, Any], classes: tuple[str, ...]
+) -> dict[str, str]:
+    """``default``, class names and keywords → Markdown text. A key that is a
+    class name in another case is refused (it would be taken for a keyword)."""
+    out = {}
+    for k, v in values.items():
+        if not isinstance(v, str):
+            raise ConfigError(f"[instructions] {k} must be Markdown text. Got {v!r}.")
+        if k != "default" and k not in classes:
+            same = [c for c in (*classes, "default") if c.casefold() == k.casefold()]
+            if same:
+                raise ConfigError(
+                    f"[instructions] key `{k}` would be taken for a keyword: "
+                    f"did you mean `{same[0]}`?"
+                )
+        out[str(k)] = v
+    return out
+
+
+def _check_quality(values: Mapping[str, Any]) -> dict[str, float]:
+    _check_keys(values, "quality", QUALITY_KEYS)
+    out = {}
+    for k, v in values.items():
+        ok = _is_number(v) and (
+            0.0 <= v <= 1.0 if k == "min_control_accuracy" else v >= 1 and v == int(v)
+        )
+        if not ok:
+            want = (
+                "a share from 0 to 1"
+                if k == "min_control_accuracy"
+                else "a whole number >= 1"
+            )
+            raise ConfigError(f"[quality] {k} must be {want}. Got {v!r}.")
+        out[k] = float(v)
+    return out
+
+
 def _check_source(name: str, opts: Any) -> dict[str, Any]:
     section = f"sources.{name}"
     if not isinstance(opts, Mapping):
@@ -242,6 +300,10 @@ class ProjectConfig:
         Keys of :data:`THRESHOLD_KEYS`; read with :meth:`threshold`.
     seeds : mapping of str to int
         Keys of :data:`SEED_KEYS`; read with :meth:`seed`.
+    instructions : mapping of str to str
+        Markdown for labelers: key ``default``, a class name or a keyword.
+    quality : mapping of str to float
+        Keys of :data:`QUALITY_KEYS`.
     """
 
     name: str
@@ -250,6 +312,8 @@ class ProjectConfig:
     sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     thresholds: Mapping[str, float] = field(default_factory=dict)
     seeds: Mapping[str, int] = field(default_factory=dict)
+    instructions: Mapping[str, str] = field(default_factory=dict)
+    quality: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -281,6 +345,10 @@ class ProjectConfig:
         object.__setattr__(self, "sources", srcs)
         object.__setattr__(self, "thresholds", _check_thresholds(self.thresholds))
         object.__setattr__(self, "seeds", _check_seeds(self.seeds))
+        object.__setattr__(
+            self, "instructions", _check_instructions(self.instructions, classes)
+        )
+        object.__setattr__(self, "quality", _check_quality(self.quality))
 
     def threshold(self, name: str) -> float | None:
         """``[thresholds] name``, else its fixed default, else None.
@@ -318,6 +386,8 @@ class ProjectConfig:
             "sources": {k: dict(v) for k, v in self.sources.items()},
             "thresholds": dict(self.thresholds),
             "seeds": dict(self.seeds),
+            **({"instructions": dict(self.instructions)} if self.instructions else {}),
+            **({"quality": dict(self.quality)} if self.quality else {}),
         }
 
 
@@ -387,6 +457,8 @@ def load_config(path: str | Path) -> ProjectConfig:
             sources=_typed(doc, "sources", dict, {}),
             thresholds=_typed(doc, "thresholds", dict, {}),
             seeds=_typed(doc, "seeds", dict, {}),
+            instructions=_typed(doc, "instructions", dict, {}),
+            quality=_typed(doc, "quality", dict, {}),
         )
     except ConfigError as err:
         raise ConfigError(f"{p}: {err}") from None

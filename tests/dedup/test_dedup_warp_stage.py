@@ -188,7 +188,7 @@ def test_web_review_page_lists_warp(project: Project) -> None:
     project.config = replace(project.config, thresholds={"near_original": 0.0})
     run_dedup(project, metrics=["l2", "warp"], k=3, backend="numpy")
     client = TestClient(
-        create_app(project, token="t", reviewer_token="r", secret=b"s" * 32),
+        create_app(project, reviewer_token="r", secret=b"s" * 32),
         headers={"X-Retest-Token": "r"},  # the review pages are the reviewer's
     )
     html = client.get("/neardup?metric=warp").text
@@ -197,6 +197,6 @@ def test_web_review_page_lists_warp(project: Project) -> None:
     assert cid in html
     body = {"candidate_id": cid, "metric": "warp", "shown": [orig],
             "duplicates": [orig], "reviewed": True}  # fmt: skip
-    auth = {"X-Retest-Token": "r", "X-Retest-Annotator": "ann"}
+    auth = {"X-Retest-Token": "r"}  # the owner's
     assert client.post("/api/neardup", json=body, headers=auth).status_code == 200
     assert [v.metric for v in project.store.neardup.verdicts()] == ["warp"]

@@ -52,6 +52,12 @@ PROJECT_COMMANDS: dict[str, str] = {
     "source add": "source add arrays {inputs}/cand.npz --name more",
     "source list": "source list",
     "serve": "serve --port 1",
+    "people add": "people add Zed",
+    "people list": "people list",
+    "people link": "people link zed",
+    "people revoke": "people revoke zed",
+    "people exclude": "people exclude W1",
+    "people include": "people include W1",
 }
 
 

@@ -271,8 +271,10 @@ def _web_app(root: Path, npz: Path) -> tuple[Project, TestClient]:
     _retest("source", "add", "arrays", str(npz), "--name", "shop-photos",
             "--project", str(root))  # fmt: skip
     proj = Project.open(root)
-    web = create_app(proj, token=LABELER, reviewer_token=REVIEWER,
-                     secret=project_secret(proj))  # fmt: skip
+    from retest.labeling.people import token_hash
+
+    proj.store.people.add("lena", "lena", "labeler", token_hash(LABELER))
+    web = create_app(proj, reviewer_token=REVIEWER, secret=project_secret(proj))
     return proj, TestClient(web)
 
 
@@ -297,6 +299,7 @@ def test_the_web_page_is_served_and_linked_in_the_nav(tmp_path: Path) -> None:
         builtin = [
             ("/tasks", "Tasks"), ("/neardup", "Near-duplicates"),
             ("/stats", "Selection frequency"), ("/label-errors", "Label errors"),
+            ("/quality", "Quality"),
         ]  # fmt: skip
         for url in ("/sources", "/tasks", "/stats", "/label-errors", "/"):
             html = client.get(url, headers=reviewer).text
@@ -323,7 +326,7 @@ def test_a_page_may_not_take_over_a_built_in_url(tmp_path: Path) -> None:
     _init(root, "shirt,bag")
     with Project.open(root) as proj:
         with pytest.raises(ConfigError, match="GET /tasks is already served by page"):
-            create_app(proj, token=LABELER, secret=project_secret(proj))
+            create_app(proj, secret=project_secret(proj))
 
 
 def test_packaged_plugins_are_found_through_entry_points(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from retest.labeling.people import name_key, token_hash
 from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
@@ -28,7 +29,22 @@ from retest.store.rows import (
 from retest.web.app import create_app
 
 TOKEN = "test-token-123"
+"""The personal token of labeler ``alice`` (every web test project has her)."""
 REVIEWER = "test-reviewer-456"
+"""The project owner's (admin) token: a reviewer writing as ``owner``."""
+
+
+def person_token(project: Project, name: str, role: str = "labeler") -> str:
+    """The personal token of ``name`` (added with a fixed token when new)."""
+    token = TOKEN if name == "alice" else f"tok-{name}-0123456789"
+    if project.store.people.by_token(token_hash(token)) is None:
+        project.store.people.add(name, name_key(name), role, token_hash(token))
+    return token
+
+
+def person(project: Project, name: str, role: str = "labeler") -> dict[str, str]:
+    """Headers that sign a script in as ``name`` (see :func:`person_token`)."""
+    return {"X-Retest-Token": person_token(project, name, role)}
 
 
 @dataclass
@@ -88,6 +104,7 @@ def build_project(root: Path) -> WebProject:
         [RevisionMember(c, i % 2) for i, c in enumerate(cand_ids[:6])],
     )
     create_tasks(proj, images_per_task=10, pos_controls=2, neg_controls=2, seed=3)
+    person_token(proj, "alice")
     return WebProject(proj, cand_ids, [f"test:{i}" for i in range(20)])
 
 
@@ -102,7 +119,6 @@ def web_project(tmp_path: Path) -> Iterator[WebProject]:
 def app(web_project: WebProject):
     return create_app(
         web_project.project,
-        token=TOKEN,
         reviewer_token=REVIEWER,
         secret=project_secret(web_project.project),
     )

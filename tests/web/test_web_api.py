@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from fastapi.testclient import TestClient
 
+from conftest import person  # type: ignore[import-not-found]
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.store.rows import CandidateRow
@@ -50,13 +51,19 @@ def test_writes_need_the_token(app, web_project) -> None:
     assert c.post("/api/label", json=body).status_code == 401
     bad = {"X-Retest-Token": "wrong", "X-Retest-Annotator": "eve"}
     assert c.post("/api/label", json=body, headers=bad).status_code == 401
+    # alice's token writes as alice: naming anyone else is refused
+    as_bob = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "bob"}
+    assert c.post("/api/label", json=body, headers=as_bob).status_code == 403
+    assert web_project.project.store.annotations.list(kind="select") == []
     no_name = {"X-Retest-Token": TOKEN}
-    assert c.post("/api/label", json=body, headers=no_name).status_code == 401
-    assert c.post("/api/label", json=body, headers=AUTH).status_code == 200
+    assert c.post("/api/label", json=body, headers=no_name).status_code == 200
+    body["submission"] = "page-load-2"
+    same = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "ALICE"}
+    assert c.post("/api/label", json=body, headers=same).status_code == 200
     events = web_project.project.store.annotations.list(kind="select")
     assert [(e.who, e.item_id, e.value, e.ui_version) for e in events] == [
-        ("alice", web_project.candidates[0], 0, "web-2")
-    ]
+        ("alice", web_project.candidates[0], 0, "web-3")
+    ] * 2
 
 
 def test_image_paths_cannot_escape_the_project(app, web_project, tmp_path) -> None:
@@ -130,11 +137,12 @@ def test_two_annotators_at_once_lose_no_events(live_server, web_project) -> None
             "shown": cands[:6],
             "checked": cands[: k % 6],
         }
-        headers = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": who}
+        headers = tokens[who]
         return httpx.post(
             f"{live_server}/api/label", json=body, headers=headers, timeout=30
         ).status_code
 
+    tokens = {w: person(web_project.project, w) for w in ("alice", "bob")}
     jobs = [(who, k) for k in range(25) for who in ("alice", "bob")]
     with ThreadPoolExecutor(max_workers=8) as pool:
         codes = list(pool.map(label, jobs))

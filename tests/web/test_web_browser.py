@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from conftest import person_token  # type: ignore[import-not-found]
+
 pytestmark = pytest.mark.web
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TOKEN = "test-token-123"  # the web conftest's tokens
@@ -34,25 +36,26 @@ def browser(live_server: str) -> Iterator[object]:
 
 
 def sign_in(browser, live_server: str, token: str, name: str):  # type: ignore[no-untyped-def]
-    """A fresh browser context signed in through the invitation link."""
+    """A fresh browser context signed in through a personal (or the owner's) link
+    as ``name``, the person the token belongs to."""
     pg = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
     pg.goto(f"{live_server}/?token={token}")
     assert "token=" not in pg.url  # the link's token leaves the address bar
-    pg.fill("#annotator-name", name)
-    pg.click("#identity-form button")
     pg.wait_for_selector(f"#who:has-text('{name} ·')")
     return pg
 
 
 @pytest.fixture
 def page(browser, live_server: str):  # type: ignore[no-untyped-def]
-    """A labeler (the invitation token)."""
+    """Labeler alice (her personal link)."""
     return sign_in(browser, live_server, TOKEN, "alice")
 
 
 @pytest.fixture
-def reviewer(browser, live_server: str):  # type: ignore[no-untyped-def]
-    return sign_in(browser, live_server, REVIEWER, "alice")
+def reviewer(browser, live_server: str, web_project):  # type: ignore[no-untyped-def]
+    """Reviewer rita (her personal link)."""
+    token = person_token(web_project.project, "rita", "reviewer")
+    return sign_in(browser, live_server, token, "rita")
 
 
 def _submit_and_wait(pg) -> None:  # type: ignore[no-untyped-def]
@@ -122,9 +125,7 @@ def test_reviewer_marks_duplicate_and_blacklists(
         (v.candidate_id, v.ref_id, v.is_duplicate) for v in store.neardup.verdicts()
     }
     assert verdicts == {(cats[0], "test:0", True), (cats[0], cats[1], False)}
-    assert [r.reviewer for r in store.neardup.reviews(candidate_id=cats[0])] == [
-        "alice"
-    ]
+    assert [r.reviewer for r in store.neardup.reviews(candidate_id=cats[0])] == ["rita"]
 
     page.goto(f"{live_server}/review/webtest-a-0/0")
     assert page.locator(".hist").is_visible()
@@ -135,7 +136,7 @@ def test_reviewer_marks_duplicate_and_blacklists(
         cats[1]: "invalid image (selected in the class review)"
     }
     state = store.revisions.reviews("webtest-a-0")[0]
-    assert state.reviewed and not state.problematic and state.who == "alice"
+    assert state.reviewed and not state.problematic and state.who == "rita"
     assert store.annotations.count() == 0  # review writes no label events
 
 
@@ -170,7 +171,7 @@ def test_reviewer_decides_label_error_suspects(
         (e.who, e.item_id, e.value, e.extra["verdict"])
         for e in store.annotations.list(kind=VERDICT_KIND)
     ]
-    assert got == [("alice", "test:1", 0, "wrong"), ("alice", "test:4", 0, "correct")]
+    assert got == [("rita", "test:1", 0, "wrong"), ("rita", "test:4", 0, "correct")]
 
 
 def _task_page(pg, live_server: str, task_id: str) -> None:  # type: ignore[no-untyped-def]
@@ -207,10 +208,13 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     page.dblclick("#submit")
     _wait_saved(page, store, "task", len(t0.items) + len(t1.items))
     assert store.annotations.count(kind="task") == len(t0.items) + len(t1.items)
-    # reload and answer again: the new answer replaces the first
+    # reload and answer again: the page shows the first answer, unticked it
+    # is a new answer that replaces the first
     _task_page(page, live_server, t1.id)
     page.reload()
     page.wait_for_selector(".cell:focus")
+    assert page.locator("input[name=selected]:checked").count() == 1
+    page.locator(".cell").nth(0).click()
     page.keyboard.press("Enter")
     _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items))
     stats = selection_frequencies(web_project.project)
@@ -291,11 +295,11 @@ def test_labeler_cannot_read_results_or_controls(
     assert "retest_token" not in page.evaluate("document.cookie")
 
 
-def test_names_with_spaces_and_accents_are_stored_as_typed(
+def test_names_with_spaces_and_accents_are_stored_as_added(
     browser, live_server, web_project
 ) -> None:
     name = "José Dana Smith"
-    pg = sign_in(browser, live_server, TOKEN, name)
+    pg = sign_in(browser, live_server, person_token(web_project.project, name), name)
     pg.goto(f"{live_server}/label/0/tabby?stage=select")
     pg.wait_for_selector(".cell:focus")
     with pg.expect_navigation():

@@ -17,6 +17,7 @@ from typing import Any, cast
 import pytest
 from fastapi.testclient import TestClient
 
+from conftest import person  # type: ignore[import-not-found]
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.store.base import Store
@@ -24,11 +25,7 @@ from retest.store.rows import AnnotationEvent
 from retest.web.live import EventWriter, Live, NotReady
 from retest.web.routes import pages
 
-TOKEN, REVIEWER = "test-token-123", "test-reviewer-456"  # the web conftest's
-
-
-def _who(name: str, token: str = TOKEN) -> dict[str, str]:
-    return {"X-Retest-Token": token, "X-Retest-Annotator": name}
+REVIEWER = "test-reviewer-456"  # the web conftest's owner token
 
 
 def _answer(c: TestClient, wp: Any, task: Any, key: str, picked: list[str],
@@ -36,7 +33,7 @@ def _answer(c: TestClient, wp: Any, task: Any, key: str, picked: list[str],
     secret = project_secret(wp.project)
     body = {"submission": key, "task_id": task.id,
             "selected_tokens": [image_token(f"{task.id}|{i}", secret) for i in picked]}  # fmt: skip
-    r = c.post("/api/task", json=body, headers=_who(who))
+    r = c.post("/api/task", json=body, headers=person(wp.project, who))
     assert r.status_code == 200, r.text
     return cast(dict[str, Any], r.json())
 
@@ -76,7 +73,7 @@ def test_votes_change_the_next_class_pages(app, web_project) -> None:
 
 def test_labels_and_review_edits_change_the_next_page(app, web_project) -> None:
     c = TestClient(app)
-    reviewer = _who("rita", REVIEWER)
+    reviewer = {"X-Retest-Token": REVIEWER}
     cats = web_project.candidates[0::2]
 
     def selected() -> int:
@@ -88,7 +85,12 @@ def test_labels_and_review_edits_change_the_next_page(app, web_project) -> None:
     assert selected() == 0
     body = {"submission": "page-load-1", "stage": "select", "class_id": 0,
             "keyword": "tabby", "shown": cats[:3], "checked": cats[:2]}  # fmt: skip
-    assert c.post("/api/label", json=body, headers=_who("alice")).status_code == 200
+    assert (
+        c.post(
+            "/api/label", json=body, headers=person(web_project.project, "alice")
+        ).status_code
+        == 200
+    )
     assert selected() == 2
     review = "/review/webtest-a-0/0"
     assert 'data-was="1"' not in c.get(review, headers=reviewer).text

@@ -26,7 +26,7 @@ from retest.sampling.histogram import bin_index
 from retest.store.rows import AnnotationEvent, DuplicateVerdict, NeighbourList
 
 REVIEWER = "test-reviewer-456"  # the web conftest's reviewer token
-AUTH = {"X-Retest-Token": REVIEWER, "X-Retest-Annotator": "alice"}
+AUTH = {"X-Retest-Token": REVIEWER, "X-Retest-Annotator": "owner"}
 READ = {"X-Retest-Token": REVIEWER}
 
 
@@ -69,7 +69,8 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
     assert "selection frequency for dog: 0.50 (n=2)" in page  # given class only
     assert "0 of 2 queued items reviewed" in page
     body = {"item_id": "test:1", "verdict": "wrong", "new_class": 0}
-    assert c.post("/api/label-error", json=body).status_code == 401
+    labeler = {"X-Retest-Token": "test-token-123"}  # alice, a labeler
+    assert c.post("/api/label-error", json=body, headers=labeler).status_code == 403
     assert c.post("/api/label-error", json=body, headers=AUTH).status_code == 200
     bad = [
         ({"item_id": "test:4", "verdict": "wrong"}, 422),  # no class
@@ -85,8 +86,8 @@ def test_queue_label_errors_cli_and_verdicts(app, web_project, tmp_path) -> None
     assert [
         (e.who, e.item_id, e.class_id, e.value, e.extra["verdict"]) for e in verdicts
     ] == [
-        ("alice", "test:1", 1, 0, "wrong"),
-        ("alice", "test:4", 0, -1, "unclear"),
+        ("owner", "test:1", 1, 0, "wrong"),
+        ("owner", "test:4", 0, -1, "unclear"),
     ]
     assert "Nothing pending" in c.get("/label-errors").text
     q = label_error_queue(web_project.project)

@@ -7,15 +7,17 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
+from retest.errors import InputValidationError
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.pipeline.eligibility import selection_frequencies
+from retest.pipeline.people import add_person
 from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
 
 TOKEN, REVIEWER = "test-token-123", "test-reviewer-456"  # the web conftest's
 LABELER = {"X-Retest-Token": TOKEN, "X-Retest-Annotator": "alice"}
-REVIEW = {"X-Retest-Token": REVIEWER, "X-Retest-Annotator": "rita"}
+REVIEW = {"X-Retest-Token": REVIEWER}  # the owner
 
 
 def _label_body(wp, key: str = "page-load-1", **kw):  # type: ignore[no-untyped-def]
@@ -72,7 +74,7 @@ def test_a_resubmitted_task_replaces_the_earlier_answer(app, web_project) -> Non
     assert stats[(task.items[0], task.class_id)].n_assignments == 1
     assert stats[(task.items[0], task.class_id)].frequency == 0.0
     assert stats[(task.items[2], task.class_id)].frequency == 1.0
-    html = c.get("/tasks", headers=LABELER).text
+    html = c.get("/tasks", headers=REVIEW).text  # answer counts: reviewers only
     assert f"<td>{len(task.items)}</td><td>1</td>" in html  # one answer, not two
     # the page's aggregates agree with the store-wide rule
     from retest.web.live import EventAggregates
@@ -112,26 +114,37 @@ def test_openapi_only_when_asked(web_project) -> None:
     assert TestClient(app).get("/openapi.json").status_code == 200
 
 
-def test_sign_in_moves_the_token_into_an_httponly_cookie(app, web_project) -> None:
+def test_a_personal_link_opens_a_session_in_an_httponly_cookie(
+    app, web_project
+) -> None:
     c = TestClient(app, follow_redirects=False)
     r = c.get(f"/label/0/tabby?stage=verify&token={TOKEN}")
     assert r.status_code == 303
     assert r.headers["location"] == "/label/0/tabby?stage=verify"  # token gone
     cookie = r.headers["set-cookie"]
-    assert f"retest_token={TOKEN}" in cookie
+    assert "retest_session=" in cookie and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Max-Age=2592000" in cookie  # 30 days: kept across browser restarts
+    assert "Secure" not in cookie  # plain http here
     assert c.get("/label/0/tabby").status_code == 200  # the cookie reads
+    assert "alice" in c.get("/").text
     assert c.get("/?token=wrong").status_code == 401
-    r = c.post("/signin", data={"name": "Dana Smith", "next": "/tasks"},
+    # the sign-in form takes a token, never a name
+    s = TestClient(app, follow_redirects=False)
+    r = s.post("/signin", data={"token": TOKEN, "name": "Dana Smith", "next": "/tasks"},
                headers={"Origin": "http://testserver"})  # fmt: skip
     assert r.status_code == 303 and r.headers["location"] == "/tasks"
     assert "HttpOnly" in r.headers["set-cookie"]
+    assert ">alice<" in s.get("/").text and "Dana" not in s.get("/").text
+    # signing out ends the session at once
+    s.post("/signout", headers={"Origin": "http://testserver"})
+    s.cookies.clear()
+    assert c.get("/tasks").status_code == 200  # the other browser stays signed in
 
 
 def test_cookie_writes_need_the_apps_own_origin(app, web_project) -> None:
     c = TestClient(app)
-    c.cookies.set("retest_token", TOKEN)
-    c.cookies.set("retest_annotator", "alice")
+    c.get(f"/?token={TOKEN}")  # signs in: the session cookie
     body = _label_body(web_project, key="origin-1")
     evil = {"Origin": "http://testserver:8001"}  # another port, same site
     assert c.post("/api/label", json=body, headers=evil).status_code == 403
@@ -139,31 +152,29 @@ def test_cookie_writes_need_the_apps_own_origin(app, web_project) -> None:
     own = {"Origin": "http://testserver"}
     assert c.post("/api/label", json=body, headers=own).status_code == 200
     assert web_project.project.store.annotations.count() == 3
+    assert {e.who for e in web_project.project.store.annotations.list()} == {"alice"}
 
 
-def test_names_are_stored_as_typed(app, web_project) -> None:
+def test_the_person_of_the_token_writes_never_a_typed_name(app, web_project) -> None:
     c = TestClient(app)
     store = web_project.project.store
-    for k, (sent, stored) in enumerate(
-        [
-            ("Dana%20Smith", "Dana Smith"),
-            ("Jos%C3%A9", "José"),
-            ("Jose\u0301".encode(), "José"),  # raw UTF-8, decomposed
-        ]
-    ):
-        headers = {**LABELER, "X-Retest-Annotator": sent}
+    inv = add_person(web_project.project, "Jose\u0301", "labeler", by="test")
+    assert inv.person.name == "José"  # NFC
+    with pytest.raises(InputValidationError, match="exists already"):
+        add_person(web_project.project, "JOSÉ", "labeler", by="test")
+    mine = {"X-Retest-Token": inv.token}
+    for k, sent in enumerate(["Jos%C3%A9", "Jose\u0301".encode(), "JOS%C3%89", None]):
+        headers = mine if sent is None else {**mine, "X-Retest-Annotator": sent}
         r = c.post("/api/label", json=_label_body(web_project, key=f"name-{k:04d}"),
                    headers=headers)  # fmt: skip
         assert r.status_code == 200, r.text
-        assert {e.who for e in store.annotations.list(after_id=3 * k)} == {stored}
-    # through the sign-in form and its cookie, as a browser does
-    s = TestClient(app)
-    s.post("/signin", data={"token": TOKEN, "name": "Zoë  O'Brien "},
-           headers={"Origin": "http://testserver"})  # fmt: skip
-    r = s.post("/api/label", json=_label_body(web_project, key="name-cookie"),
-               headers={"Origin": "http://testserver"})  # fmt: skip
-    assert r.status_code == 200, r.text
-    assert store.annotations.list()[-1].who == "Zoë  O'Brien"
+    assert {e.who for e in store.annotations.list()} == {"José"}
+    n = store.annotations.count()
+    for other in ["alice", "Alice", "Dana Smith"]:
+        r = c.post("/api/label", json=_label_body(web_project, key="name-other"),
+                   headers={**mine, "X-Retest-Annotator": other})  # fmt: skip
+        assert r.status_code == 403 and "cannot write as" in r.text
+    assert store.annotations.count() == n
 
 
 @pytest.mark.parametrize(

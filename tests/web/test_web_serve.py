@@ -1,4 +1,5 @@
-"""``retest serve`` as a real process: two links, host check, no public schema."""
+"""``retest serve`` as a real process: the owner's link, personal links, revocation
+from another process, host check, no public schema."""
 
 from __future__ import annotations
 
@@ -14,10 +15,17 @@ from conftest import _free_port  # type: ignore[import-not-found]
 RETEST = shutil.which("retest") or "retest"
 
 
-def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
+def test_serve_prints_the_owners_link_and_checks_the_host(web_project) -> None:
     root = str(web_project.project.root)
     web_project.project.close()
     port = _free_port()
+    added = subprocess.run(
+        [RETEST, "people", "add", "Bea", "--role", "labeler", "-p", root,
+         "--base-url", f"http://127.0.0.1:{port}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    link = re.search(r"Bea \(labeler\): (\S+)", added.stdout)
+    assert link, added.stdout
     proc = subprocess.Popen(
         [RETEST, "serve", "-p", root,
          "--port", str(port), "--reviewer-token", "rev-token-1234"],
@@ -25,11 +33,13 @@ def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
     )  # fmt: skip
     try:
         lines = [proc.stdout.readline() for _ in range(3)] if proc.stdout else []
-        labeler = re.search(r"labelers:\s+(\S+)", "".join(lines))
-        assert labeler, lines
-        assert f"reviewers: http://127.0.0.1:{port}/?token=rev-token-1234" in "".join(
-            lines
+        shown = "".join(lines)
+        assert (
+            f"owner (everything): http://127.0.0.1:{port}/?token=rev-token-1234"
+            in shown
         )
+        assert "public" not in shown  # no public link unless asked for
+        assert "2 people have personal links" in shown  # alice and Bea
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
             try:
@@ -37,12 +47,17 @@ def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        r = httpx.get(labeler.group(1))
+        r = httpx.get(link.group(1))
         assert r.status_code == 303 and "token" not in r.headers["location"]
-        tok = labeler.group(1).split("token=")[1]
+        assert "retest_session=" in r.headers["set-cookie"]
+        tok = link.group(1).split("token=")[1]
         h = {"X-Retest-Token": tok}
         assert httpx.get(base + "/tasks", headers=h).status_code == 200
         assert httpx.get(base + "/stats", headers=h).status_code == 403
+        # revoked from another process: the next request is refused
+        subprocess.run([RETEST, "people", "revoke", "bea", "-p", root], check=True,
+                       capture_output=True)  # fmt: skip
+        assert httpx.get(base + "/tasks", headers=h).status_code == 401
         rev = {"X-Retest-Token": "rev-token-1234"}
         assert httpx.get(base + "/stats", headers=rev).status_code == 200
         assert httpx.get(base + "/openapi.json", headers=rev).status_code == 404
@@ -66,7 +81,7 @@ def test_an_answered_write_survives_a_killed_server(web_project) -> None:
     proj.close()
     port = _free_port()
     proc = subprocess.Popen(
-        [RETEST, "serve", "-p", root, "--port", str(port), "--token", "tok-123456"],
+        [RETEST, "serve", "-p", root, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -78,7 +93,7 @@ def test_an_answered_write_survives_a_killed_server(web_project) -> None:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        h = {"X-Retest-Token": "tok-123456", "X-Retest-Annotator": "alice"}
+        h = {"X-Retest-Token": "test-token-123"}  # alice's (the web conftest's)
         with httpx.Client(base_url=base, headers=h, timeout=30) as c:
             for k in range(30):
                 t = tasks[k % len(tasks)]

@@ -18,15 +18,37 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="Interface to listen on.")
         ] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port.")] = 8000,
-        token: Annotated[
-            str | None,
-            typer.Option(help="Labelers' invitation token (random if unset)."),
-        ] = None,
         reviewer_token: Annotated[
             str | None,
             typer.Option(
-                help="Reviewers' token: results, controls, statistics and review "
-                "pages (random if unset)."
+                "--reviewer-token",
+                "--admin-token",
+                help="The project owner's token: everything, as reviewer "
+                "'owner' (random if unset).",
+            ),
+        ] = None,
+        public_labeling: Annotated[
+            bool,
+            typer.Option(
+                help="Also print a public labeling link: anyone with it labels as "
+                "an anonymous worker of their own (one per browser)."
+            ),
+        ] = False,
+        token: Annotated[
+            str | None,
+            typer.Option(
+                help="The public link's token (with --public-labeling; random if unset)."
+            ),
+        ] = None,
+        session_days: Annotated[
+            float,
+            typer.Option(min=0.01, max=3650, help="How long a sign-in lasts, in days."),
+        ] = 30.0,
+        trusted_proxy: Annotated[
+            str | None,
+            typer.Option(
+                help="Address of a TLS reverse proxy in front of the app: its "
+                "X-Forwarded-Proto/-For are believed (cookies become Secure over https)."
             ),
         ] = None,
         openapi: Annotated[
@@ -35,24 +57,31 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve labeling, grid tasks, near-duplicate review and class review.
 
-        Prints two links: the labelers' (labeling and grid tasks only) and the
-        reviewers' (everything). Requests must name this host and port (others
-        get 421), so a web page elsewhere cannot reach the app by DNS tricks.
+        People sign in with their personal links (`retest people add`); this
+        prints the owner's link (everything). Requests must name this host and
+        port (others get 421), so a web page elsewhere cannot reach the app by
+        DNS tricks.
         """
         import uvicorn
 
         from retest.cli._console import console
         from retest.errors import InputValidationError
+        from retest.labeling.people import new_token
         from retest.pipeline.crowd import project_secret
         from retest.pipeline.project import Project
-        from retest.web.app import create_app, new_token
+        from retest.web.app import create_app
 
-        tok = token or new_token()
+        if token is not None and not public_labeling:
+            raise InputValidationError(
+                "--token is the public link's token: give it with --public-labeling "
+                "(people sign in with their own links: `retest people add`)."
+            )
+        tok = (token or new_token()) if public_labeling else None
         rtok = reviewer_token or new_token()
         if tok == rtok:
             raise InputValidationError(
-                "--reviewer-token must differ from --token: the reviewer token "
-                "grants more than the invitation."
+                "--admin-token must differ from --token: the owner's token grants "
+                "more than the public link."
             )
         proj = Project.open(project)
         hosts = {f"{host}:{port}"}
@@ -64,9 +93,10 @@ def register(app: typer.Typer) -> None:
             reviewer_token=rtok,
             secret=project_secret(proj),
             openapi=openapi,
-            hosts=None if host == "0.0.0.0" else hosts,
+            hosts=None if host == "0.0.0.0" or trusted_proxy else hosts,
             progress=lambda task, done, total: console.print(f"  {task}"),
             processes=True,
+            session_days=session_days,
         )
         # read the event log once now, so the first page does not wait for it
         web.state.retest.live.sync()
@@ -75,14 +105,18 @@ def register(app: typer.Typer) -> None:
             f"retest serving {proj.root} on http://{shown}:{port}/", soft_wrap=True
         )
         console.print(
-            f"  labelers:  http://{shown}:{port}/?token={tok}", soft_wrap=True
+            f"  owner (everything): http://{shown}:{port}/?token={rtok}",
+            soft_wrap=True,
         )
+        if tok is not None:
+            console.print(
+                f"  public labeling:    http://{shown}:{port}/?token={tok}",
+                soft_wrap=True,
+            )
+        n = len(proj.store.people.list())
         console.print(
-            f"  reviewers: http://{shown}:{port}/?token={rtok}", soft_wrap=True
-        )
-        console.print(
-            "Share the labelers' link with labelers only; the reviewers' link "
-            "shows results and controls."
+            f"{n} people have personal links; `retest people add NAME --role "
+            "labeler|reviewer` adds one. Keep the owner's link to yourself."
         )
         # Pages (worker threads), answers (the event loop) and the writer share
         # one interpreter lock, and a thread back from SQLite waits for it up to
@@ -90,6 +124,10 @@ def register(app: typer.Typer) -> None:
         # answers/s with pages read meanwhile (bench_web.py, 1 M events).
         sys.setswitchinterval(0.001)
         try:
-            uvicorn.run(web, host=host, port=port, log_level="warning")
+            uvicorn.run(
+                web, host=host, port=port, log_level="warning",
+                proxy_headers=trusted_proxy is not None,
+                forwarded_allow_ips=trusted_proxy,
+            )  # fmt: skip
         finally:
             proj.close()

@@ -45,6 +45,7 @@ from retest.pipeline.eligibility import (
     candidate_eligibility,
     stale_candidates,
 )
+from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.base import Store
@@ -248,7 +249,8 @@ def create_task_batch(
         )
     events = store.annotations.list(kind="task")
     counts: dict[str, int] = defaultdict(int)
-    for (item, _), stat in aggregate_item_events(events).items():
+    excluded = excluded_workers(store)
+    for (item, _), stat in aggregate_item_events(events, excluded=excluded).items():
         counts[item] += stat.n_assignments
     existing = store.tasks.list()
     pending = _pending_candidates(existing, events, min_assignments)

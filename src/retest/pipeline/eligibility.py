@@ -62,6 +62,7 @@ from retest.dedup.rules import (
     resolve_near_duplicates,
 )
 from retest.errors import StageError
+from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import FrequencyStat, aggregate_item_events
 from retest.store.base import Store
@@ -380,8 +381,9 @@ def selection_frequencies(
     """Selection frequency of every (item, class id) shown in a crowd/grid task.
 
     Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); rejected assignments are ignored, and a worker's
-    repeated assignments of one task count once (the latest valid one).
+    assignment and image shown); rejected assignments are ignored, a worker's
+    repeated assignments of one task count once (the latest valid one), and
+    workers excluded for their quality on the controls count for nothing.
 
     Parameters
     ----------
@@ -394,8 +396,11 @@ def selection_frequencies(
     dict of (item id, class id) to FrequencyStat
         Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
     """
+    store = project.store
     return aggregate_item_events(
-        project.store.annotations.list(kind="task"), compat=compat
+        store.annotations.list(kind="task"),
+        compat=compat,
+        excluded=excluded_workers(store),
     )
 
 

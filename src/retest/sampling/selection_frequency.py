@@ -31,9 +31,9 @@ once per appearance (docs/algorithms.md#two-modes).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -57,6 +57,7 @@ __all__ = [
     "aggregate_item_events",
     "class_target_histograms",
     "compute_selection_frequencies",
+    "latest_assignments",
     "selection_frequency_from_counts",
 ]
 
@@ -225,10 +226,36 @@ def compute_selection_frequencies(
     }
 
 
+def latest_assignments(
+    events: Iterable[TaskVote[Any]], *, excluded: Collection[str] = ()
+) -> set[tuple[str, str]]:
+    """``(task id, assignment id)`` of every assignment that counts by the rule
+    of :func:`aggregate_item_events`: per worker and task the latest valid one
+    (events without a worker are left out: they cannot be attributed).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as E
+    >>> ev = [E(task_id="t", assignment_id=a, worker="w1", when=w, id=i,
+    ...         assignment_status="Submitted") for a, w, i in (("A1", "t1", 1), ("A2", "t2", 2))]
+    >>> sorted(latest_assignments(ev)), latest_assignments(ev, excluded={"w1"})
+    ([('t', 'A2')], set())
+    """
+    grouped = [
+        ((ev.task_id, ev.worker), (ev.task_id, ev.assignment_id),
+         (ev.when or "", ev.id or 0, ev.assignment_id))
+        for ev in events
+        if ev.worker and ev.task_id and ev.assignment_id
+        and ev.worker not in excluded and _is_valid(ev.assignment_status)
+    ]  # fmt: skip
+    return _latest_per_worker(grouped)  # type: ignore[return-value]
+
+
 def aggregate_item_events(
     events: Iterable[TaskVote[K] | tuple[str, K, str | None, int]],
     *,
     compat: str | None = None,
+    excluded: Collection[str] = (),
 ) -> dict[tuple[str, K], FrequencyStat]:
     """Selection frequencies from per-(assignment, image) events.
 
@@ -242,6 +269,8 @@ def aggregate_item_events(
     the module docstring); bare tuples carry no worker, so each of them counts.
     This equals :func:`compute_selection_frequencies` on the same assignments;
     ``compat="authors"`` counts every valid event, as it does there.
+    Workers in ``excluded`` (left out of the counts for their quality on the
+    controls, :func:`retest.pipeline.people.excluded_workers`) count for nothing.
 
     Examples
     --------
@@ -257,7 +286,7 @@ def aggregate_item_events(
             item, cls, status, value = ev
             rows.append((item, cls, _is_valid(status), value, None))
             continue
-        valid = _is_valid(ev.assignment_status)
+        valid = _is_valid(ev.assignment_status) and ev.worker not in excluded
         akey: Hashable = None
         if valid and ev.worker and ev.task_id and ev.assignment_id and not authors:
             akey = (ev.task_id, ev.assignment_id)

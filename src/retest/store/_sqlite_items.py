@@ -282,7 +282,12 @@ class _Annotations(_Repo, AnnotationRepo):
             conds.append(f"kind IN ({','.join('?' * len(kinds))})")
             params.extend(kinds)
         if valid_only:
-            conds.append("COALESCE(assignment_status, '') != 'Rejected'")
+            # VALID_STATUSES of retest.sampling.selection_frequency: a withdrawn
+            # (undone) web answer is no more valid than a rejected one
+            conds.append(
+                "(assignment_status IS NULL OR "
+                "lower(assignment_status) IN ('submitted', 'approved'))"
+            )
         where = " WHERE " + " AND ".join(conds) if conds else ""
         rows = self._db.rows(
             "SELECT item_id, COUNT(*), SUM(value > 0) FROM annotations"

@@ -152,6 +152,27 @@ DROP INDEX IF EXISTS annotations_item;
 CREATE INDEX annotations_item_labels ON annotations(item_id) WHERE kind <> 'task';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Version 6: the people of a labeling campaign (``retest people``). A person has a
+# personal sign-in link whose token is stored as its SHA-256 only; ``name_key``
+# (NFC, case-folded) makes ``Ana`` and ``ana`` one person. Sessions (a browser
+# signed in by a link) are keyed by the hash of their random id, so revoking a
+# person deletes them at once. ``people_events`` audits every change (added,
+# new link, revoked, a worker's answers excluded from the counts or included
+# again); exclusions are read from it, latest event per worker.
+_V6 = """
+CREATE TABLE people(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, name_key TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL, token_hash TEXT UNIQUE, anonymous INTEGER NOT NULL,
+  created TEXT NOT NULL, revoked TEXT);
+CREATE TABLE sessions(
+  id TEXT PRIMARY KEY, person_id INTEGER NOT NULL REFERENCES people(id),
+  created TEXT NOT NULL, expires TEXT NOT NULL);
+CREATE INDEX sessions_person ON sessions(person_id);
+CREATE TABLE people_events(
+  id INTEGER PRIMARY KEY, subject TEXT NOT NULL, action TEXT NOT NULL,
+  who TEXT NOT NULL, detail TEXT NOT NULL, at TEXT NOT NULL);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 """SQL scripts; migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -58,6 +58,8 @@ from retest.store.rows import (
     KeywordRow,
     NeighbourList,
     NeighbourReview,
+    PersonEvent,
+    PersonRow,
     PredictionRecord,
     ReferenceRow,
     ReviewState,
@@ -75,6 +77,7 @@ __all__ = [
     "CandidateRepo",
     "ClassRepo",
     "NearDupRepo",
+    "PeopleRepo",
     "PredictionRepo",
     "ReferenceRepo",
     "RevisionRepo",
@@ -383,7 +386,8 @@ class AnnotationRepo(ABC):
     ) -> dict[str, tuple[int, int]]:
         """``item_id → (n events, n with value > 0)`` over ``kinds`` (all if None).
 
-        ``valid_only`` drops events of ``Rejected`` assignments. For ``task`` events,
+        ``valid_only`` drops events of assignments neither Submitted nor
+        Approved (Rejected, or Withdrawn by their worker). For ``task`` events,
         ``positive / n`` is the selection frequency.
         """
 
@@ -540,6 +544,63 @@ class PredictionRepo(ABC):
         """Ordered by (dataset, model)."""
 
 
+class PeopleRepo(ABC):
+    """The people of a labeling campaign, their sign-in sessions and the audit
+    log of changes to them (tokens and session ids are stored as hashes only)."""
+
+    @abstractmethod
+    def add(
+        self,
+        name: str,
+        key: str,
+        role: str,
+        token_hash: str,
+        *,
+        anonymous: bool = False,
+    ) -> PersonRow:
+        """A new person; :class:`~retest.errors.InputValidationError` when a
+        person with the same ``key`` (:func:`retest.labeling.people.name_key`) exists."""
+
+    @abstractmethod
+    def get(self, key: str) -> PersonRow:
+        """The person with name key ``key`` (NotFoundError if none)."""
+
+    @abstractmethod
+    def list(self, *, anonymous: bool = False) -> builtins.list[PersonRow]:
+        """Named people (with ``anonymous``, the anonymous workers too), in order added."""
+
+    @abstractmethod
+    def by_token(self, token_hash: str) -> PersonRow | None:
+        """The person whose current link has this hash (not revoked), or None."""
+
+    @abstractmethod
+    def set_token(self, person_id: int, token_hash: str) -> None:
+        """A new link: the old one stops working and the person's sessions end;
+        a revoked person is reinstated."""
+
+    @abstractmethod
+    def revoke(self, person_id: int) -> None:
+        """End the person's link and every session of theirs at once."""
+
+    @abstractmethod
+    def add_session(self, session_hash: str, person_id: int, expires: str) -> None: ...
+
+    @abstractmethod
+    def session(self, session_hash: str) -> tuple[PersonRow, str] | None:
+        """(person, expiry time) of a session of a person not revoked, or None."""
+
+    @abstractmethod
+    def end_session(self, session_hash: str) -> None: ...
+
+    @abstractmethod
+    def log(self, events: Iterable[PersonEvent]) -> builtins.list[int]:
+        """Append audit events."""
+
+    @abstractmethod
+    def events(self) -> builtins.list[PersonEvent]:
+        """Every audit event, in id order."""
+
+
 class Store(ABC):
     """A project store: the repositories above plus lifecycle.
 
@@ -557,6 +618,7 @@ class Store(ABC):
     artifacts: ArtifactRepo
     stages: StageRepo
     predictions: PredictionRepo
+    people: PeopleRepo
 
     @abstractmethod
     def schema_version(self) -> int:

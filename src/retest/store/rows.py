@@ -24,6 +24,8 @@ __all__ = [
     "KeywordRow",
     "NeighbourList",
     "NeighbourReview",
+    "PersonEvent",
+    "PersonRow",
     "PredictionRecord",
     "ReferenceRow",
     "ReviewState",
@@ -313,3 +315,30 @@ class PredictionRecord:
 
 
 # ----------------------------------------------------------------- repositories
+
+
+@dataclass(frozen=True, slots=True)
+class PersonRow:
+    """A person of the labeling campaign (``retest people``): a named person with
+    a personal sign-in link, or an anonymous worker of a public link."""
+
+    id: int
+    name: str
+    role: str
+    created: str
+    revoked: str | None = None
+    anonymous: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PersonEvent:
+    """One audited change to the people of a project (append-only): ``add``,
+    ``link``, ``revoke``, or ``exclude`` / ``include`` of a worker's answers from
+    the counts. ``subject`` is a person's name or a worker id."""
+
+    subject: str
+    action: str
+    who: str
+    detail: str = ""
+    when: str | None = None
+    id: int | None = None

@@ -52,6 +52,7 @@ from retest.store._sqlite_items import (
     _References,
     _Tasks,
 )
+from retest.store._sqlite_people import _People
 from retest.store._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from retest.store.base import Store
 
@@ -341,6 +342,7 @@ REPOS: dict[str, Callable[[_DB], Any]] = {
     "artifacts": _Artifacts,
     "stages": _Stages,
     "predictions": _Predictions,
+    "people": _People,
 }
 """The repositories of a store, by attribute name (the writer and the reader
 stores both build theirs from this table)."""

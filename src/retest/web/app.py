@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import HTTPException
+from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -17,15 +18,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retest._progress import ProgressCallback
 from retest.errors import InputValidationError, NotFoundError, RetestError
+from retest.labeling.people import new_token
 from retest.pipeline.project import Project
 from retest.web.deps import (
-    COOKIE_NAME,
+    COOKIE_SESSION,
     COOKIE_TOKEN,
     AppState,
     SignInRequired,
-    clean_name,
     same_origin,
 )
+from retest.web.identity import Identities
 from retest.web.images import ItemImages
 from retest.web.live import Live
 from retest.web.pages import include_pages
@@ -36,11 +38,6 @@ __all__ = ["MAX_BODY", "create_app", "new_token"]
 _HERE = Path(__file__).parent
 MAX_BODY = 256 * 1024
 """Largest request body read (bytes); larger ones get 413 before being read."""
-
-
-def new_token() -> str:
-    """A fresh random token (invitation or reviewer)."""
-    return secrets.token_urlsafe(18)
 
 
 class _Limits:
@@ -109,13 +106,76 @@ class _TokenInUrl:
             return
         rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
         url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-        resp: Response
-        if self.state.role_of(tok) is None:
-            resp = _signin_page(request, 401, "That token is not valid.", url)
-        else:
-            resp = RedirectResponse(url, status_code=303)
-            _set_cookie(resp, COOKIE_TOKEN, tok)
+        resp = await run_in_threadpool(sign_in_response, request, tok, url)
         await resp(scope, receive, send)
+
+
+def sign_in_response(request: Request, token: str, url: str) -> Response:
+    """What a sign-in with ``token`` answers: a 303 to ``url`` that sets the
+    cookies of the person (a new session), of the owner (the admin token), or of
+    a browser's own anonymous worker (the public token; a browser that has one
+    keeps it); the sign-in page with 401 for any other token."""
+    state: AppState = request.app.state.retest
+    ids = state.identities
+    assert ids is not None
+    if ids.is_owner(token):
+        resp = RedirectResponse(url, status_code=303)
+        _set_cookie(request, resp, COOKIE_TOKEN, token, state.session_days)
+        resp.delete_cookie(COOKIE_SESSION, path="/")
+        return resp
+    if ids.is_public(token):
+        who = ids.by_session(request.cookies.get(COOKIE_SESSION, ""))
+        if who is None or not who.anonymous:
+            who = ids.new_anonymous()
+        else:
+            return RedirectResponse(url, status_code=303)
+    else:
+        who = ids.by_token(token)
+    if who is None:
+        return _signin_page(
+            request, 401, "That link is not valid (revoked, or replaced by a "
+            "newer one): ask the project owner for your link.", url,
+        )  # fmt: skip
+    resp = RedirectResponse(url, status_code=303)
+    _set_cookie(
+        request, resp, COOKIE_SESSION, ids.start_session(who), state.session_days
+    )
+    resp.delete_cookie(COOKIE_TOKEN, path="/")
+    return resp
+
+
+CSP = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+"""The pages' Content-Security-Policy: nothing but the app's own files (no inline
+script or style), and no page may frame them (clickjacking)."""
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class _SecurityHeaders:
+    """ASGI middleware: :data:`SECURITY_HEADERS` on every response (plain ASGI,
+    like :class:`_TokenInUrl`: a few list appends per request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg["headers"] = [*msg.get("headers", []), *SECURITY_HEADERS]
+            await send(msg)
+
+        await self.app(scope, receive, send_with)
 
 
 class _BodyTooLarge(Exception):
@@ -131,7 +191,7 @@ async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
 def create_app(
     project: Project,
     *,
-    token: str,
+    token: str | None = None,
     secret: bytes,
     reviewer_token: str | None = None,
     openapi: bool = False,
@@ -140,6 +200,7 @@ def create_app(
     refresh_seconds: float = 5.0,
     progress: ProgressCallback | None = None,
     processes: bool = False,
+    session_days: float = 30.0,
 ) -> FastAPI:
     """Build the app for an open project.
 
@@ -148,12 +209,14 @@ def create_app(
     project : Project
         The open project; images are read below its root, never outside. The app
         does not close it.
-    token : str
-        The labelers' invitation token.
+    token : str, optional
+        The public link's token: anyone with it labels as an anonymous worker
+        of their own (one per browser). None (the default): no public link;
+        people sign in with their personal links (``retest people``).
     secret : bytes
         Project secret for the opaque image tokens of grid tasks.
     reviewer_token : str, optional
-        The reviewers' token (results, controls, statistics, review pages).
+        The project owner's (admin) token: a reviewer writing as ``owner``.
         None makes one up (``app.state.retest.reviewer_token``).
     openapi : bool
         Serve ``/openapi.json`` (off: it lists every endpoint to anyone).
@@ -169,10 +232,12 @@ def create_app(
         eligibility decision, the near-duplicate queue) begin and end.
     processes : bool
         Compute those in a worker process (see :class:`retest.web.live.Live`).
+    session_days : float
+        How long a sign-in lasts (a persistent cookie).
     """
     if reviewer_token is not None and reviewer_token == token:
         raise InputValidationError(
-            "the reviewer token must differ from the invitation token."
+            "the owner's token must differ from the public link's token."
         )
     name = project.config.name
     app = FastAPI(
@@ -181,6 +246,8 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json" if openapi else None,
     )
+    live = Live(project, refresh_seconds=refresh_seconds, processes=processes)
+    owner = reviewer_token or new_token()
     state = AppState(
         project=project,
         store=project.store,
@@ -188,8 +255,17 @@ def create_app(
         secret=secret,
         images=ItemImages(project),
         name=name,
-        reviewer_token=reviewer_token or new_token(),
-        live=Live(project, refresh_seconds=refresh_seconds, processes=processes),
+        reviewer_token=owner,
+        live=live,
+        identities=Identities(
+            project.store,
+            live.store,
+            live.external_version,
+            owner,
+            token,
+            session_days,
+        ),
+        session_days=session_days,
     )
     app.state.retest = state
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
@@ -198,26 +274,30 @@ def create_app(
     include_pages(app)  # the built-in pages and every registered one
     app.add_middleware(_Limits, max_body=max_body, hosts=hosts)
     app.add_middleware(_TokenInUrl, state=state)
+    app.add_middleware(_SecurityHeaders)  # outermost: on every answer, 4xx included
 
     @app.post("/signin", include_in_schema=False)
     async def _signin(request: Request) -> Response:
-        """The sign-in form: token and name into HttpOnly cookies."""
+        """The sign-in form: a personal, the owner's or the public token."""
         if not same_origin(request):
             raise HTTPException(403, "Cross-origin sign-in refused.")
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
         nxt = form.get("next", "/")
         nxt = nxt if nxt.startswith("/") and not nxt.startswith("//") else "/"
-        tok = form.get("token", "").strip() or request.cookies.get(COOKIE_TOKEN, "")
-        if state.role_of(tok) is None:
-            return _signin_page(request, 401, "That token is not valid.", nxt)
-        try:
-            who = clean_name(form.get("name", ""))
-        except HTTPException as err:
-            return _signin_page(request, 422, str(err.detail), nxt)
-        resp = RedirectResponse(nxt, status_code=303)
-        _set_cookie(resp, COOKIE_TOKEN, tok)
-        if who:
-            _set_cookie(resp, COOKIE_NAME, quote(who))
+        tok = form.get("token", "").strip()
+        return await run_in_threadpool(sign_in_response, request, tok, nxt)
+
+    @app.post("/signout", include_in_schema=False)
+    async def _signout(request: Request) -> Response:
+        """Sign out: this browser's session ends at once."""
+        if not same_origin(request):
+            raise HTTPException(403, "Cross-origin sign-out refused.")
+        sid = request.cookies.get(COOKIE_SESSION)
+        if sid and state.identities is not None:
+            await run_in_threadpool(state.identities.end_session, sid)
+        resp = RedirectResponse("/", status_code=303)
+        resp.delete_cookie(COOKIE_SESSION, path="/")
+        resp.delete_cookie(COOKIE_TOKEN, path="/")
         return resp
 
     @app.exception_handler(SignInRequired)
@@ -225,6 +305,15 @@ def create_app(
         if request.url.path.startswith(("/api/", "/img/")):
             return JSONResponse({"detail": err.detail}, status_code=401)
         return _signin_page(request, 401, "", str(request.url.path))
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422, also for bytes that are not UTF-8 (its own handler
+        fails to encode them: a 500)."""
+        detail = jsonable_encoder(
+            err.errors(), custom_encoder={bytes: lambda b: b.decode("utf-8", "replace")}
+        )
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(RetestError)
     def _retest_error(request: Request, err: RetestError) -> JSONResponse:
@@ -252,8 +341,16 @@ def create_app(
     return app
 
 
-def _set_cookie(resp: Response, key: str, value: str) -> None:
-    resp.set_cookie(key, value, httponly=True, samesite="strict", path="/")
+def _set_cookie(
+    request: Request, resp: Response, key: str, value: str, days: float
+) -> None:
+    """A sign-in cookie: kept across browser restarts for ``days``, never read by
+    scripts, never sent by other sites; ``Secure`` when served over https (behind
+    a TLS proxy: see ``retest serve --trusted-proxy``)."""
+    resp.set_cookie(
+        key, value, max_age=int(days * 86400), httponly=True, samesite="strict",
+        path="/", secure=request.url.scheme == "https",
+    )  # fmt: skip
 
 
 def _signin_page(request: Request, status: int, message: str, nxt: str) -> HTMLResponse:

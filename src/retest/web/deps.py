@@ -1,27 +1,27 @@
-"""Dependencies: who is asking (role and name), the store and the image renderer.
+"""Dependencies: who is asking (:mod:`retest.web.identity`), the store and the
+image renderer.
 
-Two roles, each with its own token (``retest serve`` prints both):
+Two roles:
 
 ``labeler``
-    The invitation token: labeling pages, grid tasks, their images, and writing
-    labels and task answers.
+    Labeling pages, grid tasks, their images, and writing labels and task answers.
 ``reviewer``
     Everything a labeler may do, plus results, controls, statistics, the review
     pages and their writes.
 
-Every page and image needs a token: header ``X-Retest-Token`` (scripts) or the
-``retest_token`` cookie that signing in sets (HttpOnly, SameSite=Strict). Writes
-also need a name (header ``X-Retest-Annotator`` or the ``retest_annotator``
-cookie; percent-encoded UTF-8 is decoded, the result NFC-normalised). A write
-from a browser must come from the app's own origin: its ``Origin`` (or
-``Referer``) must name the ``Host`` it was sent to, so a page on another port
-cannot write with the cookie.
+Every page and image needs a sign-in: header ``X-Retest-Token`` (scripts: a
+personal or the owner's token) or the cookies that a sign-in link sets (a
+session of a person, or the owner's token; HttpOnly, SameSite=Strict). A write
+is stored under the signed-in person's name, never a typed one: an
+``X-Retest-Annotator`` header naming someone else is refused. A write from a
+browser must come from the app's own origin: its ``Origin`` (or ``Referer``)
+must name the ``Host`` it was sent to, so a page on another port cannot write
+with the cookie.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -34,8 +34,10 @@ from urllib.parse import unquote, urlsplit
 
 from fastapi import Depends, HTTPException, Request
 
+from retest.labeling.people import LABELER, REVIEWER, name_key
 from retest.pipeline.project import Project
 from retest.store.base import Store
+from retest.web.identity import Annotator, Identities
 from retest.web.images import ItemImages
 from retest.web.live import Live
 
@@ -52,13 +54,13 @@ __all__ = [
     "Submissions",
     "annotator",
     "clean_name",
+    "signed_in",
     "signed_in_role",
+    "who_is",
 ]
 
-UI_VERSION = "web-2"
-LABELER, REVIEWER = "labeler", "reviewer"
-COOKIE_TOKEN, COOKIE_NAME = "retest_token", "retest_annotator"
-MAX_NAME = 80
+UI_VERSION = "web-3"
+COOKIE_TOKEN, COOKIE_SESSION = "retest_token", "retest_session"
 
 
 class Submissions:
@@ -138,22 +140,25 @@ class Submissions:
 class AppState:
     project: Project
     store: Store
-    token: str
+    token: str | None
+    """The public link's token (anonymous labelers), or None: no public link."""
     secret: bytes
     images: ItemImages
     name: str
     reviewer_token: str = ""
+    """The project owner's (admin) token: a reviewer writing as ``owner``."""
     live: Live | None = None
     submissions: Submissions = field(default_factory=Submissions)
+    identities: Identities | None = None
+    session_days: float = 30.0
 
     def role_of(self, token: str) -> str | None:
         """The role a token grants, or None (constant-time comparisons)."""
-        t = token.encode()
-        if self.reviewer_token and hmac.compare_digest(t, self.reviewer_token.encode()):
-            return REVIEWER
-        if hmac.compare_digest(t, self.token.encode()):
+        assert self.identities is not None
+        if self.identities.is_public(token):
             return LABELER
-        return None
+        who = self.identities.by_token(token)
+        return None if who is None else who.role
 
 
 async def _state(request: Request) -> AppState:
@@ -175,26 +180,38 @@ class SignInRequired(HTTPException):
     """401 for pages: the app answers with the sign-in page instead of JSON."""
 
 
-def request_token(request: Request) -> tuple[str, bool]:
-    """(token, whether it came in a header) of a request; "" when absent."""
+def who_is(request: Request) -> Annotator | None:
+    """The signed-in person of a request (header token first, then the session
+    cookie, then the owner's token cookie), or None."""
+    ids: Identities = request.app.state.retest.identities
     header = request.headers.get("x-retest-token")
     if header:
-        return header, True
-    return request.cookies.get(COOKIE_TOKEN, ""), False
+        return ids.by_token(header)
+    sid = request.cookies.get(COOKIE_SESSION)
+    if sid:
+        who = ids.by_session(sid)
+        if who is not None:
+            return who
+    tok = request.cookies.get(COOKIE_TOKEN)
+    return ids.owner if tok and ids.is_owner(tok) else None
 
 
-def signed_in_role(request: Request) -> str:
-    """The role of the request's token; 401 without a valid one.
+def signed_in(request: Request) -> Annotator:
+    """The signed-in person; 401 without a valid sign-in.
 
     A plain function that the role and annotator dependencies both call: as a
     dependency of a dependency it cost every answer a second resolution."""
-    state: AppState = request.app.state.retest
-    token, _ = request_token(request)
-    role = state.role_of(token) if token else None
-    if role is None:
-        raise SignInRequired(401, "Sign in with your invitation token.")
-    request.state.role = role
-    return role
+    who = who_is(request)
+    if who is None:
+        raise SignInRequired(401, "Sign in with your personal link.")
+    request.state.role = who.role
+    request.state.who = who
+    return who
+
+
+def signed_in_role(request: Request) -> str:
+    """The role of the signed-in person; 401 without a valid sign-in."""
+    return signed_in(request).role
 
 
 async def _role(request: Request) -> str:
@@ -206,7 +223,9 @@ RoleDep = Annotated[str, Depends(_role)]
 
 async def _reviewer(role: RoleDep) -> str:
     if role != REVIEWER:
-        raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
+        raise HTTPException(
+            403, "Reviewers only: ask the project owner for a reviewer's link."
+        )
     return role
 
 
@@ -224,23 +243,18 @@ def _store(state: StateDep, role: RoleDep) -> Store:
 StoreDep = Annotated[Store, Depends(_store)]
 
 
-@lru_cache(maxsize=1024)  # every answer carries its labeler's name
+@lru_cache(maxsize=1024)
 def clean_name(raw: str) -> str:
-    """A typed name as stored: percent-decoded, NFC, trimmed, no control characters."""
+    """A name sent in a header as compared: percent-decoded, NFC, trimmed."""
     try:
         # a header is read as Latin-1: UTF-8 bytes sent raw are recovered here
         raw = raw.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
         pass
     try:
-        name = unicodedata.normalize("NFC", unquote(raw, errors="strict")).strip()
+        return unicodedata.normalize("NFC", unquote(raw, errors="strict")).strip()
     except UnicodeDecodeError:
         raise HTTPException(422, "A name must be UTF-8 text.") from None
-    if len(name) > MAX_NAME or any(unicodedata.category(ch)[0] == "C" for ch in name):
-        raise HTTPException(
-            422, f"A name is up to {MAX_NAME} printable characters. Got {name[:20]!r}…"
-        )
-    return name
 
 
 def same_origin(request: Request) -> bool:
@@ -256,31 +270,24 @@ def same_origin(request: Request) -> bool:
     return origin in (f"http://{host}", f"https://{host}")
 
 
-@dataclass(frozen=True)
-class Annotator:
-    name: str
-    role: str
-
-
 async def annotator(request: Request) -> Annotator:
-    """Who writes: a signed-in role, the app's own origin and a name."""
-    role = signed_in_role(request)
-    _, from_header = request_token(request)
+    """Who writes: the signed-in person, from the app's own origin."""
+    who = signed_in(request)
+    from_header = bool(request.headers.get("x-retest-token"))
     if not same_origin(request) or (
         not from_header and "origin" not in request.headers
     ):
         # browsers send Origin on every POST; a cookie-only write without it
         # (or from another origin, another port included) is refused
         raise HTTPException(403, "Cross-origin write refused.")
-    raw = request.headers.get("x-retest-annotator") or request.cookies.get(
-        COOKIE_NAME, ""
-    )
-    name = clean_name(raw)
-    if not name:
+    named = request.headers.get("x-retest-annotator")
+    if named is not None and name_key(clean_name(named)) != name_key(who.name):
         raise HTTPException(
-            401, "Tell us who you are: set your name on the start page."
+            403,
+            f"This sign-in belongs to {who.name!r}: it cannot write as "
+            f"{clean_name(named)[:40]!r}. Use that person's own link or token.",
         )
-    return Annotator(name, role)
+    return who
 
 
 AnnotatorDep = Annotated[Annotator, Depends(annotator)]
@@ -288,7 +295,9 @@ AnnotatorDep = Annotated[Annotator, Depends(annotator)]
 
 async def _reviewer_writer(who: AnnotatorDep) -> Annotator:
     if who.role != REVIEWER:
-        raise HTTPException(403, "Reviewers only: sign in with the reviewer token.")
+        raise HTTPException(
+            403, "Reviewers only: ask the project owner for a reviewer's link."
+        )
     return who
 
 

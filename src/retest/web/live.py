@@ -42,6 +42,7 @@ from typing import Any, TypeVar, cast
 
 from retest._progress import ProgressCallback, report
 from retest.config import ProjectConfig
+from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import DB_NAME, Project
 from retest.pipeline.review_queue import (
     SUSPECT_KIND,
@@ -51,7 +52,7 @@ from retest.pipeline.review_queue import (
 )
 from retest.sampling.selection_frequency import VALID_STATUSES, FrequencyStat
 from retest.store.base import Store
-from retest.store.rows import AnnotationEvent, TaskRow
+from retest.store.rows import AnnotationEvent, TaskRow, utc_now
 from retest.store.sqlite import SQLiteStore
 from retest.store.sqlite_reader import (
     SQLiteReadStore,
@@ -62,7 +63,10 @@ from retest.store.sqlite_reader import (
     table_fingerprint,
 )
 
-__all__ = ["EventAggregates", "EventWriter", "Live", "NotReady"]
+__all__ = ["WITHDRAWN", "EventAggregates", "EventWriter", "Live", "NotReady"]
+
+WITHDRAWN = "Withdrawn"
+"""The status of a grid answer its worker undid (not a valid status)."""
 
 T = TypeVar("T")
 _Key = tuple[str, int]
@@ -109,7 +113,10 @@ class EventAggregates:
     Not thread-safe by itself: :class:`Live` feeds and reads it under a lock.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, excluded: frozenset[str] = frozenset()) -> None:
+        self.excluded = excluded
+        """Workers left out of the counts (quality on the controls): their
+        events count for nothing, as in the one vote rule."""
         self.last_id = 0
         self.built = False
         """Whether the events stored before were read (then, with ``last_id``,
@@ -122,6 +129,14 @@ class EventAggregates:
         self._order: dict[tuple[Hashable, Hashable], _Order] = {}
         self._nbest: dict[Hashable, int] = {}
         self._best: dict[Hashable, tuple[_Order, str, Hashable]] = {}
+        self._members: dict[Hashable, set[Hashable]] = defaultdict(set)
+        # per worker, their task assignments in the order fed (for undo)
+        self._history: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # per worker: tasks with a counted answer, and on which (UTC) day each
+        # was first answered (the labeler's progress)
+        self._done: dict[str, int] = defaultdict(int)
+        self._first_day: dict[Hashable, str] = {}
+        self._days: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._answers: dict[str, set[Hashable]] = defaultdict(set)
         self.latest: dict[str, dict[_Key, int]] = {"select": {}, "verify": {}}
         self.latest_by_item: dict[str, dict[str, int]] = {"select": {}, "verify": {}}
@@ -200,7 +215,7 @@ class EventAggregates:
                 self._n[key] = 0
                 self._class_keys[key[1]].append(key)
         self.class_version[ev.class_id] += 1
-        if not _valid(ev.assignment_status):
+        if not _valid(ev.assignment_status) or ev.worker in self.excluded:
             return
         if ev.task_id:
             self._answers[ev.task_id].add(
@@ -211,6 +226,9 @@ class EventAggregates:
             return
         akey: Hashable = (ev.task_id, ev.assignment_id)
         group: Hashable = (ev.task_id, ev.worker)
+        if akey not in self._members[group]:
+            self._members[group].add(akey)
+            self._history[ev.worker].append((ev.task_id, ev.assignment_id))
         self._rows[akey].extend(rows)
         if self._nbest.get(akey, 0) > 0:
             self._add(rows)
@@ -223,7 +241,12 @@ class EventAggregates:
         if best is not None and best[2] == akey:
             self._best[group] = (order, str(akey), akey)
         elif best is None or (order, str(akey)) > (best[0], best[1]):
-            if best is not None:
+            if best is None:
+                day = (ev.when or "")[:10]
+                self._first_day[group] = day
+                self._done[ev.worker] += 1
+                self._days[ev.worker][day] += 1
+            else:
                 self._count(best[2], -1)
             self._count(akey, +1)
             self._best[group] = (order, str(akey), akey)
@@ -236,7 +259,60 @@ class EventAggregates:
         if (before == 0) != (before + step == 0):
             self._add(self._rows[akey], 1 if before == 0 else -1)
 
+    def withdraw(self, task_id: str, worker: str, assignment_id: str) -> None:
+        """A stored assignment stopped being valid (withdrawn by its worker):
+        as if it had never been fed, so the worker's previous valid answer to
+        the task (if any) counts again, by the same rule."""
+        akey: Hashable = (task_id, assignment_id)
+        group: Hashable = (task_id, worker)
+        members = self._members.get(group)
+        if members is None or akey not in members:
+            return
+        members.discard(akey)
+        self._order.pop((group, akey), None)
+        best = self._best.get(group)
+        if best is not None and best[2] == akey:
+            self._count(akey, -1)
+            rest = [(self._order[(group, a)], str(a), a) for a in members]
+            if rest:
+                new = max(rest, key=lambda r: (r[0], r[1]))
+                self._best[group] = new
+                self._count(new[2], +1)
+            else:
+                del self._best[group]
+                self._answers[task_id].discard(("w", worker))
+                self._done[worker] -= 1
+                self._days[worker][self._first_day.pop(group, "")] -= 1
+        self._rows.pop(akey, None)
+        history = self._history.get(worker, [])
+        if (task_id, assignment_id) in history:
+            history.remove((task_id, assignment_id))
+
     # -- reading
+    def last_answer(self, worker: str) -> tuple[str, str] | None:
+        """(task id, assignment id) of the worker's latest valid grid answer."""
+        history = self._history.get(worker)
+        if not history:
+            return None
+        return history[-1]
+
+    def progress(self, worker: str, day: str) -> tuple[int, int]:
+        """(tasks the worker has a counted answer to, of those first answered on
+        ``day``, a ``YYYY-MM-DD`` UTC date)."""
+        return self._done.get(worker, 0), self._days.get(worker, {}).get(day, 0)
+
+    def has_answered(self, task_id: str, worker: str) -> bool:
+        """Whether the worker has a valid answer to the task (no lock needed: one
+        set look-up)."""
+        return ("w", worker) in self._answers.get(task_id, ())
+
+    def answer_of(self, task_id: str, worker: str) -> dict[str, int] | None:
+        """The worker's counted answer to the task, item → value, or None."""
+        best = self._best.get((task_id, worker))
+        if best is None:
+            return None
+        return {key[0]: value for key, value in self._rows.get(best[2], ())}
+
     def stats_copy(self) -> Mapping[_Key, FrequencyStat]:
         """:attr:`stats` on copies of the counts (for use outside the lock)."""
         return _Stats(dict(self._n), dict(self._k))
@@ -549,6 +625,49 @@ class Live:
         self._worker: threading.Thread | None = None
         self._closed = False
 
+    def mine(
+        self, task_id: str, worker: str
+    ) -> tuple[dict[str, int] | None, bool, tuple[int, int]]:
+        """(the worker's counted answer to the task, whether they have an answer
+        to undo, (tasks done, done today)), from memory: the batches committed
+        so far are fed first, the store is not read (a task page costs no more
+        than before)."""
+        today = utc_now()[:10]
+        with self.lock:
+            self._drain()
+            agg = self.aggregates
+            return (
+                agg.answer_of(task_id, worker),
+                agg.last_answer(worker) is not None,
+                agg.progress(worker, today),
+            )
+
+    def rebuild(self) -> None:
+        """Read every event again at the next page (after this process changed
+        what counts other than by appending: a worker excluded or included)."""
+        with self.lock:
+            self.aggregates = EventAggregates()
+            self._committed.clear()
+            self.generation += 1
+
+    def withdraw_last(self, worker: str) -> tuple[str, str] | None:
+        """Undo the worker's latest grid answer: its assignment becomes
+        ``Withdrawn`` in the store (no longer valid, so by the one vote rule
+        their previous answer to the task, if any, counts again) and in the
+        aggregates. Returns (task id, assignment id), or None when there is
+        nothing to undo."""
+        with self.lock:
+            agg = self.sync()
+            last = agg.last_answer(worker)
+            if last is None:
+                return None
+            task_id, assignment = last
+            self.project.store.annotations.set_assignment_status(
+                assignment, status=WITHDRAWN
+            )
+            agg.withdraw(task_id, worker, assignment)
+            return last
+
     def task(self, task_id: str) -> TaskRow:
         """A grid task, kept in memory once read (stored tasks never change)."""
         row = self._tasks.get(task_id)
@@ -595,6 +714,11 @@ class Live:
                 r.close()
             self._readers.clear()
 
+    def external_version(self) -> int:
+        """:meth:`_external_version` (the sign-in cache drops what it knows when
+        another process changed the database: a person revoked)."""
+        return self._external_version()
+
     def _external_version(self) -> int:
         """The writer connection's ``data_version`` (changed by other processes'
         commits). While that connection is busy with a write of this process,
@@ -614,7 +738,8 @@ class Live:
         store = cast(SQLiteStore, self.store())
         return (
             self._external_version(),
-            table_fingerprint(store, skip=("annotations",)),
+            # sign-ins change no page: only the audit log (exclusions) does
+            table_fingerprint(store, skip=("annotations", "sessions", "people")),
         )
 
     # -- the event log
@@ -656,6 +781,7 @@ class Live:
             agg = self.aggregates
             self._drain()
             if not agg.built:
+                agg.excluded = excluded_workers(self.store())
                 with _no_gc():  # a million new objects: no collections meanwhile
                     agg.feed(self.store().annotations.list(after_id=agg.last_id))
                 gc.freeze()  # and later collections do not walk them again

@@ -12,7 +12,7 @@ naming the module that registers it.
 Examples
 --------
 >>> [link.label for name in ("pages", "review") for link in PAGES.get(name).nav]
-['Tasks', 'Near-duplicates', 'Selection frequency', 'Label errors']
+['Tasks', 'Near-duplicates', 'Selection frequency', 'Label errors', 'Quality']
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ PAGES.add(
             NavLink("Near-duplicates", "/neardup"),
             NavLink("Selection frequency", "/stats"),
             NavLink("Label errors", "/label-errors"),
+            NavLink("Quality", "/quality"),
         ),
         order=3,
     ),

@@ -14,10 +14,12 @@ from pydantic import BaseModel, Field
 __all__ = [
     "SUBMISSION",
     "ClassReviewBody",
+    "ExclusionBody",
     "LabelBody",
     "LabelErrorBody",
     "NearDupBody",
     "TaskAnswerBody",
+    "UndoBody",
 ]
 
 SUBMISSION = "^[A-Za-z0-9_-]{8,64}$"
@@ -83,3 +85,18 @@ class LabelErrorBody(BaseModel):
     item_id: Id
     verdict: str = Field(pattern="^(correct|wrong|unclear)$")
     new_class: ClassId | None = None
+
+
+class UndoBody(BaseModel):
+    """Undo of the person's latest grid answer."""
+
+    submission: Key
+
+
+class ExclusionBody(BaseModel):
+    """Exclude a worker's answers from the counts (or include them again)."""
+
+    submission: Key | None = None
+    worker: str = Field(min_length=1, max_length=300)
+    exclude: bool
+    reason: str = Field(default="", max_length=500)

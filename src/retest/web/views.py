@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import unquote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 
+from retest.config import ProjectConfig
 from retest.labeling.keyword_plan import assign_verified
 from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
@@ -30,6 +31,7 @@ from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
 from retest.store.rows import split_reference_id
+from retest.web.markdown import render_markdown
 
 __all__ = [
     "BIN_LABELS",
@@ -39,6 +41,7 @@ __all__ = [
     "busy",
     "candidate_pool",
     "class_histograms",
+    "instructions_for",
     "keyword_progress",
     "latest_values",
     "near_duplicate_ids",
@@ -62,14 +65,31 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
     (``submission``) that the page's forms send with their write."""
     templates = request.app.state.templates
     state = request.app.state.retest
-    who = unquote(request.cookies.get("retest_annotator", ""))
+    who = getattr(request.state, "who", None)
     base = {
         "project": state.name,
-        "who": who,
+        "who": who.name if who is not None else "",
         "role": getattr(request.state, "role", None),
         "submission": secrets.token_urlsafe(12),
     }
-    return templates.TemplateResponse(request, name, {**base, **ctx})
+    resp = templates.TemplateResponse(request, name, {**base, **ctx})
+    # Back shows the page as it is now (e.g. the answer just given), with a
+    # fresh submission key, not a stored copy
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+def instructions_for(
+    config: ProjectConfig, class_name: str, keyword: str | None = None
+) -> Markup | None:
+    """The project's instructions for a keyword's or class's pages (the most
+    specific of ``[instructions]``: keyword, class, ``default``), as safe HTML;
+    None when the project has none."""
+    text = config.instructions
+    for key in (keyword, class_name, "default"):
+        if key is not None and key in text:
+            return render_markdown(text[key])
+    return None
 
 
 def busy(request: Request, err: Exception) -> HTMLResponse:

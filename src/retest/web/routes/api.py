@@ -11,7 +11,8 @@ project before anything is written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from retest.pipeline.dedup import record_review
+from retest.pipeline.people import set_exclusion
 from retest.pipeline.review_queue import record_label_verdict
 from retest.store.base import Store
 from retest.store.rows import (
@@ -40,10 +42,12 @@ from retest.web.deps import (
 )
 from retest.web.schemas import (
     ClassReviewBody,
+    ExclusionBody,
     LabelBody,
     LabelErrorBody,
     NearDupBody,
     TaskAnswerBody,
+    UndoBody,
 )
 from retest.web.views import task_tokens
 
@@ -58,6 +62,12 @@ def _stored_events(
         return {"events": n} if n else None
 
     return lookup
+
+
+def _digest(values: Iterable[str]) -> str:
+    """A short fingerprint of an answer (order-free)."""
+    h = hashlib.sha256("\n".join(sorted(values)).encode())
+    return h.hexdigest()[:12]
 
 
 def _check_class(store: Store, class_id: int) -> None:
@@ -122,7 +132,13 @@ def _answer_route(
             if not (kind == "application/json" or kind.endswith("+json")):
                 raise HTTPException(422, "Send the answer as JSON (application/json).")
             try:
-                body = model.model_validate_json(raw)
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise HTTPException(
+                    422, f"The body is not UTF-8 (byte {err.start}): send UTF-8 JSON."
+                ) from None
+            try:
+                body = model.model_validate_json(text)
             except ValidationError as err:
                 raise RequestValidationError(
                     [
@@ -180,7 +196,7 @@ async def post_label(
         raise HTTPException(
             422, f"{bad[0][:70]!r} is not a candidate of keyword {body.keyword[:40]!r}."
         )
-    assignment = f"web:{who.name}:{body.stage}:{body.submission}"
+    assignment = f"web:{who.name}:{body.stage}:{body.submission}:{_digest(checked)}"
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -207,9 +223,9 @@ async def post_task(
 ) -> dict[str, Any]:
     """A local answer to a grid task, stored like a crowd assignment.
 
-    The worker is ``local:<name>``: a later answer of the same person to the same
-    task replaces the earlier one in every selection frequency (the latest valid
-    assignment of a worker counts).
+    The worker is the signed-in person's (``local:<name>``): a later answer of
+    the same person to the same task replaces the earlier one in every
+    selection frequency (the latest valid assignment of a worker counts).
     """
     task = (
         state.live.task(body.task_id)
@@ -222,7 +238,14 @@ async def post_task(
     if bad:
         raise HTTPException(422, f"unknown image token {bad[0]!r} for this task.")
     selected = {tokens[t] for t in body.selected_tokens}
-    assignment = f"web:{who.name}:{task.id}:{body.submission}"
+    # the page load's key and what was answered: a replay is a no-op, a
+    # corrected answer sent again from the same page (Back) is a new answer
+    assignment = f"web:{who.name}:{task.id}:{body.submission}:{_digest(selected)}"
+    updated = False
+    if state.live is not None:
+        if not state.live.aggregates.built:  # once: the stored events are read
+            await run_in_threadpool(state.live.sync)
+        updated = state.live.aggregates.has_answered(task.id, who.worker)
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -236,19 +259,30 @@ async def post_task(
             task_id=task.id,
             assignment_id=assignment,
             assignment_status="Submitted",
-            worker=f"local:{who.name}",
+            worker=who.worker,
         )
         for i in items
     ]
-    return await state.submissions.run_async(
+    result = await state.submissions.run_async(
         f"task|{assignment}", lambda: _append(state, events, assignment)
+    )
+    return (
+        {**result, "updated": True}
+        if updated and not result.get("replayed")
+        else result
     )
 
 
 def _once(
-    state: Any, key: str | None, name: str, write: Callable[[], dict[str, Any]]
+    state: Any, body: BaseModel, name: str, write: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
-    return write() if key is None else state.submissions.run(f"{name}|{key}", write)
+    """``write()`` once per submission key and content: a replay is a no-op, a
+    changed form sent again with its page's key is a new write."""
+    key = getattr(body, "submission", None)
+    if key is None:
+        return write()
+    digest = _digest([body.model_dump_json(exclude={"submission"})])
+    return state.submissions.run(f"{name}|{key}|{digest}", write)
 
 
 @router.post("/neardup")
@@ -296,7 +330,24 @@ def post_neardup(
             )
         return {"verdicts": len(body.shown)}
 
-    return _once(state, body.submission, f"neardup|{who.name}", write)
+    return _once(state, body, f"neardup|{who.name}", write)
+
+
+@router.post("/exclusion")
+def post_exclusion(
+    body: ExclusionBody, who: ReviewerWriteDep, state: StateDep
+) -> dict[str, Any]:
+    """Exclude a worker's answers from the counts, or include them again (an
+    audited event in the store; the aggregates are read again)."""
+
+    def write() -> dict[str, Any]:
+        changed = set_exclusion(state.project, body.worker, excluded=body.exclude,
+                                by=who.name, reason=body.reason)  # fmt: skip
+        if changed and state.live is not None:
+            state.live.rebuild()
+        return {"changed": changed}
+
+    return _once(state, body, f"exclusion|{who.name}", write)
 
 
 @router.post("/label-error")
@@ -316,7 +367,7 @@ def post_label_error(
         )
         return {"event": event}
 
-    return _once(state, body.submission, f"label-error|{who.name}", write)
+    return _once(state, body, f"label-error|{who.name}", write)
 
 
 @router.post("/review")
@@ -370,4 +421,23 @@ def post_review(
         )
         return {"blacklist_events": len(events), "verdicts": len(verdicts)}
 
-    return _once(state, body.submission, f"review|{who.name}", write)
+    return _once(state, body, f"review|{who.name}", write)
+
+
+@_answer_route("/undo", UndoBody)
+async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str, Any]:
+    """Undo the signed-in person's latest grid answer (see
+    :meth:`retest.web.live.Live.withdraw_last`); their previous answer to that
+    task, if any, counts again. Once per page load (a double click undoes one
+    answer). Says which task, so the page can reopen it."""
+    live = state.live
+    if live is None:
+        raise HTTPException(409, "Undo needs the live web app.")
+
+    async def undo() -> dict[str, Any]:
+        last = await run_in_threadpool(live.withdraw_last, who.worker)
+        if last is None:
+            raise HTTPException(409, "Nothing to undo: you have no grid answer stored.")
+        return {"undone": last[1], "task_id": last[0]}
+
+    return await state.submissions.run_async(f"undo|{who.name}|{body.submission}", undo)

@@ -2,7 +2,7 @@
 class review of a revision (near-duplicates, statistics and the label-error queue
 live in :mod:`retest.web.routes.review`).
 
-Labelers (the invitation token) see the start page, labeling pages, keyword
+Labelers see the start page, labeling pages, keyword
 progress and grid tasks; results, controls and review pages need the reviewer
 token. Aggregates come from :class:`retest.web.live.Live`.
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from retest.errors import NotFoundError
 from retest.pipeline.revisions import review_states
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
@@ -32,6 +33,7 @@ from retest.web.views import (
     busy,
     candidate_pool,
     class_histograms,
+    instructions_for,
     keyword_progress,
     near_duplicate_ids,
     render,
@@ -174,6 +176,12 @@ def label(
     cls = store.classes.get(class_id)
     stage = stage if stage == "verify" else "select"
     lv = live(state)
+    if keyword not in lv.memo(
+        f"keywords|{class_id}",
+        lv.fingerprint(),
+        lambda: {k.keyword for k in store.classes.keywords(class_id=class_id)},
+    ):
+        raise NotFoundError(f"{keyword[:60]!r} is not a keyword of class {cls.name}.")
     originals = lv.memo(
         f"originals|{class_id}|{keyword}",
         lv.fingerprint(),
@@ -208,6 +216,7 @@ def label(
         page=page,
         pages=(len(items) + PAGE * 2 - 1) // (PAGE * 2),
         next_url=f"/next/label/{class_id}/{quote(keyword, safe='')}?stage={stage}",
+        instructions=instructions_for(state.project.config, cls.name, keyword),
     )
 
 
@@ -266,16 +275,38 @@ def task(
     t = live(state).task(task_id)
     cls = store.classes.get(t.class_id)
     items = tuple(dict.fromkeys(t.items))
-    tokens = list(task_tokens(t.id, items, state.secret))
+    tokens = task_tokens(t.id, items, state.secret)
     state.images.prefetch(items, live(state).read_project())
+    # reopened: the person's own answer is shown, to keep or correct
+    mine, can_undo, (done, today) = live(state).mine(t.id, request.state.who.worker)
+    total = len(task_list(state, store)[1])
     return render(
         request,
         "task.html",
         task=t,
         cls=cls,
-        tokens=tokens,
+        tokens=list(tokens),
+        checked={tok for tok, i in tokens.items() if mine and mine.get(i)},
+        answered=mine is not None,
+        can_undo=can_undo,
+        k=min(done + (mine is None), total),
+        total=total,
+        done=done,
+        today=today,
+        instructions=instructions_for(state.project.config, cls.name),
         next_url=f"/next/task?after={quote(t.id, safe='')}",
     )
+
+
+@router.get("/done", response_class=HTMLResponse)
+def finished(
+    request: Request, state: StateDep, store: StoreDep, role: RoleDep
+) -> HTMLResponse:
+    """The finish page: every grid task has this person's answer."""
+    _, can_undo, (done, today) = live(state).mine("", request.state.who.worker)
+    total = len(task_list(state, store)[1])
+    return render(request, "done.html", done=done, today=today, total=total,
+                  can_undo=can_undo)  # fmt: skip
 
 
 @router.get("/next/task")
@@ -283,8 +314,7 @@ def next_task(
     request: Request, state: StateDep, store: StoreDep, role: RoleDep, after: str = ""
 ) -> RedirectResponse:
     """The next task (in list order, wrapping) this person has not answered yet."""
-    who = unquote(request.cookies.get("retest_annotator", ""))
-    worker = ("w", f"local:{who}")
+    worker = ("w", request.state.who.worker)
     ids = [t.id for t in task_list(state, store)[1]]
     start = ids.index(after) + 1 if after in ids else 0
     lv = live(state)
@@ -293,7 +323,7 @@ def next_task(
         for tid in ids[start:] + ids[:start]:
             if worker not in agg.answered_by(tid):
                 return RedirectResponse(f"/task/{quote(tid, safe='')}", 303)
-    return RedirectResponse("/tasks?done=1", 303)
+    return RedirectResponse("/done", 303)  # no loop: a finish page
 
 
 @router.get("/task/{task_id}/results", response_class=HTMLResponse)

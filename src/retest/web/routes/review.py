@@ -25,8 +25,10 @@ from retest.pipeline.dedup import (
     reviewed_references,
 )
 from retest.pipeline.eligibility import pending_reviews
+from retest.pipeline.people import ControlScore, control_scores, excluded_workers
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names
+from retest.store.rows import split_reference_id
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
 from retest.web.live import Live, NotReady
 from retest.web.routes.pages import changes, live, pool, progress
@@ -134,6 +136,12 @@ def neardup(
     the dedup review queue minus pairs the automatic rule already excludes).
     """
     lv = live(state)
+    if not review_targets_now(state):
+        return render(
+            request, "message.html", title="Near-duplicate review",
+            message="No near-duplicate search has run yet: run `retest dedup`, "
+            "then this page lists the pairs to review.",
+        )  # fmt: skip
     key, compute, label = neardup_step(state, metric, threshold)
     try:
         data = lv.derived(key, compute, label=label, offload=True)
@@ -209,8 +217,10 @@ def stats(
             project, freq, black, min_annotations=min_annotations, per_class=sizes
         )
         agg: dict[int, list[float]] = defaultdict(list)
-        for (_, cid), st in freq.items():
-            if st.n_assignments:
+        for (item, cid), st in freq.items():
+            # candidates only: the originals shown as controls are the
+            # labelers' quality signal, counted in the table's own rows
+            if st.n_assignments and split_reference_id(item) is None:
                 agg[cid].append(st.frequency)
         summary = {
             cid: (
@@ -323,3 +333,44 @@ def label_errors(
         page=page,
         pages=(len(listed) + PAGE - 1) // PAGE,
     )
+
+
+def _quality(project: Project) -> dict[str, Any]:
+    """Every worker's score on the controls (read from the store: it runs in
+    the background, as the other derived pages)."""
+    store = project.store
+    scores = control_scores(store.annotations.list(kind="task"), store.tasks.list())
+    return {"scores": scores}
+
+
+@router.get("/quality", response_class=HTMLResponse)
+def quality(
+    request: Request, state: StateDep, store: StoreDep, role: ReviewerDep
+) -> HTMLResponse:
+    """Per worker (web labelers and imported crowd workers): accuracy on the
+    positive and negative controls, the project's bar ([quality] in
+    retest.toml), and whether their answers are counted."""
+    lv = live(state)
+    try:
+        data = lv.derived(
+            "quality", _quality, label="the labelers' quality", offload=True
+        )
+    except NotReady as err:
+        return busy(request, err)
+    cfg = state.project.config.quality
+    bar = cfg.get("min_control_accuracy")
+    min_n = int(cfg.get("min_controls", 10))
+    excluded = lv.memo("excluded", lv.fingerprint(), lambda: excluded_workers(store))
+    rows = [
+        {"score": sc, "flagged": sc.below(bar, min_n), "excluded": w in excluded}
+        for w, sc in data["scores"].items()
+    ]
+    rows.sort(
+        key=lambda r: (
+            r["score"].accuracy if r["score"].accuracy is not None else 2,
+            r["score"].worker,
+        )
+    )
+    for w in sorted(excluded - set(data["scores"])):
+        rows.append({"score": ControlScore(w), "flagged": False, "excluded": True})
+    return render(request, "quality.html", rows=rows, bar=bar, min_n=min_n)

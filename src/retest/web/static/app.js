@@ -17,8 +17,9 @@ const handlers = {
   "neardup-form": (f) => post("/api/neardup", { submission: f.closest("[data-submission]").dataset.submission + "-" + f.dataset.row, candidate_id: f.dataset.candidate, metric: f.dataset.metric, shown: all(f, "duplicate"), duplicates: checked(f, "duplicate"), reviewed: f.querySelector("input[name=reviewed]").checked }),
   "le-form": (f, e) => {
     const verdict = (e.submitter && e.submitter.dataset.verdict) || "unclear";
-    return post("/api/label-error", { item_id: f.dataset.item, verdict, new_class: verdict === "wrong" ? +f.querySelector("select[name=new_class]").value : null });
+    return post("/api/label-error", { submission: f.dataset.submission, item_id: f.dataset.item, verdict, new_class: verdict === "wrong" ? +f.querySelector("select[name=new_class]").value : null });
   },
+  "exclusion-form": (f) => post("/api/exclusion", { submission: f.dataset.submission, worker: f.dataset.worker, exclude: f.dataset.exclude === "1" }),
   "review-form": (f) => {
     const boxes = [...f.querySelectorAll("input[name=blacklist]")];
     const sets = {};
@@ -40,6 +41,7 @@ const after = {
   "label-form": (f) => (location.href = f.dataset.next),
   "task-form": (f) => (location.href = f.dataset.next),
   "le-form": () => setTimeout(() => location.reload(), 200),
+  "exclusion-form": () => setTimeout(() => location.reload(), 200),
   "neardup-form": (f) => { f.classList.add("saved"); f.dataset.saved = "1"; },
   "review-form": (f) => {
     f.querySelectorAll("input[name=blacklist]").forEach((b) => (b.dataset.was = b.checked ? "1" : "0"));
@@ -57,10 +59,15 @@ function submitOnce(f, cls, e) {
   btns.forEach((b) => (b.disabled = true));
   if (fs) fs.disabled = true;
   const done = (ok) => {
-    const again = !ok || cls === "neardup-form" || cls === "review-form" || cls === "le-form";
+    const again = !ok || cls === "neardup-form" || cls === "review-form" || cls === "le-form" || cls === "exclusion-form";
     if (again) { f.dataset.sending = ""; f.classList.remove("sending"); btns.forEach((b) => (b.disabled = false)); if (fs) fs.disabled = false; }
   };
-  handlers[cls](f, e).then((r) => { flash(r.replayed ? "already saved" : "saved"); done(true); after[cls](f); }, () => done(false));
+  handlers[cls](f, e).then((r) => {
+    const said = r.replayed ? "already saved" : r.updated ? "updated" : "saved";
+    // pages that move on show it on the next page
+    if (f.dataset.next) sessionStorage.setItem("retest-flash", said); else flash(said);
+    done(true); after[cls](f);
+  }, () => done(false));
 }
 
 // -- keyboard: a roving focus over the cells of the grid
@@ -167,7 +174,23 @@ function pairKeys(list) {
   if (cells.length) focusCell(cells, 0);
 }
 
+// a page restored from the back-forward cache would resend its old key: load it anew
+window.addEventListener("pageshow", (e) => { if (e.persisted) location.reload(); });
+
+function undo(btn) {
+  if (btn.disabled) return;
+  btn.disabled = true;
+  post("/api/undo", { submission: btn.dataset.submission }).then((r) => {
+    sessionStorage.setItem("retest-flash", "undone");
+    location.href = "/task/" + encodeURIComponent(r.task_id);
+  }, () => (btn.disabled = false));
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const said = sessionStorage.getItem("retest-flash");
+  if (said) { sessionStorage.removeItem("retest-flash"); flash(said); }
+  const u = document.getElementById("undo");
+  if (u) u.addEventListener("click", () => undo(u));
   for (const cls of Object.keys(handlers)) {
     document.querySelectorAll("form." + cls).forEach((f) => f.addEventListener("submit", (e) => { e.preventDefault(); submitOnce(f, cls, e); }));
   }
