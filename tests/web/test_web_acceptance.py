@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 import uvicorn
+from web_helpers import _free_port
 
-from conftest import _free_port  # type: ignore[import-not-found]
 from retest.datasets.fashion_mnist import DEBIAN_DIR, FASHION_MNIST_CLASSES
 from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.eligibility import selection_frequencies

@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from fastapi.testclient import TestClient
+from web_helpers import person
 
-from conftest import person  # type: ignore[import-not-found]
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.store.rows import CandidateRow

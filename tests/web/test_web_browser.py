@@ -6,8 +6,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-
-from conftest import person_token  # type: ignore[import-not-found]
+from web_helpers import person_token
 
 pytestmark = pytest.mark.web
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -16,8 +16,8 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
+from web_helpers import person
 
-from conftest import person  # type: ignore[import-not-found]
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.store.base import Store

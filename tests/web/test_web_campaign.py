@@ -7,8 +7,8 @@ import dataclasses
 import re
 
 from fastapi.testclient import TestClient
+from web_helpers import person
 
-from conftest import person  # type: ignore[import-not-found]
 from retest.config import load_config
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret

@@ -11,8 +11,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 from starlette.routing import Mount
+from web_helpers import build_project, person
 
-from conftest import build_project, person  # type: ignore[import-not-found]
 from retest.pipeline.crowd import project_secret
 from retest.store.rows import AnnotationEvent
 from retest.web.app import CSP, create_app

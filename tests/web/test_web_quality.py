@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from fastapi.testclient import TestClient
+from web_helpers import person
 
-from conftest import person  # type: ignore[import-not-found]
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
 from retest.pipeline.eligibility import selection_frequencies

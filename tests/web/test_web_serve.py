@@ -9,8 +9,7 @@ import subprocess
 import time
 
 import httpx
-
-from conftest import _free_port  # type: ignore[import-not-found]
+from web_helpers import _free_port
 
 RETEST = shutil.which("retest") or "retest"
 
