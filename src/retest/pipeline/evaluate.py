@@ -730,6 +730,27 @@ class ProjectEvaluation:
         return {m: (p[0], p[i]) for m, p in self.predictions.items()}
 
 
+def _check_same_form(sets: Sequence[LabeledSet]) -> None:
+    """A revision's images must have the original test set's shape: a model
+    trained on one form cannot read the other (it would fail in the model's own
+    code, or worse, run on reshaped pixels)."""
+    from retest.pipeline.reference import describe_shape
+
+    if sets[0].images is None:
+        return
+    want = tuple(sets[0].images.shape[1:])
+    for s in sets[1:]:
+        if s.images is not None and tuple(s.images.shape[1:]) != want:
+            got = tuple(s.images.shape[1:])
+            raise InputValidationError(
+                f"revision {s.name!r} holds {describe_shape(got)} images but the "
+                f"original test set is {describe_shape(want)}; a model cannot be "
+                "evaluated on both. Its candidates were ingested in another form: "
+                "re-add their source (`retest source add` stores images as the "
+                "originals are) and sample a new revision."
+            )
+
+
 def evaluate_project(
     project: Project,
     models: Sequence[ModelRunner],
@@ -777,6 +798,7 @@ def evaluate_project(
         reference_set(project, test_split, name=ORIGINAL, images=need_images),
         *(revision_set(project, r, images=need_images) for r in revisions),
     ]
+    _check_same_form(sets)
     need_train = any(not getattr(m, "fitted", True) for m in models)
     train = reference_set(project, train_split) if need_train else None
     outcome = _evaluate(
