@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -217,10 +217,14 @@ def _evaluate(
     task, total = "evaluate testbed", len(models)
     done = len(models) - len(todo)
     report(progress, task, done, total)
-    results = (
-        _run_local(todo, datasets, train, batch_size, progress)
-        if cluster is None and workers is None
-        else _run_dask(todo, datasets, train, batch_size, cluster, workers)
+    # Saved predictions are read, not computed: whole, here. A cluster would cut
+    # their dataset into image shards and get every row back for each.
+    read = [j for j in todo if isinstance(j.runner, PredictionFileRunner)]
+    run = [j for j in todo if not isinstance(j.runner, PredictionFileRunner)]
+    local = cluster is None and workers is None
+    results = chain(
+        _run_local(read if not local else todo, datasets, train, batch_size, progress),
+        () if local else _run_dask(run, datasets, train, batch_size, cluster, workers),
     )
     computed = 0
     for job, preds in results:  # in completion order; each is cached at once
