@@ -293,7 +293,7 @@ def _check_classes_first(
                 f"{desc['path']}: class folders {unknown[:5]} are not classes of the "
                 f"project (classes: {', '.join(c.name for c in rows)}); nothing was "
                 "ingested. A class folder is the class name, its id (0, 1, ...), the "
-                "name with / \\ : * ? \" < > | as _, or mapped in class_index.json; "
+                'name with / \\ : * ? " < > | as _, or mapped in class_index.json; '
                 f"or pass --class with a project class.{hint}"
             )
 
@@ -358,7 +358,10 @@ def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
             "and candidates are stored in the same form; pass --mode "
             f"{ref_mode} or leave --mode out."
         )
-    opts: dict[str, Any] = {"mode": mode or ref_mode or "RGB", "from_colour": mode == "L"}
+    opts: dict[str, Any] = {
+        "mode": mode or ref_mode or "RGB",
+        "from_colour": mode == "L",
+    }
     classes = [c.name for c in project.store.classes.list()]
     if classes:
         opts["classes"] = classes

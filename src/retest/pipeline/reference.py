@@ -37,8 +37,8 @@ from retest.store.rows import ClassRow, KeywordRow, ReferenceRow, content_id
 __all__ = [
     "KeywordRecovery",
     "ReferenceReport",
-    "load_reference_arrays",
     "describe_shape",
+    "load_reference_arrays",
     "recover_keywords",
     "reference_image_shape",
     "reference_keyword_histogram",

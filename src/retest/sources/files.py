@@ -103,7 +103,7 @@ def _read_class_index(path: Path) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
     ):
         raise InputValidationError(
-            f"{path}: expected a JSON object {{\"folder\": \"class name\", ...}}; got "
+            f'{path}: expected a JSON object {{"folder": "class name", ...}}; got '
             f"{json.dumps(doc)[:60]}."
         )
     return doc
@@ -164,9 +164,7 @@ class FolderSource(CandidateSource):
             _read_class_index(index_path) if index_path.is_file() else None
         )
         found = sorted(p for p in self.path.rglob("*") if p.is_file())
-        self.files = [
-            p.relative_to(self.path) for p in found if p != index_path
-        ]
+        self.files = [p.relative_to(self.path) for p in found if p != index_path]
         folders = {rel.parts[0] for rel in self.files if len(rel.parts) >= 2}
         self.folder_classes = (
             class_folder_map(folders, classes, self.class_index)
@@ -263,8 +261,7 @@ class FolderSource(CandidateSource):
 
 
 _NOT_IMAGE = (
-    f"not an image file (the suffix is none of {' '.join(IMAGE_SUFFIXES)}); "
-    "left out"
+    f"not an image file (the suffix is none of {' '.join(IMAGE_SUFFIXES)}); left out"
 )
 _NOT_UTF8 = (
     "file name is not valid UTF-8 (shown with \\x escapes); rename the file to "

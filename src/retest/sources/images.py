@@ -33,6 +33,7 @@ from retest.errors import InputValidationError
 
 __all__ = [
     "EXIF_ORIENTATION_TAG",
+    "IMAGE_MODES",
     "JPEG_QUALITY",
     "SIZE_256",
     "SIZE_500",
@@ -41,7 +42,6 @@ __all__ = [
     "decode_image",
     "derive_sizes",
     "encode_jpeg",
-    "IMAGE_MODES",
     "image_to_array",
     "image_to_mode_array",
     "resize_exact",
