@@ -635,7 +635,10 @@ def revision_set(
     return LabeledSet(revision, labels, project.class_names, x)
 
 
-def _model_file(spec: str, n_classes: int, options: Mapping[str, Any]) -> ModelRunner:
+def _model_file(
+    spec: str, n_classes: int, options: Mapping[str, Any], channels: int | None = None
+) -> ModelRunner:
+    from retest.models.adapters import ChannelAdapter
     from retest.models.base import load_model
 
     kind, sep, path = spec.partition(":")
@@ -653,7 +656,11 @@ def _model_file(spec: str, n_classes: int, options: Mapping[str, Any]) -> ModelR
     if not p.is_file():
         raise InputValidationError(f"--model-file {spec}: {p} does not exist.")
     opts = dict(options) if kind == "onnx" else {}
-    return load_model(kind, str(p), name=p.stem, n_classes=n_classes, **opts)
+    runner: Any = load_model(kind, str(p), name=p.stem, n_classes=n_classes, **opts)
+    if channels is not None:
+        runner = ChannelAdapter(runner, channels)
+    runner.model_spec = spec  # checked against the test set's images first
+    return runner  # type: ignore[no-any-return]
 
 
 def project_models(
@@ -666,6 +673,7 @@ def project_models(
     datasets: Sequence[str] = (),
     seed: int = 0,
     onnx_options: Mapping[str, Any] | None = None,
+    model_channels: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> list[ModelRunner]:
     """The models to evaluate, in this order: the built-in testbed's ``preset``
@@ -688,7 +696,7 @@ def project_models(
             preset or "full", n_classes=k, random_state=seed,
             names=list(names) if names else None, progress=progress,
         )  # fmt: skip
-    out += [_model_file(f, k, onnx_options or {}) for f in files]
+    out += [_model_file(f, k, onnx_options or {}, model_channels) for f in files]
     if predictions:
         unknown = sorted(set(predictions) - set(datasets))
         if unknown:
@@ -803,6 +811,13 @@ def evaluate_project(
         *(revision_set(project, r, images=need_images) for r in revisions),
     ]
     _check_same_form(sets)
+    if sets[0].images is not None:
+        from retest.models.adapters import check_model_input
+
+        for m in models:
+            spec = getattr(m, "model_spec", None)
+            if spec is not None:
+                check_model_input(m, sets[0].images, spec=spec)
     need_train = any(not getattr(m, "fitted", True) for m in models)
     train = reference_set(project, train_split) if need_train else None
     outcome = _evaluate(
