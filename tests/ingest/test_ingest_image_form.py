@@ -31,7 +31,9 @@ COPIES = 2  # planted exact copies of test images per class
 N_TRAIN_REF = 3000  # originals of the training split (the first ones)
 
 
-def retest(*args: object, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+def retest(
+    *args: object, cwd: Path, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     env.pop("RETEST_PROJECT", None)
     p = subprocess.run(
@@ -100,7 +102,9 @@ def ingested(built: Built) -> dict:
 def test_grey_pngs_are_stored_as_the_originals(built: Built, ingested: dict) -> None:
     n = 10 * (PER_CLASS + COPIES)
     assert ingested["new"] == n
-    arrays = sorted(p.name for p in (built.project / "arrays").glob("candidates_*.json"))
+    arrays = sorted(
+        p.name for p in (built.project / "arrays").glob("candidates_*.json")
+    )
     assert arrays == ["candidates_28x28.json"]  # not 28x28x3
     # the two files that are not images are counted, one reason each
     reasons = {s["ref"]: s["reason"] for s in ingested["skipped"]}
@@ -170,8 +174,16 @@ def test_colour_images_need_mode_l(built: Built, tmp_path: Path) -> None:
     (skip,) = rep["skipped"]
     assert skip["ref"] == "Bag/red.png" and "--mode L" in skip["reason"]
     rep = json.loads(
-        retest("source", "add", "folder", folder, "--mode", "L", "--json",
-               cwd=built.project).stdout  # fmt: skip
+        retest(
+            "source",
+            "add",
+            "folder",
+            folder,
+            "--mode",
+            "L",
+            "--json",
+            cwd=built.project,
+        ).stdout
     )
     assert rep["skipped"] == [] and rep["new"] + rep["duplicates"] == 2
 
@@ -179,7 +191,9 @@ def test_colour_images_need_mode_l(built: Built, tmp_path: Path) -> None:
 def test_nested_class_name_folder_is_explained(built: Built, tmp_path: Path) -> None:
     folder = tmp_path / "nested"
     (folder / "T-shirt" / "top").mkdir(parents=True)
-    Image.fromarray(built.test_images[0], "L").save(folder / "T-shirt" / "top" / "a.png")
+    Image.fromarray(built.test_images[0], "L").save(
+        folder / "T-shirt" / "top" / "a.png"
+    )
     p = retest("source", "add", "folder", folder, cwd=built.project, ok=False)
     assert p.returncode == 1
     (line,) = p.stderr.strip().splitlines()
@@ -188,12 +202,88 @@ def test_nested_class_name_folder_is_explained(built: Built, tmp_path: Path) -> 
 
 def test_reads_its_own_imagefolder_export_back(built: Built, revision: str) -> None:
     out = built.root / "if"
-    retest("export", revision, "--format", "imagefolder", "--out", out, cwd=built.project)
+    retest(
+        "export", revision, "--format", "imagefolder", "--out", out, cwd=built.project
+    )
     assert (out / "class_index.json").is_file() and (out / "0").is_dir()
     rep = json.loads(
-        retest("source", "add", "folder", out, "--name", "back", "--json",
-               cwd=built.project).stdout  # fmt: skip
+        retest(
+            "source",
+            "add",
+            "folder",
+            out,
+            "--name",
+            "back",
+            "--json",
+            cwd=built.project,
+        ).stdout
     )
     # every image is one the project holds, under its own class: all duplicates
     assert rep["new"] == 0 and rep["duplicates"] == 50
     assert {s["ref"] for s in rep["skipped"]} == {"manifest.json"}
+
+
+def test_a_model_file_of_other_channels_is_one_line_then_adapted(
+    built: Built, revision: str
+) -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(  # trained on RGB: expects 3 input channels
+        torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(4, 10),
+    )  # fmt: skip
+    path = built.root / "rgb_model.pt"
+    torch.jit.save(torch.jit.script(net.eval()), str(path))
+    args = ["evaluate", "--revision", revision, "--model-file", path,
+            "--bootstrap", "100", "--figure", "png"]  # fmt: skip
+    p = retest(*args, cwd=built.project, ok=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert "(28, 28) uint8 images with 1 channel" in line
+    assert "float32 in [0, 1], NCHW" in line and "--model-channels 3" in line
+    p = retest(*args, "--model-channels", "3", "--json", cwd=built.project)
+    assert json.loads(p.stdout)["models"] == ["rgb_model"]
+
+
+def test_review_the_queue_as_a_csv_file(built: Built, status: dict) -> None:
+    """Last in this module: its verdicts change who is eligible."""
+    import csv
+
+    q = built.root / "queue.csv"
+    p = retest("dedup-queue", "--csv", q, cwd=built.project)
+    rows = list(csv.DictReader(q.open()))
+    assert rows, "the pool holds pairs within the l2 review target"
+    assert f"wrote {len(rows)} pairs" in p.stdout
+    first = (rows[0]["candidate"], rows[0]["metric"])
+    group = [r for r in rows if (r["candidate"], r["metric"]) == first]
+    for r in group:
+        r["duplicate"] = "no"
+    group[0]["duplicate"] = "yes"
+    with q.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    groups = {(r["candidate"], r["metric"]) for r in rows}
+    p = retest("dedup-verdict", "--from", q, "--who", "ann", cwd=built.project)
+    assert (
+        f"recorded 1 reviews by ann from {q}: {len(group)} pairs, 1 duplicates; "
+        f"{len(groups) - 1} candidate reviews left undecided"
+    ) in p.stdout
+    queued = json.loads(retest("dedup-queue", "--json", cwd=built.project).stdout)
+    assert first[0] not in {i["candidate"] for i in queued}
+    # reference ids are whole in the queue file (train:13004, not train:1300)
+    refs = {r["reference"] for r in rows if ":" in r["reference"]}
+    assert all(r.split(":")[1].isdigit() for r in refs)
+    # the rest of one class is confirmed not duplicate
+    cls = next(r["class"] for r in rows if (r["candidate"], r["metric"]) != first)
+    p = retest("dedup-verdict", "--from", q, "--who", "ann", "--rest-not-duplicate",
+               "--class", cls, cwd=built.project)  # fmt: skip
+    assert "recorded " in p.stdout
+    queued = json.loads(retest("dedup-queue", "--json", cwd=built.project).stdout)
+    in_class = {r["candidate"] for r in rows if r["class"] == cls}
+    assert not in_class & {i["candidate"] for i in queued}
+    bad = built.root / "bad.csv"
+    bad.write_text("candidate,metric\nx,l2\n")
+    p = retest("dedup-verdict", "--from", bad, "--who", "ann", cwd=built.project,
+               ok=False)  # fmt: skip
+    assert p.returncode == 1 and "expected the header" in p.stderr
