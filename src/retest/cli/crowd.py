@@ -158,7 +158,7 @@ def tasks_cmd(
 
 def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
     """What the tasks allow for matched-frequency (its target histograms)."""
-    from retest.cli._console import console, print_warning
+    from retest.cli._console import console
     from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if not shown:
@@ -173,14 +173,15 @@ def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
         markup=False, soft_wrap=True,
     )  # fmt: skip
     short = sorted(c for c, n in shown.items() if n < TARGET_MIN_ORIGINALS)
-    if short:
-        print_warning(
-            f"{len(short)} classes show fewer than {TARGET_MIN_ORIGINALS} originals "
+    if short:  # a note, not a warning: other strategies need no originals
+        console.print(
+            f"note: {len(short)} classes show fewer than {TARGET_MIN_ORIGINALS} originals "
             f"({', '.join(short[:5])}{', …' if len(short) > 5 else ''}): "
             "matched-frequency cannot sample them; class-balanced and threshold "
             f"can. Raise --controls (now {controls}) or lower --images-per-task "
-            "so that each class's tasks show more originals (try with --dry-run)."
-        )
+            "so that each class's tasks show more originals (try with --dry-run).",
+            markup=False, soft_wrap=True,
+        )  # fmt: skip
 
 
 _COPY_KINDS = {

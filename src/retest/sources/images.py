@@ -144,7 +144,11 @@ def decode_image(
         raise
     except Image.DecompressionBombError as err:
         raise ImageDecodeError(f"{source}: image is too big ({err}).") from err
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+    except UnidentifiedImageError as err:  # its text names a BytesIO address
+        raise ImageDecodeError(
+            f"{source}: not a decodable image (no image format Pillow knows)."
+        ) from err
+    except (OSError, SyntaxError, ValueError) as err:
         raise ImageDecodeError(f"{source}: not a decodable image ({err}).") from err
     except (
         EOFError, IndexError, KeyError, TypeError, struct.error, ZeroDivisionError,
