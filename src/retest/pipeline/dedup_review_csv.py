@@ -131,12 +131,12 @@ def read_review_file(
                 verdict = False
         groups.setdefault((cand, metric), []).append((ref, verdict))
     reviews, undecided = [], []
-    for (cand, metric), got in groups.items():
-        if any(v is None for _, v in got):
+    for (cand, metric), pairs in groups.items():
+        if any(v is None for _, v in pairs):
             undecided.append((cand, metric))
             continue
-        shown = tuple(r for r, _ in got)
-        dups = tuple(r for r, v in got if v)
+        shown = tuple(r for r, _ in pairs)
+        dups = tuple(r for r, v in pairs if v)
         reviews.append((cand, metric, shown, dups))
     return ReviewFileResult(tuple(reviews), tuple(undecided))
 
