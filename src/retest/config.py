@@ -21,6 +21,7 @@ silently unused. Layout::
     class = "airplane"          # class of every item
     labels = "labels.idx"       # idx: labels file
     images = "flickr/"          # flickr: download folder
+    mode = "L"                  # folder: L converts colour images to grey (default: as the originals)
     batch_size = 4096           # items per batch
 
     [thresholds]                # numbers; unset ones take the default shown
@@ -140,6 +141,7 @@ SOURCE_KEYS: dict[str, str] = {
     "class": "class of every item",
     "labels": "idx: labels file",
     "images": "flickr: the downloader's output folder",
+    "mode": "folder: L or RGB, the originals' form (default); L converts colour to grey",
     "batch_size": "items per batch (one transaction, one checkpoint)",
 }
 #: Section → its known keys. ``[keywords]`` keys are class names and

@@ -137,7 +137,8 @@ def cp(tmp_path_factory: pytest.TempPathFactory, fm_inputs: Any, retest_cli: Any
     for strategy in STRATEGIES:
         # every candidate asked for: the revision holds all that sample lets in
         r = p.cli(f"sample {strategy}", "sample", "--strategy", strategy,
-                  "--per-class", str(ALL), "--seed", "1", "--json", ok=False)  # fmt: skip
+                  "--per-class", str(ALL), "--seed", "1", "--keep-invalid", "--json",
+                  ok=False)  # fmt: skip
         p.revisions[strategy] = _json(r)
         name = p.revisions[strategy]["name"]
         out = root / "release" / strategy

@@ -113,7 +113,8 @@ def rep(
     ):
         r = rep.cli(f"sample {strategy}", "sample", "--strategy", strategy,
                     "--per-class", str(per_class), "--seed", "11",
-                    "--include-unreviewed", "--json", ok=False)  # fmt: skip
+                    "--include-unreviewed", "--keep-invalid", "--json",
+                    ok=False)  # fmt: skip
         assert r.stdout.strip(), r.describe()
         rep.revisions[strategy] = json.loads(r.stdout)
         out = root / "release" / strategy

@@ -107,6 +107,7 @@ def test_sample_threshold_short_class_warns(tmp_path: Path, populate) -> None:
         "1",
         "--class-threshold",
         "fox=0.5",
+        "--keep-invalid",
         "--project",
         str(root),
     )

@@ -70,8 +70,13 @@ def print_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
 ) -> None:
     table = Table(title=title, show_lines=False)
+    # the first column names things (revisions, classes, ids): never cut it
+    first = max((len(str(r[0])) for r in rows if r), default=0)
     for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right")
+        if i == 0:
+            table.add_column(c, justify="left", min_width=min(first, 72))
+        else:
+            table.add_column(c, justify="right")
     for r in rows:
         table.add_row(*(str(x) for x in r))
     console.print(table)

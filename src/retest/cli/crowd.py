@@ -46,9 +46,21 @@ def tasks_cmd(
             "sampled, so by default they are left out.",
         ),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Compose the tasks and say what they allow, but store nothing.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Make grid tasks for candidates that still need annotations.
+
+    Each task shows --controls originals of its class (positive controls);
+    matched-frequency sampling needs ≥ 20 distinct originals per class, each
+    answered by ≥ 10 valid assignments, for the class's target histogram. The
+    command says how many each class gets; try settings with --dry-run first.
 
     Candidates that the eligibility decision of `retest sample` already excludes
     as copies of original images (exact copies, near-originals by the automatic
@@ -88,8 +100,12 @@ def tasks_cmd(
             neg_controls=controls,
             seed=seed,
             include_copies=include_copies,
+            dry_run=dry_run,
         )
         waiting = pending_task_candidates(proj)
+        from retest.pipeline.feasibility import originals_shown
+
+        shown = originals_shown(proj, batch.rows if dry_run else ())
     rows = batch.rows
     if not include_copies and not batch.copies_checked:
         print_warning(
@@ -110,10 +126,16 @@ def tasks_cmd(
                 "left_out": batch.left_out,
                 "copies_checked": batch.copies_checked,
                 "unchecked": batch.unchecked,
+                "dry_run": dry_run,
+                "originals_shown": shown,
             }
         )
         return
-    console.print(f"{len(rows)} tasks created", markup=False)
+    console.print(
+        f"{len(rows)} tasks {'would be created (dry run)' if dry_run else 'created'}",
+        markup=False,
+    )
+    _print_originals_shown(shown, controls)
     n_out = sum(batch.left_out.values())
     if n_out:
         why = ", ".join(f"{n} {_COPY_KINDS[r]}" for r, n in batch.left_out.items())
@@ -132,6 +154,34 @@ def tasks_cmd(
             markup=False,
             soft_wrap=True,
         )
+
+
+def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
+    """What the tasks allow for matched-frequency (its target histograms)."""
+    from retest.cli._console import console
+    from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+
+    if not shown:
+        return
+    fewest = min(shown, key=lambda c: shown[c])
+    console.print(
+        f"originals shown as positive controls per class: {min(shown.values())}"
+        f"–{max(shown.values())} (fewest: {fewest}); matched-frequency needs "
+        f"{TARGET_MIN_ORIGINALS} per class, each answered by ≥ "
+        f"{TARGET_MIN_ANNOTATIONS} valid assignments (publish every task with ≥ "
+        f"{TARGET_MIN_ANNOTATIONS} assignments)",
+        markup=False, soft_wrap=True,
+    )  # fmt: skip
+    short = sorted(c for c, n in shown.items() if n < TARGET_MIN_ORIGINALS)
+    if short:  # a note, not a warning: other strategies need no originals
+        console.print(
+            f"note: {len(short)} classes show fewer than {TARGET_MIN_ORIGINALS} originals "
+            f"({', '.join(short[:5])}{', …' if len(short) > 5 else ''}): "
+            "matched-frequency cannot sample them; class-balanced and threshold "
+            f"can. Raise --controls (now {controls}) or lower --images-per-task "
+            "so that each class's tasks show more originals (try with --dry-run).",
+            markup=False, soft_wrap=True,
+        )  # fmt: skip
 
 
 _COPY_KINDS = {

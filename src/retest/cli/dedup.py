@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -84,7 +85,13 @@ def dedup(
     json_out: JsonOpt = False,
 ) -> None:
     """Find each candidate's nearest images per metric (resumable), optionally report."""
-    from retest.cli._console import escape, print_json, print_table, progress_bar
+    from retest.cli._console import (
+        console,
+        escape,
+        print_json,
+        print_table,
+        progress_bar,
+    )
     from retest.dedup.ssim import SSIMParams
     from retest.pipeline.cluster import cluster_client
     from retest.pipeline.dedup import dedup_report, review_targets, run_dedup
@@ -169,20 +176,36 @@ def dedup(
         [(m, f"{t:.6g}", escape(how[m])) for m, t in targets.items()],
         title=escape("review targets (retest.toml [thresholds] overrides)"),
     )
+    shown = 10  # per metric; the contact sheet and --json have them all
     for m, r in (rep or {}).items():
         print_table(
             ["candidate", "reference", "distance", "thumbnails"],
             [
                 (
                     p["candidate"][:16],
-                    p["reference"][:16],
-                    f"{p['distance']:.6g}",
+                    p["reference"] if ":" in p["reference"] else p["reference"][:16],
+                    f"{max(p['distance'], 0.0):.6g}",
                     escape(f"{p['candidate_thumb']} {p['reference_thumb']}"),
                 )
-                for p in r["pairs"]
+                for p in r["pairs"][:shown]
             ],
             title=escape(f"closest pairs: {m} ({r['contact_sheet']})"),
         )
+        if len(r["pairs"]) > shown:
+            console.print(
+                f"… {len(r['pairs']) - shown} more {m} pairs on the contact sheet "
+                "and in --json",
+                markup=False, highlight=False,
+            )  # fmt: skip
+    with Project.open(project) as proj:
+        from retest.cli.sample import _exclusion_line
+        from retest.pipeline.eligibility import (
+            candidate_eligibility,
+            eligibility_summary,
+        )
+
+        line = _exclusion_line(eligibility_summary(candidate_eligibility(proj)))
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _features_summary(state: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -238,6 +261,14 @@ def dedup_queue(
             help="Review target override METRIC=DISTANCE, e.g. warp=2e5 (repeatable).",
         ),
     ] = None,
+    csv_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--csv",
+            help="Write the queue as CSV, one pair a row with an empty `duplicate` "
+            "column to fill with yes/no; read back by `dedup-verdict --from`.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the near-duplicate review queue (pairs under threshold, not reviewed).
@@ -253,6 +284,23 @@ def dedup_queue(
     with Project.open(project) as proj:
         th = _thresholds(threshold or [], review_targets(proj))
         items = pending_reviews(proj, thresholds=th)
+        if csv_out is not None:
+            from retest.cli._console import console
+            from retest.pipeline.dedup_review_csv import write_review_file
+
+            names = proj.class_names
+            class_of = {}
+            for i in items:
+                cid = proj.store.candidates.get(i.candidate_id).class_id
+                class_of[i.candidate_id] = "" if cid is None else names[cid]
+            n = write_review_file(csv_out, items, class_of)
+            console.print(
+                f"wrote {n} pairs of {len(items)} candidate reviews to {csv_out}; "
+                "fill the duplicate column with yes/no, then `retest dedup-verdict "
+                f"--from {csv_out} --who NAME`",
+                markup=False, soft_wrap=True, highlight=False,
+            )  # fmt: skip
+            return
     rows = [
         {
             "candidate": i.candidate_id,
@@ -269,7 +317,7 @@ def dedup_queue(
         ["candidate", "metric", "pending", "closest"],
         [
             (
-                r["candidate"][:16],
+                r["candidate"],
                 r["metric"],
                 len(r["references"]),
                 f"{r['distances'][0]:.6g}",
@@ -281,17 +329,76 @@ def dedup_queue(
 
 
 def dedup_verdict(
-    candidate: Annotated[str, typer.Argument(help="Candidate id.")],
-    metric: Annotated[str, typer.Argument(help="Metric the pairs were shown under.")],
-    shown: Annotated[str, typer.Option(help="Comma-separated references shown.")],
-    who: Annotated[str, typer.Option(help="Reviewer name.")],
+    candidate: Annotated[
+        str | None, typer.Argument(help="Candidate id (not with --from).")
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Argument(help="Metric the pairs were shown under.")
+    ] = None,
+    shown: Annotated[
+        str | None, typer.Option(help="Comma-separated references shown.")
+    ] = None,
+    who: Annotated[str, typer.Option(help="Reviewer name.")] = "",
     duplicates: Annotated[str, typer.Option(help="Those that are duplicates.")] = "",
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A filled-in `dedup-queue --csv` file: one review per candidate "
+            "and metric whose rows all say yes or no.",
+        ),
+    ] = None,
+    rest_not_duplicate: Annotated[
+        bool,
+        typer.Option(
+            "--rest-not-duplicate",
+            help="With --from: empty duplicate cells mean no (you looked at them), "
+            "limited by --class and --max-distance.",
+        ),
+    ] = False,
+    only_class: Annotated[
+        str | None,
+        typer.Option("--class", help="With --rest-not-duplicate: only this class."),
+    ] = None,
+    max_distance: Annotated[
+        float | None,
+        typer.Option(
+            "--max-distance",
+            help="With --rest-not-duplicate: only pairs up to this distance.",
+        ),
+    ] = None,
     project: ProjectOpt = None,
 ) -> None:
-    """Record a review: a verdict per shown reference and a reviewed mark."""
+    """Record a review: a verdict per shown reference and a reviewed mark.
+
+    One candidate (CANDIDATE METRIC --shown … --duplicates …), or every decided
+    group of a review file (--from FILE.csv, as `dedup-queue --csv` writes it).
+    """
+    from retest.cli._console import console
     from retest.pipeline.dedup import record_review
     from retest.pipeline.project import Project
 
+    if not who.strip():
+        raise ConfigError("--who needs the reviewer's name.")
+    if from_file is not None:
+        if candidate is not None or shown is not None or duplicates:
+            raise ConfigError(
+                "--from FILE records the file's reviews; pass no CANDIDATE, "
+                "--shown or --duplicates with it."
+            )
+        _verdicts_from_file(
+            project, from_file, who, rest_not_duplicate, only_class, max_distance
+        )
+        return
+    if rest_not_duplicate or only_class is not None or max_distance is not None:
+        raise ConfigError(
+            "--rest-not-duplicate, --class and --max-distance go with --from FILE."
+        )
+    if candidate is None or metric is None or shown is None:
+        raise ConfigError(
+            "pass CANDIDATE METRIC --shown REFS [--duplicates REFS], or --from "
+            "FILE.csv (`retest dedup-queue --csv FILE` writes one)."
+        )
     shown_ids = _split(shown, "--shown")
     dups = [d.strip() for d in duplicates.split(",") if d.strip()]
     stray = [d for d in dups if d not in shown_ids]
@@ -300,14 +407,53 @@ def dedup_verdict(
             f"--duplicates {', '.join(stray[:3])}: not among --shown; a duplicate "
             "must be one of the references shown."
         )
-    if not who.strip():
-        raise ConfigError("--who needs the reviewer's name.")
     check_metric_names([metric])
     with Project.open(project) as proj:
         _known_items(proj, candidate, shown_ids)
         record_review(
             proj, candidate, metric, reviewer=who, shown=shown_ids, duplicates=dups
         )
+    console.print(
+        f"recorded review of {candidate} ({metric}) by {who}: {len(shown_ids)} "
+        f"shown, {len(dups)} duplicate{'s' * (len(dups) != 1)}",
+        markup=False, soft_wrap=True, highlight=False,
+    )  # fmt: skip
+
+
+def _verdicts_from_file(
+    project: Any,
+    path: Path,
+    who: str,
+    rest_not_duplicate: bool,
+    only_class: str | None,
+    max_distance: float | None,
+) -> None:
+    from retest._validation import check_input_path
+    from retest.cli._console import console
+    from retest.pipeline.dedup_review_csv import read_review_file, record_review_file
+    from retest.pipeline.project import Project
+
+    check_input_path(path, "--from", kind="file")
+    res = read_review_file(
+        path, rest_not_duplicate=rest_not_duplicate, only_class=only_class,
+        max_distance=max_distance,
+    )  # fmt: skip
+    with Project.open(project) as proj:
+        if only_class is not None and only_class not in proj.class_names:
+            raise ConfigError(
+                f"--class {only_class!r} is not a class of the project "
+                f"({', '.join(proj.class_names)})."
+            )
+        for cand, metric, shown, _ in res.reviews:  # all known before any is written
+            check_metric_names([metric])
+            _known_items(proj, cand, list(shown))
+        n = record_review_file(proj, res, reviewer=who)
+    console.print(
+        f"recorded {n} reviews by {who} from {path}: {res.pairs} pairs, "
+        f"{res.duplicates} duplicates; {len(res.undecided)} candidate reviews left "
+        "undecided (empty duplicate cells)",
+        markup=False, soft_wrap=True, highlight=False,
+    )  # fmt: skip
 
 
 def _known_items(proj: Any, candidate: str, shown: list[str]) -> None:

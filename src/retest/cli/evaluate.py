@@ -65,7 +65,18 @@ def evaluate(
         list[str] | None,
         typer.Option(
             "--model-file",
-            help="Trained model file [KIND:]PATH (repeat): .pt/.ts TorchScript, .onnx.",
+            help="Trained model file [KIND:]PATH (repeat): .pt/.ts TorchScript, .onnx. "
+            "It gets float32 in [0, 1], NCHW (N, C, H, W) with the originals' "
+            "channels (1 grey, 3 RGB) and returns (N, n_classes) logits or "
+            "probabilities; checked on two test images first.",
+        ),
+    ] = None,
+    model_channels: Annotated[
+        int | None,
+        typer.Option(
+            "--model-channels",
+            help="Adapt the images for model files trained on another channel "
+            "count: 3 stacks grey to RGB, 1 turns RGB to grey (luma).",
         ),
     ] = None,
     onnx_layout: Annotated[
@@ -184,6 +195,11 @@ def evaluate(
             )
     if out is not None:
         check_output(out, RULES["evaluate"])
+    if model_channels is not None and (model_channels not in (1, 3) or not model_file):
+        raise ConfigError(
+            "--model-channels must be 1 or 3 and goes with --model-file. Got "
+            f"{model_channels}{'' if model_file else ' without --model-file'}."
+        )
     formats = _formats(figure)
     folders = _folders(predictions or [])
     onnx = {"layout": onnx_layout} if onnx_layout else {}
@@ -201,7 +217,7 @@ def evaluate(
         models = project_models(
             project, preset=preset, names=model or (), files=model_file or (),
             predictions=folders, datasets=[ORIGINAL, *revs], seed=seed,
-            onnx_options=onnx, progress=cb,
+            onnx_options=onnx, model_channels=model_channels, progress=cb,
         )  # fmt: skip
         res = evaluate_project(
             project, models, revisions=revs, test_split=test_split,
@@ -214,7 +230,7 @@ def evaluate(
 
 
 def _render(res: ProjectEvaluation, as_json: bool) -> None:
-    from retest.cli._console import console, print_json, print_table
+    from retest.cli._console import console, print_json, print_table, print_warning
     from retest.pipeline.report import PAPER_COLUMNS, paper_rows, table_to_json
 
     if as_json:
@@ -261,6 +277,8 @@ def _render(res: ProjectEvaluation, as_json: bool) -> None:
                 f"R² = {fit.r2:.3f})",
                 soft_wrap=True,
             )
+            if fit.caveat() is not None:
+                print_warning(str(fit.caveat()))
         else:
             console.print("no fit: it needs at least 3 models.", soft_wrap=True)
         folder = next(iter(rep.paths.values())).parent

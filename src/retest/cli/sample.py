@@ -155,6 +155,14 @@ def sample(
     ] = False,
     compat: CompatOpt = "exact",
     shared_class: SharedClassOpt = None,
+    keep_invalid: Annotated[
+        bool,
+        typer.Option(
+            "--keep-invalid",
+            help="Write the revision even when it is invalid or empty (a record "
+            "of what was short).",
+        ),
+    ] = False,
     project: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -163,7 +171,9 @@ def sample(
     Only candidates the project's eligibility decision lets through are drawn
     (`retest status` shows it): no copies of originals, one member per near-duplicate
     group, nothing blacklisted, nothing with a pending near-duplicate review.
-    Exits 1 (after writing it) when the revision is invalid or empty.
+    An invalid or empty sample exits 1 and names what each short class lacks; it
+    writes no revision unless --keep-invalid. `retest status` shows beforehand
+    what each strategy needs per class.
     """
     from retest.cli._console import console, print_json, print_table, print_warning
     from retest.names import validate_name
@@ -217,14 +227,17 @@ def sample(
             eligibility=elig,
             compat=compat,
             shared_class=shared or None,
+            keep_invalid=keep_invalid,
         )
     rev, result = out.revision, out.result
+    label = rev.name or name or "the sample"
     summary = eligibility_summary(elig)
     failed = not rev.valid or not result.members
     if as_json:
         print_json(
             {
-                "name": rev.name,
+                "name": rev.name or None,
+                "written": out.written,
                 "parent": rev.parent,
                 "seed": rev.seed,
                 "valid": rev.valid,
@@ -257,11 +270,13 @@ def sample(
     print_table(
         ["class", "images", "carried", "sampled", "upward", "short"],
         rows,
-        title=f"revision {rev.name}",
+        title=f"revision {label}",
     )
     state = "valid" if rev.valid else "INVALID"
+    if not out.written:
+        state += ", not written (--keep-invalid writes it)"
     console.print(
-        f"{rev.name}: {len(result.members)} images, {state}"
+        f"{label}: {len(result.members)} images, {state}"
         + (f", from {rev.parent}" if rev.parent else "")
         + (
             f"; review carried over for {len(out.reviews_carried)} classes"
@@ -270,26 +285,43 @@ def sample(
         )
     )
     console.print(_exclusion_line(summary))
-    if not result.members:
-        why = sorted({s.reason for s in result.shortfall})
-        print_warning(
-            f"{rev.name} is empty ({', '.join(why) or 'no eligible candidate'}). "
-            + (
-                "The originals need enough annotated images per class for a "
-                "target histogram (see `retest status REV`); "
-                if "invalid_target_histogram" in why
-                else ""
-            )
-            + "`retest status` shows what is eligible per class."
-        )
-    elif not rev.valid:
+    for s in result.shortfall[:20]:
+        print_warning(f"{s.class_name}: {_shortfall_text(s)}")
+    if len(result.shortfall) > 20:
+        print_warning(f"… and {len(result.shortfall) - 20} more short classes")
+    if out.written and result.members and not rev.valid:
         print_warning(
             f"{len(short)} classes are short of eligible candidates: "
             f"{', '.join(sorted(short)[:10])}. Add candidates or annotations, then "
             f"sample again with --from {rev.name}."
         )
+    elif failed:
+        print_warning(
+            f"{label} is {'empty' if not result.members else 'INVALID'}: "
+            f"{len(short)} classes short. `retest status` shows per class what "
+            "each strategy needs and what the project has."
+        )
     if failed:
         raise typer.Exit(1)
+
+
+def _shortfall_text(s: Any) -> str:
+    """What a short class lacks, in words (a :class:`ClassShortfall`)."""
+    from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+
+    if s.reason == "invalid_target_histogram":
+        n = dict(s.detail).get("originals", 0)
+        return (
+            f"{n} originals with ≥ {TARGET_MIN_ANNOTATIONS} valid assignments, "
+            f"{TARGET_MIN_ORIGINALS} needed for its target histogram (crowd-label "
+            "more originals of the class: `retest crowd tasks`)"
+        )
+    parts = ", ".join(f"{k} {n}" for k, n in s.detail)
+    return (
+        f"{s.got} of {s.needed} images ({s.reason.replace('_', ' ')}"
+        + (f"; missing {parts}" if parts else "")
+        + ")"
+    )
 
 
 def _exclusion_line(summary: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ _KIND_OPTIONS = {
     "--keywords-file": "tinyimages",
     "--labels": "idx",
     "--images": "flickr",
+    "--mode": "folder",
 }
 #: ``[sources.NAME]`` keys holding paths (relative ones are read from the project).
 _PATH_KEYS = ("path", "keywords_file", "labels", "images")
@@ -151,6 +152,15 @@ def add(
     images: Annotated[
         Path | None, typer.Option("--images", help="Flickr download folder.")
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="Folder: L or RGB. Images are stored as the originals are (grey "
+            "stacked to RGB, or RGB-grey to L, automatically); --mode L also "
+            "converts colour images to grey, which are otherwise skipped.",
+        ),
+    ] = None,
     batch_size: Annotated[
         int | None, typer.Option("--batch-size", help="Items per batch (>= 1).")
     ] = None,
@@ -183,6 +193,7 @@ def add(
         given = {
             "keywords": kws, "keywords_file": keywords_file, "class": class_name,
             "labels": labels, "images": images, "batch_size": batch_size, "name": name,
+            "mode": mode,
         }  # fmt: skip
         conf.update({k: v for k, v in given.items() if v is not None})
         src_kind = conf["kind"]
@@ -197,6 +208,7 @@ def add(
             "--keywords": conf.get("keywords"),
             "--keywords-file": conf.get("keywords_file"),
             "--labels": conf.get("labels"), "--images": conf.get("images"),
+            "--mode": conf.get("mode"),
         })  # fmt: skip
         kw_arg: Any = conf.get("keywords")
         if kw_arg is not None and conf.get("keywords_file") is not None:
@@ -215,7 +227,7 @@ def add(
                 class_name=cls,
                 name=conf.get("name"), labels_path=conf.get("labels"),
                 images_dir=conf.get("images"), batch_size=conf.get("batch_size"),
-                progress=bar,
+                progress=bar, mode=conf.get("mode"),
             )  # fmt: skip
     if as_json:
         print_json({**rep.to_json(), "already_ingested": rep.already_ingested,

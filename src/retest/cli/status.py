@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -32,13 +32,25 @@ def status(
             "sample --include-unreviewed` does).",
         ),
     ] = False,
+    per_class: Annotated[
+        int,
+        typer.Option(
+            "--per-class",
+            min=1,
+            help="Images per class a revision would take (for what each strategy "
+            "needs).",
+        ),
+    ] = 10,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per-class counts and who may be sampled (the eligibility `retest sample` uses).
 
     Columns: candidates, annotated, blacklisted, near-duplicates, unreviewed,
-    eligible, sampled and reviewed (of REVISION, default the latest).
+    eligible, sampled and reviewed (of REVISION, default the latest). A second
+    table shows what each strategy needs per class against what the project has:
+    eligible candidates, those with ≥ 10 valid crowd assignments, and originals
+    with ≥ 10 valid assignments (matched-frequency needs 20 per class).
     """
     from retest.cli._console import console, print_json, print_table
     from retest.pipeline.project import Project
@@ -56,20 +68,35 @@ def status(
             else "excluded: " + ", ".join(info["reasons"])
         )
         console.print(f"{info['id']} ({info['class']}, {info['source']}): {state}")
+        console.print(
+            f"  from {info['source']}: {info['source_ref']}"
+            + (f" (keyword {info['keyword']})" if info.get("keyword") else ""),
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
         for metric, near in info["nearest"].items():
             first = ", ".join(
-                f"{n['reference'][:16]} {n['distance']:.4g}" for n in near[:3]
+                f"{n['reference'] if ':' in n['reference'] else n['reference'][:16]} "
+                f"{max(n['distance'], 0.0):.4g}"
+                for n in near[:3]
             )
             console.print(f"  nearest by {metric}: {first}")
         if info["revisions"]:
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
     from retest.errors import StageError
-    from retest.pipeline.eligibility import check_fresh
+    from retest.pipeline.eligibility import candidate_eligibility, check_fresh
+    from retest.pipeline.feasibility import class_feasibility
 
     with Project.open(project_dir) as project:
         result = project_status(
             project, revision=revision, include_unreviewed=include_unreviewed
+        )
+        feasible = class_feasibility(
+            project,
+            per_class=per_class,
+            eligibility=candidate_eligibility(
+                project, include_unreviewed=include_unreviewed
+            ),
         )
         try:  # the same refusal `retest sample` would give
             check_fresh(project)
@@ -81,7 +108,11 @@ def status(
             from retest.cli.sample import revision_statistics_data
 
             rev_stats = revision_statistics_data(project, revision)
-    data = {**result.to_dict(), "stale": stale}
+    data = {
+        **result.to_dict(),
+        "stale": stale,
+        "feasibility": [f.to_dict() for f in feasible],
+    }
     if rev_stats is not None:
         data["revision_statistics"] = rev_stats
     if as_json:
@@ -105,6 +136,7 @@ def status(
         f"eligible for sampling: {counts['eligible']}"
         + (f"; excluded: {why}" if why else "")
     )
+    _print_feasibility(feasible, per_class)
     from retest.cli._console import print_warning
 
     if stale:
@@ -123,6 +155,32 @@ def status(
         from retest.cli.sample import print_revision_statistics
 
         print_revision_statistics(rev_stats)
+
+
+def _print_feasibility(feasible: list[Any], per_class: int) -> None:
+    from retest.cli._console import console, print_table
+    from retest.pipeline.feasibility import STRATEGIES
+
+    if not feasible:
+        return
+    f0 = feasible[0]
+    cols = ["class", "eligible", f"annotated ≥ {f0.min_annotations}",
+            f"originals ≥ 10 (need {f0.originals_needed})", *STRATEGIES]  # fmt: skip
+    rows = [
+        [f.class_name, f.eligible, f.annotated_eligible, f.originals_annotated,
+         *("ok" if not f.missing(s) else "short" for s in STRATEGIES)]
+        for f in feasible
+    ]  # fmt: skip
+    print_table(cols, rows, title=f"what each strategy needs, {per_class} per class")
+    for s in STRATEGIES:
+        short = [(f.class_name, f.missing(s)) for f in feasible if f.missing(s)]
+        if short:
+            cls, why = short[0]
+            more = f" (and {len(short) - 1} more classes)" if len(short) > 1 else ""
+            console.print(
+                f"{s}: {cls} needs {'; '.join(why)}{more}",
+                soft_wrap=True, markup=False, highlight=False,
+            )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -289,7 +289,8 @@ def topk_from_pairs(
 ) -> KnnResult:
     """Top-k per query from scored (query, reference) pairs; ties → smaller index.
 
-    Rows with fewer than ``k`` pairs are padded with index −1 and distance inf.
+    Rows with fewer than ``k`` pairs are padded with index −1 and distance inf;
+    a squared distance rounded below 0 is reported as 0.
     """
     order = np.lexsort((ri, dist, qi))
     qs = qi[order]
@@ -299,7 +300,7 @@ def topk_from_pairs(
     dd = np.full((nq, k), np.inf)
     pos = (qi[keep], rank[rank < k])
     idx[pos] = ri[keep]
-    dd[pos] = dist[keep]
+    dd[pos] = np.maximum(dist[keep], 0.0)  # float rounding of ‖a‖² + ‖b‖² − 2ab
     return KnnResult(indices=idx, distances=dd)
 
 

@@ -31,6 +31,8 @@ from retest.registry import Registry
 
 __all__ = [
     "AXES",
+    "FEW_MODELS",
+    "WIDE_SLOPE_INTERVAL",
     "Axis",
     "LinearFit",
     "bootstrap_lines",
@@ -43,6 +45,12 @@ __all__ = [
 FloatArray: TypeAlias = NDArray[np.float64]
 _CHUNK = 8192  # resamples per block: fixed so results never depend on memory
 _EPS = 1e-6
+
+
+FEW_MODELS = 10
+"""Fits on fewer models carry a caveat (:meth:`LinearFit.caveat`)."""
+WIDE_SLOPE_INTERVAL = 0.5
+"""A slope interval wider than this carries a caveat."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +259,27 @@ class LinearFit:
         return (
             f"new = {self.slope:.2f}·orig {sign} {abs(self.intercept):.{digits}f}"
             + ("" if self.axes == "linear" else f" ({self.axes} axes)")
+        )
+
+    def caveat(self) -> str | None:
+        """Why the slope should not be read yet, or None.
+
+        Fewer than :data:`FEW_MODELS` models, or a slope interval wider than
+        :data:`WIDE_SLOPE_INTERVAL`: the interval then holds both "no change" (1)
+        and a large drop growing with accuracy, so the fit tells neither.
+
+        >>> f = fit_new_vs_orig([0.6, 0.7, 0.8], [0.5, 0.65, 0.7], n_boot=200)
+        >>> f.caveat().startswith("the fit rests on 3 models")
+        True
+        """
+        lo, hi = self.slope_ci
+        n = len(self.names)
+        if n >= FEW_MODELS and hi - lo <= WIDE_SLOPE_INTERVAL:
+            return None
+        return (
+            f"the fit rests on {n} models and its slope interval [{lo:.2f}, {hi:.2f}] "
+            f"is {hi - lo:.2f} wide: too few or too spread models to read the slope; "
+            f"evaluate more models (e.g. --preset full) before drawing conclusions"
         )
 
     def summary(self) -> dict[str, Any]:

@@ -197,6 +197,7 @@ def create_task_batch(
     seed: int = 0,
     control_split: str = "test",
     include_copies: bool = False,
+    dry_run: bool = False,
 ) -> TaskBatch:
     """Make grid tasks for candidates that still need annotations and store them.
 
@@ -230,6 +231,8 @@ def create_task_batch(
     control_split : str
     include_copies : bool
         Give copies of originals tasks too (nothing is left out).
+    dry_run : bool
+        Compose the tasks but store nothing (to see what settings allow).
 
     Returns
     -------
@@ -303,7 +306,8 @@ def create_task_batch(
     ]
     known = {t.id for t in existing}
     rows = [r for r in rows if r.id not in known]
-    store.tasks.add(rows)
+    if not dry_run:
+        store.tasks.add(rows)
     return TaskBatch(
         rows,
         {r: left_out[r] for r in COPY_REASONS if left_out[r]},

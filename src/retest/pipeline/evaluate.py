@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,10 +218,14 @@ def _evaluate(
     task, total = "evaluate testbed", len(models)
     done = len(models) - len(todo)
     report(progress, task, done, total)
-    results = (
-        _run_local(todo, datasets, train, batch_size, progress)
-        if cluster is None and workers is None
-        else _run_dask(todo, datasets, train, batch_size, cluster, workers)
+    # Saved predictions are read, not computed: whole, here. A cluster would cut
+    # their dataset into image shards and get every row back for each.
+    read = [j for j in todo if isinstance(j.runner, PredictionFileRunner)]
+    run = [j for j in todo if not isinstance(j.runner, PredictionFileRunner)]
+    local = cluster is None and workers is None
+    results = chain(
+        _run_local(read if not local else todo, datasets, train, batch_size, progress),
+        () if local else _run_dask(run, datasets, train, batch_size, cluster, workers),
     )
     computed = 0
     for job, preds in results:  # in completion order; each is cached at once
@@ -632,7 +636,10 @@ def revision_set(
     return LabeledSet(revision, labels, project.class_names, x)
 
 
-def _model_file(spec: str, n_classes: int, options: Mapping[str, Any]) -> ModelRunner:
+def _model_file(
+    spec: str, n_classes: int, options: Mapping[str, Any], channels: int | None = None
+) -> ModelRunner:
+    from retest.models.adapters import ChannelAdapter
     from retest.models.base import load_model
 
     kind, sep, path = spec.partition(":")
@@ -650,7 +657,11 @@ def _model_file(spec: str, n_classes: int, options: Mapping[str, Any]) -> ModelR
     if not p.is_file():
         raise InputValidationError(f"--model-file {spec}: {p} does not exist.")
     opts = dict(options) if kind == "onnx" else {}
-    return load_model(kind, str(p), name=p.stem, n_classes=n_classes, **opts)
+    runner: Any = load_model(kind, str(p), name=p.stem, n_classes=n_classes, **opts)
+    if channels is not None:
+        runner = ChannelAdapter(runner, channels)
+    runner.model_spec = spec  # checked against the test set's images first
+    return runner  # type: ignore[no-any-return]
 
 
 def project_models(
@@ -663,6 +674,7 @@ def project_models(
     datasets: Sequence[str] = (),
     seed: int = 0,
     onnx_options: Mapping[str, Any] | None = None,
+    model_channels: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> list[ModelRunner]:
     """The models to evaluate, in this order: the built-in testbed's ``preset``
@@ -685,7 +697,7 @@ def project_models(
             preset or "full", n_classes=k, random_state=seed,
             names=list(names) if names else None, progress=progress,
         )  # fmt: skip
-    out += [_model_file(f, k, onnx_options or {}) for f in files]
+    out += [_model_file(f, k, onnx_options or {}, model_channels) for f in files]
     if predictions:
         unknown = sorted(set(predictions) - set(datasets))
         if unknown:
@@ -729,6 +741,27 @@ class ProjectEvaluation:
         """``{model: (original, revision)}`` predictions."""
         i = 1 + [r.name for r in self.revisions].index(revision)
         return {m: (p[0], p[i]) for m, p in self.predictions.items()}
+
+
+def _check_same_form(sets: Sequence[LabeledSet]) -> None:
+    """A revision's images must have the original test set's shape: a model
+    trained on one form cannot read the other (it would fail in the model's own
+    code, or worse, run on reshaped pixels)."""
+    from retest.pipeline.reference import describe_shape
+
+    if sets[0].images is None:
+        return
+    want = tuple(sets[0].images.shape[1:])
+    for s in sets[1:]:
+        if s.images is not None and tuple(s.images.shape[1:]) != want:
+            got = tuple(s.images.shape[1:])
+            raise InputValidationError(
+                f"revision {s.name!r} holds {describe_shape(got)} images but the "
+                f"original test set is {describe_shape(want)}; a model cannot be "
+                "evaluated on both. Its candidates were ingested in another form: "
+                "re-add their source (`retest source add` stores images as the "
+                "originals are) and sample a new revision."
+            )
 
 
 def evaluate_project(
@@ -782,6 +815,14 @@ def evaluate_project(
         reference_set(project, test_split, name=ORIGINAL, images=need_images),
         *(revision_set(project, r, images=need_images) for r in revisions),
     ]
+    _check_same_form(sets)
+    if sets[0].images is not None:
+        from retest.models.adapters import check_model_input
+
+        for m in models:
+            spec = getattr(m, "model_spec", None)
+            if spec is not None:
+                check_model_input(m, sets[0].images, spec=spec)
     need_train = any(not getattr(m, "fitted", True) for m in models)
     train = reference_set(project, train_split) if need_train else None
     outcome = _evaluate(

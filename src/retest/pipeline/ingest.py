@@ -234,6 +234,7 @@ def ingest_source(
 
     root = project.root
     _check_classes_first(project, source, add_classes)
+    _check_form_first(project, source)
     removed: list[Path] = []
     with writers_lock(root / ARRAY_DIR, exclusive=True, wait=False) as alone:
         if alone:  # no other writer between an append and its insert
@@ -276,12 +277,95 @@ def _check_classes_first(
         known = {c.name for c in rows}
         unknown = sorted(names - known)
         if unknown:
+            nested = [
+                f"{u}/{rest}" for u in unknown for c in known
+                if c.startswith(u + "/") and (rest := c[len(u) + 1 :])
+            ]  # fmt: skip
+            hint = (
+                f" A class name with '/' cannot be a folder name: '{nested[0]}' was "
+                f"read as class {nested[0].split('/')[0]!r} with keyword folder "
+                f"{nested[0].split('/', 1)[1]!r}; name the folder "
+                f"{nested[0].replace('/', '_')!r} or by the class id."
+                if nested
+                else ""
+            )
             raise StageError(
                 f"{desc['path']}: class folders {unknown[:5]} are not classes of the "
                 f"project (classes: {', '.join(c.name for c in rows)}); nothing was "
-                "ingested. Rename or move those folders, or pass --class with a "
-                "project class."
+                "ingested. A class folder is the class name, its id (0, 1, ...), the "
+                'name with / \\ : * ? " < > | as _, or mapped in class_index.json; '
+                f"or pass --class with a project class.{hint}"
             )
+
+
+def _check_form_first(project: Project, source: CandidateSource) -> None:
+    """Refuse an array source whose images are not in the originals' form
+    (channels): its exact copies would not hash alike and revisions would not
+    evaluate against the original test set."""
+    from retest.pipeline.reference import describe_shape, reference_image_shape
+
+    images = getattr(source, "images", None)
+    shape = getattr(images, "shape", None)
+    if shape is None or len(shape) < 3:
+        return
+    ref = reference_image_shape(project)
+    if ref is None:
+        return
+    mine = tuple(int(x) for x in shape[1:])
+    if _channels(mine) != _channels(ref):
+        raise StageError(
+            f"{source.describe()['path']}: images are {describe_shape(mine)} but the "
+            f"project's original images are {describe_shape(ref)}; nothing was "
+            "ingested. Store the array in the originals' form (e.g. numpy "
+            "x[..., 0] for grey stored as RGB), or add image files as a folder "
+            "source, which converts them."
+        )
+
+
+def _channels(shape: Sequence[int]) -> int:
+    return int(shape[2]) if len(shape) >= 3 else 1
+
+
+def reference_mode(project: Project) -> str | None:
+    """``L`` or ``RGB``: the form candidates from image files are stored in (that
+    of the originals); None before any original is registered."""
+    from retest.pipeline.reference import reference_image_shape
+
+    ref = reference_image_shape(project)
+    if ref is None:
+        return None
+    return "L" if _channels(ref) == 1 else "RGB"
+
+
+def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
+    """The folder source's pixel form and class mapping from the project.
+
+    Images are stored in the originals' form; converting grey to RGB or RGB-grey
+    to grey loses nothing and is automatic, colour to grey only with ``--mode L``.
+    """
+    from retest.pipeline.reference import describe_shape, reference_image_shape
+    from retest.sources.images import IMAGE_MODES
+
+    if mode is not None and mode not in IMAGE_MODES:
+        raise ConfigError(
+            f"--mode must be one of {', '.join(IMAGE_MODES)}. Got {mode!r}."
+        )
+    ref = reference_image_shape(project)
+    ref_mode = None if ref is None else ("L" if _channels(ref) == 1 else "RGB")
+    if mode is not None and ref is not None and mode != ref_mode:
+        raise ConfigError(
+            f"--mode {mode}: the project's original images are {describe_shape(ref)} "
+            "and candidates are stored in the same form; pass --mode "
+            f"{ref_mode} or leave --mode out."
+        )
+    opts: dict[str, Any] = {
+        "mode": mode or ref_mode or "RGB",
+        "from_colour": mode == "L",
+    }
+    classes = [c.name for c in project.store.classes.list()]
+    if classes:
+        opts["classes"] = classes
+    return opts
 
 
 def _ingest(
@@ -519,6 +603,8 @@ def resume_command(
                           ("images_dir", "--images")):  # fmt: skip
             if desc.get(key):
                 args += [flag, str(desc[key])]
+        if desc.get("from_colour"):
+            args += ["--mode", str(desc.get("mode"))]
         kws = desc.get("keywords")
         if kws:
             args += ["--keywords", ",".join(kws)]
@@ -572,6 +658,7 @@ def add_source(
     images_dir: str | os.PathLike[str] | None = None,
     batch_size: int | None = None,
     progress: ProgressCallback | None = None,
+    mode: str | None = None,
 ) -> IngestReport:
     """Build the source ``kind`` at ``path`` and ingest it (``retest source add``).
 
@@ -596,6 +683,10 @@ def add_source(
         The Flickr download folder.
     batch_size : int, optional
     progress : ProgressCallback, optional
+    mode : {"L", "RGB"}, optional
+        Folder sources: the pixel form, which must be that of the originals
+        (default). ``L`` also converts colour images to grayscale, which is
+        otherwise refused per image.
 
     Returns
     -------
@@ -629,6 +720,12 @@ def add_source(
         )
     if kind == "flickr" and images_dir is None:
         raise ConfigError("flickr needs --images DIR, the downloader's output folder.")
+    if kind == "folder":
+        opts.update(_folder_options(project, mode))
+    elif mode is not None:
+        raise ConfigError(
+            f"--mode applies to source kind 'folder' only; this source is {kind!r}."
+        )
     source = make_source(kind, path, **opts)
     given: list[str] = []
     for flag, value in (("--keywords-file", keywords_file), ("--class", class_name),
@@ -639,6 +736,8 @@ def add_source(
         given += ["--keywords", ",".join(kw or {})]
     if batch_size is not None:
         given += ["--batch-size", str(batch_size)]
+    if mode is not None:
+        given += ["--mode", mode]
     command = _configured_command(project, name, kind, path) or resume_command(
         project, {"kind": kind, "path": Path(path).resolve()}, name, options=given
     )

@@ -37,8 +37,10 @@ from retest.store.rows import ClassRow, KeywordRow, ReferenceRow, content_id
 __all__ = [
     "KeywordRecovery",
     "ReferenceReport",
+    "describe_shape",
     "load_reference_arrays",
     "recover_keywords",
+    "reference_image_shape",
     "reference_keyword_histogram",
     "register_reference",
     "register_reference_arrays",
@@ -83,6 +85,39 @@ class KeywordRecovery:
             "unmatched": self.n_reference - self.matched, "scanned": self.scanned,
             "histogram": {c: dict(h) for c, h in self.histogram.items()},
         }  # fmt: skip
+
+
+def reference_image_shape(project: Project) -> tuple[int, ...] | None:
+    """Pixel shape of the project's original images: ``(H, W)`` grayscale or
+    ``(H, W, C)``; None before any split is registered.
+
+    Candidates are stored in this form (``retest source add``), so that exact
+    copies hash alike, distances compare like with like and a revision exports
+    and evaluates as the original does.
+    """
+    refs = project.store.references
+    for split in ("test", "train"):
+        if refs.count(split=split):
+            first = refs.get(f"{split}:0")
+            if first.array_name is not None:
+                return project.pixel_array(first.array_name).shape
+    if refs.count():  # other split names (API use): one row is enough
+        first = refs.list()[0]
+        if first.array_name is not None:
+            return project.pixel_array(first.array_name).shape
+    return None
+
+
+def describe_shape(shape: Sequence[int]) -> str:
+    """``28×28 grayscale (L)`` / ``32×32×3 RGB``: an image form as messages name it.
+
+    >>> describe_shape((28, 28)), describe_shape((32, 32, 3))
+    ('28×28 grayscale (L)', '32×32×3 RGB')
+    """
+    dims = "×".join(str(int(d)) for d in shape)
+    if len(shape) == 2 or (len(shape) == 3 and shape[2] == 1):
+        return f"{dims} grayscale (L)"
+    return f"{dims} RGB" if len(shape) == 3 and shape[2] == 3 else dims
 
 
 def load_reference_arrays(

@@ -83,6 +83,8 @@ class CreatedRevision:
     revision: Revision
     result: SampleResult
     reviews_carried: tuple[str, ...]
+    #: False when the sample was invalid and not kept (``keep_invalid=False``).
+    written: bool = True
 
 
 def create_revision(
@@ -93,6 +95,7 @@ def create_revision(
     per_class: int = 10,
     parent: str | None = None,
     name: str | None = None,
+    keep_invalid: bool = True,
     **sample_options: Any,
 ) -> CreatedRevision:
     """Sample a new immutable revision and write it with its members.
@@ -110,6 +113,10 @@ def create_revision(
         Revision to start from (carry-over of still-eligible members).
     name : str, optional
         Explicit name instead of :func:`next_revision_name`.
+    keep_invalid : bool
+        Write an invalid or empty sample too (a record of what was short). When
+        False such a sample writes nothing and comes back with ``written``
+        False and an unnamed revision.
     **sample_options
         Passed to :func:`retest.pipeline.sample.draw_sample` (``threshold``,
         ``class_thresholds``, ``allow_upward``, ``min_annotations``,
@@ -186,6 +193,8 @@ def create_revision(
         valid=result.is_valid,
         shortfall={s.class_name: s.as_dict() for s in result.shortfall},
     )
+    if not keep_invalid and (not result.is_valid or not members):
+        return CreatedRevision(rev, result, (), written=False)
     rev = _create_named(project, rev, members, name)
     carried = carry_over_reviews(project, rev.name) if parent is not None else []
     names = class_names(project)

@@ -34,6 +34,8 @@ from retest.sampling.selection_frequency import (
 )
 
 __all__ = [
+    "TARGET_MIN_ANNOTATIONS",
+    "TARGET_MIN_ORIGINALS",
     "candidate_pool",
     "class_names",
     "draw_sample",
@@ -70,13 +72,19 @@ def class_names(project: Project) -> dict[int, str]:
     return {c.id: c.name for c in project.store.classes.list()}
 
 
+TARGET_MIN_ANNOTATIONS = 10
+"""Valid assignments an original needs to count in its class's target histogram."""
+TARGET_MIN_ORIGINALS = 20
+"""Counted originals a class needs for a valid target histogram (MatchedFrequency)."""
+
+
 def target_histograms(
     project: Project,
     *,
     split: str | None = None,
     bins: Sequence[float] = DEFAULT_BINS,
-    min_annotations: int = 10,
-    min_images: int = 20,
+    min_annotations: int = TARGET_MIN_ANNOTATIONS,
+    min_images: int = TARGET_MIN_ORIGINALS,
     stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
     compat: str | None = None,
 ) -> dict[str, TargetHistogram]:

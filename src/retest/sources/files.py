@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.errors import DataIntegrityError, InputValidationError
+from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.sources.base import (
     CANDIDATE_SOURCES,
     IMAGE_SUFFIXES,
@@ -20,23 +20,113 @@ from retest.sources.base import (
     SourceItem,
 )
 from retest.sources.flickr import SIZE_DIRS, load_search_results
-from retest.sources.images import ImageDecodeError, decode_image, image_to_array
+from retest.sources.images import (
+    IMAGE_MODES,
+    ImageDecodeError,
+    decode_image,
+    image_to_mode_array,
+)
 
-__all__ = ["FlickrSource", "FolderSource"]
+__all__ = [
+    "CLASS_INDEX_FILE",
+    "FlickrSource",
+    "FolderSource",
+    "class_folder_map",
+    "class_slug",
+]
 
 
 # ------------------------------------------------------------------ folders
+
+
+#: The mapping file a folder source reads at its root: ``{folder: class name}``,
+#: the ``class_index.json`` that ``retest export --format imagefolder`` writes.
+CLASS_INDEX_FILE = "class_index.json"
+#: Characters a folder name cannot hold on common file systems; a class name's
+#: folder (its slug) has each replaced by ``_`` (``T-shirt/top`` → ``T-shirt_top``).
+_NOT_IN_FOLDER_NAMES = '/\\:*?"<>|'
+
+
+def class_slug(name: str) -> str:
+    """The folder name of a class: ``/ \\ : * ? " < > |`` each become ``_``.
+
+    >>> class_slug("T-shirt/top")
+    'T-shirt_top'
+    """
+    return "".join("_" if ch in _NOT_IN_FOLDER_NAMES else ch for ch in name)
+
+
+def class_folder_map(
+    folders: set[str],
+    classes: list[str] | tuple[str, ...],
+    index: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Folder name → class name, for the folders that name a class.
+
+    A folder names a class by, in this order: an entry of ``index`` (the source's
+    ``class_index.json``), the class name itself, the class id in decimal (the
+    folders ``export --format imagefolder`` writes) or the class's
+    :func:`class_slug`. Folders that name no class are left out (the ingest
+    refuses them, naming them).
+
+    >>> class_folder_map({"0", "Trouser", "T-shirt_top", "x"}, ["T-shirt/top", "Trouser"])
+    {'0': 'T-shirt/top', 'T-shirt_top': 'T-shirt/top', 'Trouser': 'Trouser'}
+    """
+    slugs: dict[str, str] = {}
+    for c in classes:
+        slugs.setdefault(class_slug(c), c)
+    out: dict[str, str] = {}
+    for f in sorted(folders):
+        if index is not None and f in index:
+            out[f] = index[f]
+        elif f in classes:
+            out[f] = f
+        elif f.isdecimal() and int(f) < len(classes) and str(int(f)) == f:
+            out[f] = classes[int(f)]
+        elif f in slugs:
+            out[f] = slugs[f]
+    return out
+
+
+def _read_class_index(path: Path) -> dict[str, str]:
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InputValidationError(
+            f"{path}: cannot read the class mapping ({err}); expected JSON "
+            '{"folder": "class name", ...} as `retest export --format imagefolder` '
+            "writes it."
+        ) from None
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
+    ):
+        raise InputValidationError(
+            f'{path}: expected a JSON object {{"folder": "class name", ...}}; got '
+            f"{json.dumps(doc)[:60]}."
+        )
+    return doc
 
 
 @CANDIDATE_SOURCES.register("folder")
 class FolderSource(CandidateSource):
     """Image files laid out as ``class/…`` or ``class/keyword/…``.
 
-    Files are visited in sorted path order. Each file is decoded (EXIF orientation
-    applied, converted to RGB); undecodable files become :class:`SkippedItem`.
+    The first folder below ``path`` is the class, the second (when there is one)
+    the keyword; deeper folders only group files. Given the project's
+    ``classes``, a class folder may be the class name, its id (``0``, as
+    ``export --format imagefolder`` writes) or its :func:`class_slug`
+    (``T-shirt_top`` for ``T-shirt/top``, whose ``/`` cannot be in a folder name),
+    or be mapped by a ``class_index.json`` at ``path`` (``{folder: class}``).
+    Files are visited in sorted path order; files without an image suffix and
+    undecodable files become :class:`SkippedItem` (counted and reported).
+
     Images whose longer side is at most ``max_array_side`` (default 64) are
-    delivered as upright RGB pixels (stored in arrays/, id = sha256 of the
-    pixels); larger ones as the original file bytes (stored under
+    delivered as upright pixels in ``mode`` (``RGB``: (H, W, 3); ``L``: (H, W),
+    see :func:`~retest.sources.images.image_to_mode_array`; a colour image is
+    refused in ``L`` unless ``from_colour``), stored in arrays/, id = sha256 of
+    the pixels; larger ones as the original file bytes (stored under
     ``images/<sha256>``, id = sha256 of the bytes; width/height are the upright
     size and readers apply the EXIF orientation via
     :func:`retest.sources.images.decode_image`).
@@ -51,6 +141,9 @@ class FolderSource(CandidateSource):
         *,
         class_name: str | None = None,
         max_array_side: int = 64,
+        mode: str = "RGB",
+        from_colour: bool = False,
+        classes: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         super().__init__(path)
         if not self.path.is_dir():
@@ -59,22 +152,43 @@ class FolderSource(CandidateSource):
                 "folder that holds the images (one sub-folder per class), or add a "
                 "single array file with `retest source add arrays`."
             )
+        if mode not in IMAGE_MODES:
+            raise ConfigError(
+                f"--mode must be one of {', '.join(IMAGE_MODES)}. Got {mode!r}."
+            )
         self.class_name = class_name
         self.max_array_side = max_array_side
-        self.files = sorted(
-            p.relative_to(self.path)
-            for p in self.path.rglob("*")
-            if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+        self.mode, self.from_colour = mode, from_colour
+        index_path = self.path / CLASS_INDEX_FILE
+        self.class_index = (
+            _read_class_index(index_path) if index_path.is_file() else None
+        )
+        found = sorted(p for p in self.path.rglob("*") if p.is_file())
+        self.files = [p.relative_to(self.path) for p in found if p != index_path]
+        folders = {rel.parts[0] for rel in self.files if len(rel.parts) >= 2}
+        self.folder_classes = (
+            class_folder_map(folders, classes, self.class_index)
+            if classes is not None
+            else {}
         )
 
     def __len__(self) -> int:
         return len(self.files)
 
     def options(self) -> dict[str, Any]:
-        return {"class_name": self.class_name, "max_array_side": self.max_array_side}
+        opts: dict[str, Any] = {
+            "class_name": self.class_name, "max_array_side": self.max_array_side,
+        }  # fmt: skip
+        # only what changes the stored items, so earlier jobs keep their key
+        if self.mode != "RGB" or self.from_colour:
+            opts.update(mode=self.mode, from_colour=self.from_colour)
+        renamed = {f: c for f, c in self.folder_classes.items() if f != c}
+        if renamed:
+            opts["class_folders"] = renamed
+        return opts
 
     def class_names(self) -> set[str] | None:
-        """The class folders (or ``--class``) of the files that will be read."""
+        """The classes (or unmapped class folders) of the files that will be read."""
         if self.class_name is not None:
             return {self.class_name}
         return {
@@ -82,22 +196,30 @@ class FolderSource(CandidateSource):
             for rel in self.files
             if (cls := self._labels(rel)[0]) is not None
             and _printable(rel) == rel.as_posix()  # a non-UTF-8 name is skipped
+            and rel.suffix.lower() in IMAGE_SUFFIXES
         }
 
     def _labels(self, rel: Path) -> tuple[str | None, str | None]:
         parts = rel.parts
-        cls = self.class_name or (parts[0] if len(parts) >= 2 else None)
+        folder = parts[0] if len(parts) >= 2 else None
+        cls = self.class_name or (
+            self.folder_classes.get(folder, folder) if folder is not None else None
+        )
         kw = parts[1] if len(parts) >= 3 else None
         return cls, kw
 
     def _read(self, rel: Path) -> tuple[SourceItem, NDArray[np.uint8] | None]:
         data = (self.path / rel).read_bytes()
-        img = decode_image(data, source=str(self.path / rel))
+        where = str(self.path / rel)
+        img = decode_image(data, source=where)
         cls, kw = self._labels(rel)
         w, h = img.size
         base = SourceItem(rel.as_posix(), class_name=cls, keyword=kw, width=w, height=h)
         if max(w, h) <= self.max_array_side:
-            return base, image_to_array(img)
+            px = image_to_mode_array(
+                img, self.mode, from_colour=self.from_colour, source=where
+            )
+            return base, px
         item = SourceItem(
             base.ref,
             class_name=cls,
@@ -123,6 +245,9 @@ class FolderSource(CandidateSource):
                     # The store and the reports hold text; such a name cannot be a ref.
                     skipped.append(SkippedItem(ref, _NOT_UTF8))
                     continue
+                if rel.suffix.lower() not in IMAGE_SUFFIXES:
+                    skipped.append(SkippedItem(ref, _NOT_IMAGE))
+                    continue
                 try:
                     item, px = self._read(rel)
                 except (ImageDecodeError, OSError) as err:
@@ -135,6 +260,9 @@ class FolderSource(CandidateSource):
             yield from _split_by_shape(s, e, arrays, files, skipped)
 
 
+_NOT_IMAGE = (
+    f"not an image file (the suffix is none of {' '.join(IMAGE_SUFFIXES)}); left out"
+)
 _NOT_UTF8 = (
     "file name is not valid UTF-8 (shown with \\x escapes); rename the file to "
     "ingest it"

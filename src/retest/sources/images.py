@@ -33,6 +33,7 @@ from retest.errors import InputValidationError
 
 __all__ = [
     "EXIF_ORIENTATION_TAG",
+    "IMAGE_MODES",
     "JPEG_QUALITY",
     "SIZE_256",
     "SIZE_500",
@@ -42,6 +43,7 @@ __all__ = [
     "derive_sizes",
     "encode_jpeg",
     "image_to_array",
+    "image_to_mode_array",
     "resize_exact",
     "resize_longer_side",
     "to_rgb",
@@ -142,7 +144,11 @@ def decode_image(
         raise
     except Image.DecompressionBombError as err:
         raise ImageDecodeError(f"{source}: image is too big ({err}).") from err
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+    except UnidentifiedImageError as err:  # its text names a BytesIO address
+        raise ImageDecodeError(
+            f"{source}: not a decodable image (no image format Pillow knows)."
+        ) from err
+    except (OSError, SyntaxError, ValueError) as err:
         raise ImageDecodeError(f"{source}: not a decodable image ({err}).") from err
     except (
         EOFError, IndexError, KeyError, TypeError, struct.error, ZeroDivisionError,
@@ -195,3 +201,45 @@ def derive_sizes(img: Image.Image, *, quality: int = JPEG_QUALITY) -> dict[str, 
 def image_to_array(img: Image.Image) -> NDArray[np.uint8]:
     """uint8 array (H, W, 3) of an image, converted to RGB."""
     return np.asarray(to_rgb(img), dtype=np.uint8).copy()
+
+
+IMAGE_MODES: Final = ("L", "RGB")
+"""Stored pixel forms: ``L`` (H, W) grayscale, ``RGB`` (H, W, 3)."""
+
+
+def image_to_mode_array(
+    img: Image.Image, mode: str, *, from_colour: bool = False, source: str = "<image>"
+) -> NDArray[np.uint8]:
+    """uint8 pixels of ``img`` in ``mode``: ``(H, W)`` for ``L``, ``(H, W, 3)`` for RGB.
+
+    Grayscale to RGB stacks the grey value three times and RGB with equal channels
+    to ``L`` keeps it: neither loses anything, so both are automatic. A colour
+    image becomes ``L`` (Pillow's ITU-R 601-2 luma) only with ``from_colour``;
+    otherwise it is refused, since the colour would be silently lost.
+
+    >>> grey = Image.fromarray(np.arange(6, dtype=np.uint8).reshape(2, 3), "L")
+    >>> image_to_mode_array(grey, "RGB").shape, image_to_mode_array(grey, "L").shape
+    ((2, 3, 3), (2, 3))
+    >>> red = Image.new("RGB", (2, 2), (200, 0, 0))
+    >>> image_to_mode_array(red, "L")
+    Traceback (most recent call last):
+    ...
+    retest.sources.images.ImageDecodeError: <image>: colour image, but the project's images are grayscale (L); pass --mode L to convert colour images to grayscale.
+    >>> image_to_mode_array(red, "L", from_colour=True)[0, 0]
+    np.uint8(60)
+    """
+    rgb = image_to_array(img)
+    if mode == "RGB":
+        return rgb
+    if mode != "L":
+        raise InputValidationError(
+            f"image mode must be one of {', '.join(IMAGE_MODES)}. Got {mode!r}."
+        )
+    if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 0] == rgb[..., 2]).all():
+        return np.ascontiguousarray(rgb[..., 0])
+    if not from_colour:
+        raise ImageDecodeError(
+            f"{source}: colour image, but the project's images are grayscale (L); "
+            "pass --mode L to convert colour images to grayscale."
+        )
+    return np.asarray(to_rgb(img).convert("L"), dtype=np.uint8).copy()
