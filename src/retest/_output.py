@@ -95,6 +95,7 @@ RULES: dict[str, OutputRule] = {
         OutputRule("compare", "dir", "reports/compare"),
         OutputRule("crowd export", "dir", "reports/crowd"),
         OutputRule("datasets fetch", "data"),
+        OutputRule("dedup-queue", "file", "reports/dedup"),
         OutputRule("demo", "project"),
         OutputRule("evaluate", "dir", "reports/evaluate"),
         OutputRule("export", "dir", "revisions"),

@@ -26,7 +26,7 @@ from bad_input_helpers import assert_one_line, build_project, invoke
 from retest.cli.main import app
 
 HEADER = "arrays/candidates_8x8x3.json"
-_OUTPUT_NAME = re.compile(r"--(out|dir|root|report)")
+_OUTPUT_NAME = re.compile(r"--(out|dir|root|report|csv)")
 _UNTAGGED = object()
 
 
@@ -73,6 +73,7 @@ TEMPLATES = {
     ("crowd export", "--out"): "crowd export --out {out} --base-url https://x.org/i "
     "--project {p}",
     ("datasets fetch", "--root"): "datasets fetch fashion_mnist --root {out}",
+    ("dedup-queue", "--csv"): "dedup-queue --csv {out} --project {p}",
     ("demo", "--dir"): "demo --dir {out} --quick --workers 0",
     ("evaluate", "--out"): "evaluate --out {out} --model gaussian-nb --project {p}",
     ("export", "--out"): "export r1 --out {out} --project {p}",
@@ -88,7 +89,7 @@ TEMPLATES = {
     ("split", "--out"): "split --per-class 1 --seed 1 --include-unreviewed "
     "--out {out} --project {p}",
 }
-OVERWRITE = {"export", "models predict", "split"}
+OVERWRITE = {"dedup-queue", "export", "models predict", "split"}
 TARGETS = (
     "project",
     "db",

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, live_help
+from retest.cli._options import JsonOpt, ProjectOpt, live_help, output_option
 from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
 from retest.pipeline.dedup_metrics import (
@@ -263,12 +263,20 @@ def dedup_queue(
     ] = None,
     csv_out: Annotated[
         Path | None,
-        typer.Option(
+        output_option(
+            "dedup-queue",
             "--csv",
             help="Write the queue as CSV, one pair a row with an empty `duplicate` "
             "column to fill with yes/no; read back by `dedup-verdict --from`.",
         ),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace the --csv file if it is a review CSV (its verdicts are lost).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """List the near-duplicate review queue (pairs under threshold, not reviewed).
@@ -281,6 +289,10 @@ def dedup_queue(
     from retest.pipeline.eligibility import pending_reviews
     from retest.pipeline.project import Project
 
+    if csv_out is not None:  # refused before any work, as every writer is
+        from retest.pipeline.dedup_review_csv import check_review_out
+
+        check_review_out(csv_out, overwrite=overwrite)
     with Project.open(project) as proj:
         th = _thresholds(threshold or [], review_targets(proj))
         items = pending_reviews(proj, thresholds=th)
@@ -293,7 +305,7 @@ def dedup_queue(
             for i in items:
                 cid = proj.store.candidates.get(i.candidate_id).class_id
                 class_of[i.candidate_id] = "" if cid is None else names[cid]
-            n = write_review_file(csv_out, items, class_of)
+            n = write_review_file(csv_out, items, class_of, overwrite=overwrite)
             console.print(
                 f"wrote {n} pairs of {len(items)} candidate reviews to {csv_out}; "
                 "fill the duplicate column with yes/no, then `retest dedup-verdict "

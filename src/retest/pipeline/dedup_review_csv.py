@@ -19,12 +19,15 @@ and/or up to a distance.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retest._atomic import atomic_write_bytes
+from retest._output import RULES, check_output
 from retest.errors import InputValidationError
 from retest.pipeline.project import Project
 
@@ -41,19 +44,51 @@ _YES = {"yes", "y", "1", "true", "x"}
 _NO = {"no", "n", "0", "false"}
 
 
+def _review_file(path: Path) -> str | None:
+    """None when ``path`` is a review CSV this command wrote, else why not."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return "it is not a readable CSV file"
+    if header is None or tuple(header) != QUEUE_COLUMNS:
+        return "it is not a review CSV of `retest dedup-queue --csv`"
+    return None
+
+
+def check_review_out(path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """The ``--csv`` file may be written (the shared output rule): an existing
+    file only with ``overwrite`` and only when it is a review CSV (a filled-in one
+    holds a person's verdicts, so it is never replaced silently)."""
+    return check_output(
+        path,
+        RULES["dedup-queue"],
+        option="--csv",
+        overwrite=overwrite,
+        owned=_review_file,
+    )
+
+
 def write_review_file(
-    path: str | os.PathLike[str], items: Sequence[Any], class_of: dict[str, str]
+    path: str | os.PathLike[str],
+    items: Sequence[Any],
+    class_of: dict[str, str],
+    *,
+    overwrite: bool = False,
 ) -> int:
-    """Write the queue ``items`` (:class:`ReviewItem`) as CSV; returns the rows."""
+    """Write the queue ``items`` (:class:`ReviewItem`) as CSV, atomically, after
+    :func:`check_review_out`; returns the rows."""
+    check_review_out(path, overwrite=overwrite)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(QUEUE_COLUMNS)
     n = 0
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(QUEUE_COLUMNS)
-        for it in items:
-            for ref, d in zip(it.references, it.distances, strict=True):
-                cls = class_of.get(it.candidate_id, "")
-                w.writerow([it.candidate_id, cls, it.metric, ref, f"{d:.6g}", ""])
-                n += 1
+    for it in items:
+        for ref, d in zip(it.references, it.distances, strict=True):
+            cls = class_of.get(it.candidate_id, "")
+            w.writerow([it.candidate_id, cls, it.metric, ref, f"{d:.6g}", ""])
+            n += 1
+    atomic_write_bytes(Path(path), buf.getvalue().encode("utf-8"))
     return n
 
 
