@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.predictions import write_predictions
 from retest.demo.run import DemoResult, DemoSettings, run_demo
@@ -75,9 +76,8 @@ def test_a_new_process_finds_every_prediction_in_the_cache(demo: DemoResult) -> 
     of a function, so it was predicted again on every run)."""
     import os
     import subprocess
-    import sys
 
-    cmd = [sys.executable, "-c", "from retest.cli.main import main; main()"]
+    cmd = list(RETEST)
     args = ["evaluate", "-p", str(demo.root), "--preset", "quick", "--json"]
     env = {**os.environ, "COLUMNS": "200"}
     p = subprocess.run(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,8 @@ from bad_input_helpers import (
     non_utf8_name,
     refused,
 )
+
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +154,7 @@ def test_datasets_info_damaged_files(d: Path) -> None:
 
 def test_debug_shows_the_traceback(d: Path, tmp_path: Path) -> None:
     """``--debug`` keeps the traceback the one-line form hides (real process)."""
-    cmd = [sys.executable, "-c", "from retest.cli.main import main; main()"]
+    cmd = list(RETEST)
     args = ["init", str(d / "afile"), "--classes", "a,b"]
     env = {**os.environ, "COLUMNS": "200"}
     plain = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,

@@ -115,6 +115,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a test starts)."""
+    return _free_port()
+
+
+@pytest.fixture
 def live_server(app) -> Iterator[str]:
     port = _free_port()
     server = uvicorn.Server(

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 
 import httpx
 
-from conftest import _free_port  # type: ignore[import-not-found]
-
-RETEST = shutil.which("retest") or "retest"
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 
 
-def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
+def test_serve_prints_both_links_and_checks_the_host(web_project, free_port) -> None:
     root = str(web_project.project.root)
     web_project.project.close()
-    port = _free_port()
+    port = free_port
     proc = subprocess.Popen(
-        [RETEST, "serve", "-p", root,
+        [*RETEST, "serve", "-p", root,
          "--port", str(port), "--reviewer-token", "rev-token-1234"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -53,7 +50,7 @@ def test_serve_prints_both_links_and_checks_the_host(web_project) -> None:
         proc.wait(timeout=20)
 
 
-def test_an_answered_write_survives_a_killed_server(web_project) -> None:
+def test_an_answered_write_survives_a_killed_server(web_project, free_port) -> None:
     """Answers are acknowledged only after their transaction committed: killing
     the server (no shutdown, no checkpoint) loses none of them."""
     from retest.labeling.tasks import image_token
@@ -64,9 +61,9 @@ def test_an_answered_write_survives_a_killed_server(web_project) -> None:
     tasks, secret = proj.store.tasks.list(), project_secret(proj)
     root, db = str(proj.root), proj.db_path
     proj.close()
-    port = _free_port()
+    port = free_port
     proc = subprocess.Popen(
-        [RETEST, "serve", "-p", root, "--port", str(port), "--token", "tok-123456"],
+        [*RETEST, "serve", "-p", root, "--port", str(port), "--token", "tok-123456"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
