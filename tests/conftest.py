@@ -58,9 +58,17 @@ def global_seed(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The read-only real data folder; skips (with the reason printed) when absent."""
+    """The read-only real data folder; skips (with the reason printed) when absent.
+
+    In CI (``CI`` set and not empty) the folder is always there, so its absence is
+    a failure instead: a green CI run must not have skipped the real-data tests.
+    """
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data folder {SHARED_DATA} is absent; set RETEST_SHARED_DATA")
+        reason = f"real data folder {SHARED_DATA} is absent; set RETEST_SHARED_DATA"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set: CI must run the real-data tests)",
+                        pytrace=False)  # fmt: skip
+        pytest.skip(reason)
     return SHARED_DATA
 
 
