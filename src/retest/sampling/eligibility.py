@@ -59,6 +59,22 @@ class CandidateInfo:
         Keyword / sub-class (CIFAR keyword sampler).
     nn_distance : float, optional
         L2 distance to the nearest original image (CIFAR rule), when known.
+
+    Examples
+    --------
+    The pool a sampler draws from; a candidate with too few answers (when the
+    sampler asks for some) or flagged a near-duplicate is left out:
+
+    >>> import retest
+    >>> from retest.sampling.eligibility import CandidateInfo
+    >>> pool = [CandidateInfo(f"cat{i}", "cat", frequency=0.8, n_assignments=10)
+    ...         for i in range(3)]
+    >>> pool += [CandidateInfo("cat9", "cat", 0.9, n_assignments=2),
+    ...          CandidateInfo("cat8", "cat", 0.9, 10, near_duplicate=True)]
+    >>> r = retest.sample(pool, "class-balanced", per_class=3, min_annotations=10,
+    ...                   random_state=0)
+    >>> sorted(r.ids), r.is_valid
+    (['cat0', 'cat1', 'cat2'], True)
     """
 
     id: str
