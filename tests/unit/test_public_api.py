@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 import retest
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.dedup.ssim import structural_similarity
 from retest.errors import ConfigError, InputValidationError, UnknownNameError
 from retest.sampling.eligibility import CandidateInfo
@@ -182,7 +183,8 @@ def test_compare_against_counts_scipy_and_a_least_squares_line(
     assert res.fit.r2 == pytest.approx(line.rvalue**2)
     lo, hi = res.fit.slope_ci
     assert lo < res.fit.slope < hi
-    assert res.paths["fit"] == tmp_path / "fit.json" and res.paths["png"].is_file()
+    assert res.paths["fit"] == tmp_path / "fit.json"
+    assert_png(res.paths["png"], min_side=400)
     assert retest.compare(y_o, y_n, orig, new, n_boot=10).paths == {}
 
 
