@@ -40,19 +40,70 @@ __all__ = [
 
 
 class RetestError(Exception):
-    """Base class of every error retest raises on purpose."""
+    """Base class of every error retest raises on purpose.
+
+    Examples
+    --------
+    One ``except`` catches every error a user can cause, with a message that says
+    what to do:
+
+    >>> import retest
+    >>> from retest.errors import RetestError
+    >>> try:
+    ...     retest.read_labels("no-such-labels.npy")
+    ... except RetestError as err:
+    ...     print(type(err).__name__, "-", err)
+    DataIntegrityError - no-such-labels.npy: predictions/labels array file not found. Check the path.
+    """
 
 
 class ConfigError(RetestError, ValueError):
-    """A parameter or configuration value is invalid."""
+    """A parameter or configuration value is invalid.
+
+    Examples
+    --------
+    >>> import retest
+    >>> from retest.errors import ConfigError
+    >>> from retest.sampling.eligibility import CandidateInfo
+    >>> pool = [CandidateInfo("x1", "cat", 0.9, 10)]
+    >>> try:
+    ...     retest.sample(pool, "class-balanced", threshold=0.5, random_state=0)
+    ... except ValueError as err:  # a ConfigError is a ValueError too
+    ...     print(isinstance(err, ConfigError), err)
+    True sampler 'class-balanced' does not take threshold; it takes ...
+    """
 
 
 class InputValidationError(RetestError, ValueError):
-    """An array, record or file content has the wrong shape, dtype or range."""
+    """An array, record or file content has the wrong shape, dtype or range.
+
+    Examples
+    --------
+    >>> import retest
+    >>> from retest.errors import InputValidationError
+    >>> try:
+    ...     retest.accuracy([0, 1], [0, 1, 1])
+    ... except InputValidationError as err:
+    ...     print(err)
+    predictions: 3 predictions but 2 labels; predictions and labels must describe the same examples in the same order.
+    """
 
 
 class UnknownNameError(RetestError, KeyError):
-    """A name was not found in a registry; carries close matches."""
+    """A name was not found in a registry; carries close matches.
+
+    Examples
+    --------
+    >>> import retest
+    >>> from retest.errors import UnknownNameError
+    >>> try:
+    ...     retest.load_dataset("cifar11")
+    ... except KeyError as err:  # an UnknownNameError is a KeyError too
+    ...     print(isinstance(err, UnknownNameError), err.name, err.suggestions)
+    ...     print(err)
+    True cifar11 ['cifar10_1', 'cifar10']
+    Unknown dataset 'cifar11'. Did you mean 'cifar10_1', 'cifar10'?
+    """
 
     def __init__(
         self,
@@ -83,19 +134,77 @@ class UnknownNameError(RetestError, KeyError):
 
 
 class DataIntegrityError(RetestError):
-    """A file is missing, empty, truncated or fails its checksum."""
+    """A file is missing, empty, truncated or fails its checksum.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import retest
+    >>> from retest.errors import DataIntegrityError
+    >>> path = Path(tempfile.mkdtemp()) / "labels.npy"
+    >>> _ = path.write_bytes(b"\\x93NU")  # a truncated .npy file
+    >>> try:
+    ...     retest.read_labels(path)
+    ... except DataIntegrityError as err:
+    ...     print(str(err).replace(str(path), "labels.npy"))
+    labels.npy: not a readable .npy predictions/labels array (...); the file is probably truncated or corrupt. Re-create or re-download it.
+    """
 
 
 class StoreError(RetestError):
-    """The project store cannot complete an operation."""
+    """The project store cannot complete an operation.
+
+    Examples
+    --------
+    Its subclass :class:`NotFoundError` is the common case (a row that does not
+    exist):
+
+    >>> import tempfile
+    >>> import retest
+    >>> from retest.errors import StoreError
+    >>> with retest.init_project(tempfile.mkdtemp() + "/p", classes=["a", "b"]) as p:
+    ...     try:
+    ...         p.store.revisions.get("r9")
+    ...     except StoreError as err:
+    ...         print(type(err).__name__, "-", err)
+    NotFoundError - revision 'r9' does not exist (revisions: none).
+    """
 
 
 class NotFoundError(StoreError, LookupError):
-    """A requested row (revision, candidate, model, ...) does not exist."""
+    """A requested row (revision, candidate, model, ...) does not exist.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import retest
+    >>> from retest.errors import NotFoundError
+    >>> with retest.init_project(tempfile.mkdtemp() + "/p", classes=["a", "b"]) as p:
+    ...     try:
+    ...         p.store.revisions.get("r9")
+    ...     except LookupError as err:  # a NotFoundError is a LookupError too
+    ...         print(isinstance(err, NotFoundError), err)
+    True revision 'r9' does not exist (revisions: none).
+    """
 
 
 class StageError(RetestError):
-    """A pipeline stage cannot run because its inputs are not ready."""
+    """A pipeline stage cannot run because its inputs are not ready.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import retest
+    >>> from retest.errors import StageError
+    >>> from retest.pipeline.dedup import run_dedup
+    >>> with retest.init_project(tempfile.mkdtemp() + "/p", classes=["a", "b"]) as p:
+    ...     try:
+    ...         run_dedup(p)  # nothing ingested yet
+    ...     except StageError as err:
+    ...         print(err)
+    the project has no (non-blacklisted) candidates to check.
+    """
 
 
 class RetestWarning(UserWarning):

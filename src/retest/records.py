@@ -138,6 +138,23 @@ class LabeledSet:
         uint8 pixels.
     ids : tuple of str, optional
         Stable per-example ids (e.g. sha256 of the pixels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from retest.records import LabeledSet
+    >>> images = np.zeros((3, 4, 4), np.uint8)
+    >>> ds = LabeledSet("toy", [1, 0, 1], ("cat", "dog"), images)
+    >>> ds.labels.dtype, ds.labels.flags.writeable, ds.class_names
+    (dtype('int64'), False, ('cat', 'dog'))
+    >>> LabeledSet("toy", [1, 0, 2], ("cat", "dog"))
+    Traceback (most recent call last):
+    ...
+    retest.errors.InputValidationError: labels of 'toy' must be class ids in [0, 2). Got values [2] ...
+    >>> LabeledSet("toy", [1, 0], ("cat", "dog"), images)
+    Traceback (most recent call last):
+    ...
+    retest.errors.InputValidationError: 'toy': 3 images but 2 labels.
     """
 
     name: str

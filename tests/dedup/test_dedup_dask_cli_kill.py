@@ -9,6 +9,7 @@ a deadline, so a hang fails the test instead of blocking the suite.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from checkout_cli import DASK, RETEST  # type: ignore[import-not-found]
 from retest.dedup.knn import knn
 from retest.errors import StageError
 from retest.pipeline.cluster import ClusterReferences
@@ -30,7 +32,8 @@ from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("dask") is None, reason="the `dask` command is not installed"
+    importlib.util.find_spec("distributed") is None,
+    reason="dask.distributed (the `dask scheduler` command) is not installed",
 )
 
 N_REF, N_CAND, SHAPE, CHUNK = 24_000, 360, (32, 32, 3), 30
@@ -62,7 +65,7 @@ class DaskProcesses:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "wb")  # closed once the child has it
         proc = subprocess.Popen(
-            [shutil.which("dask") or "dask", *args],
+            [*DASK, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
@@ -162,7 +165,7 @@ def _make_project(root: Path) -> Project:
 
 def _dedup_cmd(root: Path, *extra: str) -> list[str]:
     return [
-        shutil.which("retest") or "retest", "dedup", "--project", str(root),
+        *RETEST, "dedup", "--project", str(root),
         "--metrics", "l2", "--against", "original-train", "--k", "10",
         "--chunk-size", str(CHUNK), "--memory-gib", "0.25", *extra,
     ]  # fmt: skip

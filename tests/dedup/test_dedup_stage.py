@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import retest.pipeline.dedup as dd
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
 from retest.errors import InputValidationError
@@ -194,7 +195,7 @@ def test_cli_dedup_report_and_queue(project: Project) -> None:
     data = json.loads(out.stdout)
     assert data["metrics"] == ["l2", "dssim"]
     sheet = project.root / data["report"]["l2"]["contact_sheet"]
-    assert sheet.is_file() and sheet.read_bytes()[:4] == b"\x89PNG"
+    assert_png(sheet)
     pair = data["report"]["l2"]["pairs"][0]
     assert (project.root / pair["candidate_thumb"]).is_file()
     q = runner.invoke(app, ["dedup-queue", "-p", root, "--json"])

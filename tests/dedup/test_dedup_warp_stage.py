@@ -18,6 +18,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import retest.dedup.warp as warp_mod
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
 from retest.dedup.warp import WarpParams, warp_threshold
@@ -107,7 +108,7 @@ def test_cli_warp_flags_rescaled_copies_at_rank_1(project: Project) -> None:
     l2_hits = sum(l2[c][0][0] == o for c, o in _planted(project).items())
     print(f"rank 1: warp {N_PLANT}/{N_PLANT}, l2 {l2_hits}/{N_PLANT}")
     sheet = project.root / data["report"]["warp"]["contact_sheet"]
-    assert sheet.is_file() and sheet.read_bytes()[:4] == b"\x89PNG"
+    assert_png(sheet)
     assert review_targets(project)["warp"] == pytest.approx(1e6 * 784 / 3072)
 
     queue = json.loads(runner.invoke(app, ["dedup-queue", "-p", root, "--json"]).stdout)

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from demo_text import parse_demo_text  # type: ignore[import-not-found]
 from typer.testing import CliRunner
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.datasets.idx import read_idx
 from retest.dedup.rules import near_original_threshold
 from retest.demo.run import DemoResult, DemoSettings, run_demo
@@ -177,8 +182,9 @@ def test_demo_builds_the_revision_and_finds_near_duplicates(
             assert d == pytest.approx(pair["sq_l2"]) and d <= th
     export = json.loads((root / "demo" / "steps" / "export.json").read_text())
     assert export["revision"] == res.revision and export["n_images"] == 2000
-    for key in ("report_png", "report_fit", "label_errors_contact_sheet"):
-        assert Path(res.paths[key]).is_file()
+    assert_png(Path(res.paths["report_png"]), min_side=400)
+    assert_png(Path(res.paths["label_errors_contact_sheet"]), min_side=100)
+    assert json.loads(Path(res.paths["report_fit"]).read_text())["slope"] > 0
     # Label errors of the real test set: given labels are the test set's own, ranked
     # most suspicious first; the contact sheet's 24 are ones the models contradict.
     errs = res.label_errors
@@ -277,6 +283,107 @@ def test_cli_json_on_the_finished_run(demo: tuple[Path, Path, DemoResult]) -> No
     got = json.loads(out.stdout)
     assert got["predictions_computed"] == 0
     assert got["summary"] == first.summary
+
+
+def _demo_cli(root: Path, data: Path, *extra: str) -> str:
+    """``retest demo`` on the finished run as a real process (wide terminal)."""
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    run = subprocess.run(
+        [*RETEST, "demo", "--dir", str(root), "--quick", "--workers", "0",
+         "--data", str(data), *extra],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def _close(printed: float, value: float, decimals: int) -> bool:
+    """``printed`` is ``value`` rounded to ``decimals`` places."""
+    return abs(printed - value) <= 0.5 * 10.0**-decimals + 1e-9
+
+
+def test_printed_text_matches_the_json_of_the_same_run(
+    demo: tuple[Path, Path, DemoResult],
+) -> None:
+    """The text a user reads, parsed on its own (``demo_text``): the table's
+    header and every model row, the near-duplicate line, the fit, the label
+    errors, the steps and the summary, each number against ``--json``."""
+    root, data, first = demo
+    got = parse_demo_text(_demo_cli(root, data))
+    js = json.loads(_demo_cli(root, data, "--json"))
+    table = js["table"]
+    assert got["title"] == {"orig_n": 10_000, "revision": js["revision"],
+                            "new_n": 2000}  # fmt: skip
+    assert got["header"] == ["model", "orig %", "new %", "gap (points) [95% CI]"]
+    assert [r["model"] for r in got["rows"]] == [r["model"] for r in table]
+    assert len(got["rows"]) == 10
+    for row, want in zip(got["rows"], table, strict=True):
+        for key, src in (("orig", "orig_acc"), ("new", "new_acc"), ("gap", "gap"),
+                         ("gap_lo", "gap_lo"), ("gap_hi", "gap_hi")):  # fmt: skip
+            assert _close(row[key], 100 * want[src], 1), (row, key, want[src])
+    nd = js["near_duplicates"]
+    assert got["near_duplicates"] == {
+        "threshold_sq_l2": round(nd["threshold_sq_l2"]),
+        **{k: nd[k] for k in ("test", "train", "pool_pairs", "pool_exact_duplicates",
+                              "n_excluded", "unreviewed_included")},
+    }  # fmt: skip
+    fit = js["fit"]
+    assert _close(got["fit"]["slope"], fit["slope"], 2)
+    assert _close(got["fit"]["intercept"], fit["intercept"], 1)
+    assert _close(got["fit"]["r2"], fit["r2"], 3)
+    errs = js["label_errors"][:10]
+    assert len(got["label_errors"]) == len(errs) == 10
+    for e, want in zip(got["label_errors"], errs, strict=True):
+        assert {k: e[k] for k in ("rank", "index", "given_name", "suggested_name")} == {
+            k: want[k] for k in ("rank", "index", "given_name", "suggested_name")
+        }
+        assert _close(e["suggested_prob"], want["suggested_prob"], 2)
+    assert (got["steps_run"], got["steps_reused"]) == (js["steps_run"],
+                                                       js["steps_reused"])  # fmt: skip
+    assert got["predictions_computed"] == js["predictions_computed"] == 0
+    s = got["summary"]
+    assert got["summary_line"] == js["summary"] == first.summary
+    assert _close(s["mean_gap"], 100 * js["mean_gap"], 1)
+    assert _close(s["two_se"], 200 * js["gap_se"], 1)
+    assert _close(s["slope"], fit["slope"], 2)
+    assert _close(s["slope_lo"], fit["slope_ci"][0], 2)
+    assert _close(s["slope_hi"], fit["slope_ci"][1], 2)
+    assert s["test_duplicates"] == nd["test"]
+
+
+# Right answers (original of 10,000, new of 2,000) of the quick demo, seed 0. The
+# data steps are integer pixel arithmetic, the same on every CPU; so are these
+# models' answers. Models trained by iterative solvers over OpenBLAS, whose
+# kernel (and rounding) depends on the CPU, may move by a few images (README,
+# "The demo"): within VARYING points.
+EXACT = {
+    "pca-rbf-svm": (8418, 1666), "random-relu-1024": (8339, 1658),
+    "knn-5": (8140, 1630), "linear-svm": (8022, 1592), "gaussian-nb": (7572, 1498),
+    "small-cnn": (7518, 1513),
+}  # fmt: skip
+NEAR = {
+    "logreg-c1": (8283, 1667), "random-forest": (8215, 1632), "mlp": (8206, 1651),
+    "logreg-c0.001": (7548, 1509),
+}  # fmt: skip
+VARYING = 0.5  # points
+
+
+def test_cpu_independent_figures_are_exact(
+    demo: tuple[Path, Path, DemoResult],
+) -> None:
+    _, _, res = demo
+    got = {r["model"]: (r["orig_k"], r["new_k"]) for r in res.table.to_records()}
+    assert set(got) == set(EXACT) | set(NEAR)
+    assert {m: got[m] for m in EXACT} == EXACT
+    for m, (k_o, k_n) in NEAR.items():
+        assert abs(got[m][0] - k_o) / 100 <= VARYING, (m, got[m])
+        assert abs(got[m][1] - k_n) / 20 <= VARYING, (m, got[m])
+    nd = res.near_duplicates
+    assert nd["threshold_sq_l2"] == pytest.approx(173_921.885)
+    assert (nd["test"], nd["train"], nd["pool_pairs"], nd["n_excluded"]) == (
+        7, 54, 2, 60,
+    )  # fmt: skip
+    assert res.revision == "fashion-mnist-demo-class-balanced-0"
 
 
 def test_other_settings_in_the_same_folder_are_refused(

@@ -1,6 +1,7 @@
 """Real Fashion-MNIST inputs with planted copies, and a runner for the real CLI.
 
-Nothing here imports retest: the CLI-only tests run against any version of the CLI.
+Nothing here imports retest: the CLI-only tests use the CLI only, the one of the
+interpreter running the tests (``checkout_cli``), never one found on PATH.
 
 The pool is what a careless collection would bring back: other training images
 plus exact, 1-px shifted and brightened copies of original training and test
@@ -11,15 +12,15 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 N_TRAIN, N_TEST = 3000, 1000
@@ -184,13 +185,6 @@ def build_inputs(out: Path) -> Inputs:
     )
 
 
-def _retest_command() -> list[str]:
-    exe = shutil.which("retest")
-    if exe is not None:
-        return [exe]
-    return [sys.executable, "-c", "from retest.cli.main import main; main()"]
-
-
 @dataclass
 class Run:
     """One finished CLI call."""
@@ -220,7 +214,7 @@ def run_cli(
     env.pop("RETEST_PROJECT", None)
     t0 = time.perf_counter()
     p = subprocess.run(
-        [*_retest_command(), *args],
+        [*RETEST, *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -239,5 +233,5 @@ def fm_inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
 
 @pytest.fixture(scope="session")
 def retest_cli():
-    """``retest_cli(*args, cwd=DIR)`` runs the installed CLI in a subprocess."""
+    """``retest_cli(*args, cwd=DIR)`` runs this checkout's CLI in a subprocess."""
     return run_cli

@@ -417,10 +417,28 @@ def test_status_of_a_planted_copy_names_its_reason(rep: Replication) -> None:
 
 def test_export_takes_the_revision_as_it_was_sampled(rep: Replication) -> None:
     """A revision sampled with --include-unreviewed, with nothing changed since,
-    exports without --force: its members are as eligible as when it was drawn."""
-    for strategy in rep.revisions:
+    exports without --force: its members are as eligible as when it was drawn,
+    and the export is that revision: the same ids, labels and stored pixels."""
+    pixels_of = {v: k for k, v in _candidate_ids(rep).items()}
+    names = _class_names()
+    for strategy, revision in rep.revisions.items():
         run = rep.runs[f"export {strategy}"]
         assert run.returncode == 0, run.describe()
+        out = rep.root / "release" / strategy
+        assert rep.exports[strategy] == out
+        members = {m["id"]: m["class_name"] for m in _members(rep, strategy)}
+        reported = json.loads(run.stdout)
+        assert Path(reported["out"]) == out and reported["n_images"] == len(members)
+        manifest = json.loads((out / "manifest.json").read_text())
+        ids = [e["item_id"] for e in manifest["images"]]
+        assert len(ids) == len(set(ids)) and set(ids) == set(members), strategy
+        (data_file,) = out.glob(f"{revision['name']}_data.npy")
+        data = np.load(data_file)
+        labels = np.load(out / f"{revision['name']}_labels.npy")
+        assert data.shape == (len(ids), 28, 28) and labels.shape == (len(ids),)
+        for img, label, cid in zip(data, labels, ids, strict=True):
+            assert names[int(label)] == members[cid], cid
+            assert img.tobytes() == pixels_of[cid], f"{cid}: exported pixels differ"
 
 
 def _copy_project(rep: Replication, name: str) -> Path:

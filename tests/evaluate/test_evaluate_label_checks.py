@@ -72,11 +72,28 @@ def _error_line(res) -> str:  # type: ignore[no-untyped-def]
     return errors[0]
 
 
+def _hand_accuracies(tb: dict[str, Path], side: str) -> dict[str, float]:
+    """Each model's accuracy counted straight from the files."""
+    y = np.load(tb[f"labels_{side}"])
+    return {
+        p.name.removesuffix("_predictions.json"): float(
+            np.mean(np.array(json.loads(p.read_text())) == y)
+        )
+        for p in sorted(tb[f"pred_{side}"].glob("*_predictions.json"))
+    }
+
+
+def _reported(res, key: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return {r["model"]: r[key] for r in json.loads(res.stdout)["table"]["rows"]}
+
+
 def test_correct_labels_still_compare(testbed: dict[str, Path], tmp_path: Path) -> None:
     res = _compare(testbed, tmp_path / "out")
     assert res.exit_code == 0, res.output
-    accs = [r["orig_acc"] for r in json.loads(res.stdout)["table"]["rows"]]
-    assert min(accs) > 0.5
+    orig, new = _hand_accuracies(testbed, "orig"), _hand_accuracies(testbed, "new")
+    assert min(orig.values()) > 0.5 and len(orig) == 4
+    assert _reported(res, "orig_acc") == pytest.approx(orig)
+    assert _reported(res, "new_acc") == pytest.approx(new)
 
 
 @pytest.mark.parametrize("side", ["orig", "new"])
@@ -102,6 +119,14 @@ def test_num_classes_overrides_the_one_based_guess(
     np.save(path, np.load(path) + 1)
     res = _compare(testbed, tmp_path / "out", "--num-classes", "11")
     assert res.exit_code == 0, res.output
+    # taken as given: the shifted labels are class ids 1..10 of 11, so models
+    # that predict 0..9 now score by chance on the new set
+    new = _hand_accuracies(testbed, "new")
+    assert max(new.values()) < 0.2
+    assert _reported(res, "new_acc") == pytest.approx(new)
+    assert _reported(res, "orig_acc") == pytest.approx(
+        _hand_accuracies(testbed, "orig")
+    )
 
 
 def test_float_labels_are_refused(testbed: dict[str, Path], tmp_path: Path) -> None:

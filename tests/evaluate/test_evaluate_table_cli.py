@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from figure_checks import assert_pdf, assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.predictions import write_labels, write_testbed
 from retest.errors import DroppedModelWarning, InputValidationError
@@ -186,10 +187,10 @@ def test_cli_compare_writes_files_and_prints_table(tmp_path: Path) -> None:
         "comparison.tex",
         "comparison.json",
         "fit.json",
-        "comparison.png",
-        "comparison.pdf",
     ):
         assert (out / name).stat().st_size > 0
+    assert_png(out / "comparison.png", min_side=400)
+    assert_pdf(out / "comparison.pdf")
     res = runner.invoke(app, [*_args(paths, out), "--json", "--axes", "probit"])
     data = json.loads(res.stdout)
     assert data["fit"]["axes"] == "probit" and data["table"]["rows"][1]["new_k"] == 85
@@ -201,7 +202,7 @@ def test_cli_example_runs(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "shake_drop" in res.stdout and "new = " in res.stdout
-    assert (tmp_path / "comparison.png").exists()
+    assert_png(tmp_path / "comparison.png", min_side=400)
     assert (
         len(list((tmp_path / "example_data" / "predictions" / "new").iterdir())) == 30
     )

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.datasets.download import HashCache
 from retest.errors import StageError
 from retest.pipeline.ingest import (
@@ -45,9 +46,8 @@ def _rows(proj: Path) -> int:
 def _add_in_subprocess(
     proj: Path, src: Path, batch: int, env: dict[str, str], *extra: str
 ) -> subprocess.Popen[str]:
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
     return subprocess.Popen(
-        [sys.executable, "-c", code, "source", "add", "arrays", str(src),
+        [*RETEST, "source", "add", "arrays", str(src),
          "--batch-size", str(batch), "--project", str(proj), "--json", *extra],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -89,8 +89,7 @@ def test_killed_ingest_is_listed_then_resume_reclaims_its_orphans(
     assert f"--project {proj}" in cmd and "--batch-size 100" in cmd
     # the listed command resumes the job
     args = cmd.split()[1:]
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
-    r = subprocess.run([sys.executable, "-c", code, *args, "--json"],
+    r = subprocess.run([*RETEST, *args, "--json"],
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -189,9 +188,8 @@ def test_resume_command_of_a_configured_source_is_its_name(tmp_path: Path) -> No
     _npz(proj / "a.npz", _images(6, 200))
     with open(proj / "retest.toml", "a") as fh:
         fh.write('\n[sources.mine]\nkind = "arrays"\npath = "a.npz"\n')
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
     r = subprocess.run(
-        [sys.executable, "-c", code, "source", "add", "mine", "--batch-size", "100",
+        [*RETEST, "source", "add", "mine", "--batch-size", "100",
          "--project", str(proj)],
         env={**os.environ, CRASH_ENV: "1"}, capture_output=True, text=True,
         timeout=120,
@@ -205,12 +203,10 @@ def test_resume_command_of_a_configured_source_is_its_name(tmp_path: Path) -> No
 # These run `retest source add` in a child process and inspect only the files and
 # the stored rows, so they hold for any version of the ingest code.
 
-_CLI = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
-
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _CLI, *map(str, args)],
+        [*RETEST, *map(str, args)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.errors import InputValidationError, RetestWarning
 from retest.models.base import get_model
 from retest.models.sklearn_runner import SklearnRunner
@@ -216,7 +217,8 @@ def test_compare_testbed_writes_report(
         figure_formats=("png",),
     )
     assert sorted(rep.table.models) == sorted(QUICK_MODELS)
-    assert rep.fit is not None and rep.paths["png"].is_file()
+    assert rep.fit is not None
+    assert_png(rep.paths["png"], min_side=400)
     row = {r.model: r for r in rep.table.rows}["logreg-c1"]
     assert row.orig.value == pytest.approx(
         (res["logreg-c1"][0].top1 == orig.labels).mean()

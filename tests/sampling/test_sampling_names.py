@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import retest.names
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.errors import InputValidationError, StoreError
 from retest.names import MAX_NAME_LENGTH, suggest_name, validate_name
@@ -213,7 +213,7 @@ def test_explicit_name_conflict_is_not_renamed(tmp_path: Path, populate) -> None
 def test_parallel_sample_processes(tmp_path: Path, populate) -> None:
     """Four real `retest sample` processes at once: all succeed, four names."""
     root = _project(tmp_path, populate)
-    cmd = [sys.executable, "-c", "from retest.cli.main import main; main()"]
+    cmd = list(RETEST)
     cmd += ["sample", "--strategy"]
     cmd += ["matched-frequency", "--seed", "1", "--per-class", "5", "--no-dedup"]
     cmd += ["--project", str(root), "--json"]

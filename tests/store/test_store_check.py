@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True,
+        [*RETEST, *args], capture_output=True, text=True,
         timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
 
@@ -110,9 +110,8 @@ def test_orphans_of_a_failed_ingest_are_found_and_reclaimed(tmp_path: Path) -> N
     )
     # killed after batch 2's pixels were appended, before its rows were inserted
     env = {**os.environ, "RETEST_INGEST_CRASH_AFTER_APPEND": "2"}
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
     r = subprocess.run(
-        [sys.executable, "-c", code, "source", "add", "arrays", str(tmp_path / "b.npz"),
+        [*RETEST, "source", "add", "arrays", str(tmp_path / "b.npz"),
          "--batch-size", "100", "--project", str(proj)],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.errors import DataIntegrityError
 from retest.pipeline.export import export_revision
 from retest.pipeline.project import Project
@@ -22,9 +22,8 @@ from retest.store.sqlite import SQLiteStore
 
 
 def _cli_run(*args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from retest.cli.main import main; sys.argv[0]='retest'; main()"
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True,
+        [*RETEST, *args], capture_output=True, text=True,
         timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
 

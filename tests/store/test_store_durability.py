@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -203,6 +202,7 @@ _INGEST = textwrap.dedent(
     from retest.store.sqlite import SQLiteStore
 
     root, total, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    pause_at = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 
     def image(i):
         rng = np.random.default_rng(i)
@@ -218,6 +218,9 @@ _INGEST = textwrap.dedent(
             if not keep:
                 continue
             rows = px.append(imgs[keep])
+            if start == pause_at:  # pixels appended, rows not committed: wait here
+                print("paused", flush=True)
+                sys.stdin.readline()
             s.candidates.add(
                 CandidateRow(ids[k], "arrays", str(start + k), array_name="cand",
                              array_row=r)
@@ -244,20 +247,24 @@ def _check_consistent(root: Path) -> int:
 
 
 def test_sigkill_mid_ingest_then_rerun(tmp_path: Path) -> None:
+    """Killed at the worst point (a batch's pixels appended, its rows not yet
+    committed) after three committed batches; the child says when it is there."""
     total, batch = 4000, 250
     args = [sys.executable, "-c", _INGEST, str(tmp_path), str(total), str(batch)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for _ in range(3):  # let a few batches commit, then kill during the next ones
-        proc.stdout.readline()
-    time.sleep(0.05)
+    proc = subprocess.Popen(
+        [*args, str(3 * batch)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    lines = [proc.stdout.readline().strip() for _ in range(4)]
+    assert lines == ["0", "250", "500", "paused"], lines
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     proc.stdout.close()
-    n_before = _check_consistent(tmp_path)
-    assert 0 < n_before < total
+    proc.stdin.close()
+    assert _check_consistent(tmp_path) == 3 * batch
     header = json.loads((tmp_path / "arrays" / "cand.json").read_text())
-    assert header["count"] >= n_before
+    assert header["count"] == 4 * batch  # the killed batch's pixels, no rows
 
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

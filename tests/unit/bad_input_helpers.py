@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.cli.main import app
 
 CLASSES = ("a", "b", "c")
@@ -147,7 +147,7 @@ def refused(
 
 def run_without_dac(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``retest ARGS`` as root without the capabilities that bypass file modes."""
-    cmd = [*NO_DAC, sys.executable, "-c", "from retest.cli.main import main; main()"]
+    cmd = [*NO_DAC, *RETEST]
     return subprocess.run(
         [*cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )

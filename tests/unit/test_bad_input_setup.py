@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,8 @@ from bad_input_helpers import (
     non_utf8_name,
     refused,
 )
+
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +119,11 @@ def test_refused(
     template: str, code: int, culprits: list[str], d: Path, tmp_path: Path
 ) -> None:
     argv = template.replace("{d}", str(d)).replace("{tmp}", str(tmp_path)).split()
-    refused(None, argv, code, *culprits, cwd=tmp_path)
+    # a culprit that is a path given on the command line is named in full
+    paths = [a for c in culprits for a in argv if a.endswith(f"/{c}")]
+    line = refused(None, argv, code, *culprits, cwd=tmp_path)
+    for path in paths:
+        assert path in line, (path, line)
     for made in ("p", "s", "dl", "demo", "r"):  # nothing was created
         assert not (tmp_path / made).exists(), made
 
@@ -138,22 +143,32 @@ def test_init_non_utf8_folder(tmp_path: Path) -> None:
     res = invoke("init", target, "--classes", "a,b")
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
     assert (target / "retest.toml").is_file()
+    # the undecodable bytes are shown as escapes, the rest of the path as it is
+    printed = str(target).encode("utf-8", "backslashreplace").decode()
+    assert "\\udcff\\udcfe" in printed
+    assert f"in {printed}" in " ".join(res.stdout.split()), res.stdout  # wrapped
     res = invoke("status", "--project", target)
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
 
 
 def test_datasets_info_damaged_files(d: Path) -> None:
-    """Damaged dataset files are a status (or one line), never a traceback."""
+    """Damaged dataset files are a status per file, never a traceback: the two
+    truncated files are corrupt, the two absent ones missing, and the advice
+    names the folder."""
     res = invoke("datasets", "info", "fashion_mnist", "--root", d / "fmnist")
     assert "Traceback" not in res.stderr + res.stdout
-    assert res.exception is None or isinstance(res.exception, SystemExit)
-    if res.exit_code != 0:
-        assert_one_line(res, 1, "fmnist")
+    assert res.exit_code == 0 and res.exception is None, res.output
+    rows = [ln.split("│") for ln in res.stdout.splitlines() if "-idx" in ln]
+    status = sorted((r[1].strip()[:4], r[2].strip()) for r in rows)
+    assert status == [("t10k", "corrupt")] * 2 + [("trai", "missing")] * 2, rows
+    text = " ".join(res.stdout.split())  # the console wraps long lines
+    assert f"root: {d / 'fmnist'}" in text
+    assert f"retest datasets fetch fashion_mnist --root {d / 'fmnist'}" in text
 
 
 def test_debug_shows_the_traceback(d: Path, tmp_path: Path) -> None:
     """``--debug`` keeps the traceback the one-line form hides (real process)."""
-    cmd = [sys.executable, "-c", "from retest.cli.main import main; main()"]
+    cmd = list(RETEST)
     args = ["init", str(d / "afile"), "--classes", "a,b"]
     env = {**os.environ, "COLUMNS": "200"}
     plain = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env,
@@ -162,6 +177,7 @@ def test_debug_shows_the_traceback(d: Path, tmp_path: Path) -> None:
                            env=env, cwd=tmp_path, timeout=120)  # fmt: skip
     assert plain.returncode == 1
     assert plain.stderr.startswith("error: ") and len(plain.stderr.splitlines()) == 1
+    assert str(d / "afile") in plain.stderr, plain.stderr
     assert "Traceback" not in plain.stderr
     assert debug.returncode != 0
     assert "Traceback (most recent call last)" in debug.stderr

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import retest
+from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.dedup.ssim import structural_similarity
 from retest.errors import ConfigError, InputValidationError, UnknownNameError
-from retest.evaluate.fits import fit_new_vs_orig
-from retest.evaluate.table import compare as comparison_table
-from retest.records import Predictions
-from retest.sampling.base import run_sampler
 from retest.sampling.eligibility import CandidateInfo
 
 PUBLIC = [n for n in retest.__all__ if n != "__version__"]
@@ -146,33 +144,47 @@ def _testbed(rng: np.random.Generator, y: np.ndarray, skills: list[float]) -> di
     return out
 
 
-def test_compare_matches_the_table_and_fit_it_wraps(tmp_path: Path) -> None:
+def _clopper_pearson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """The exact interval from the beta quantiles (scipy), the textbook formula."""
+    a = 1 - conf
+    lo = stats.beta.ppf(a / 2, k, n - k + 1) if k > 0 else 0.0
+    hi = stats.beta.ppf(1 - a / 2, k + 1, n - k) if k < n else 1.0
+    return float(lo), float(hi)
+
+
+def test_compare_against_counts_scipy_and_a_least_squares_line(
+    tmp_path: Path,
+) -> None:
+    """Every number of the table and fit from an independent computation: counts
+    of right answers, scipy's beta quantiles (Clopper-Pearson) and scipy's
+    least-squares line."""
     rng = np.random.default_rng(3)
     y_o, y_n = rng.integers(0, 4, 800), rng.integers(0, 4, 300)
     skills = [0.6, 0.7, 0.8, 0.9]
     orig = _testbed(rng, y_o, skills)
     new = _testbed(rng, y_n, [s - 0.1 for s in skills])
     res = retest.compare(y_o, y_n, orig, new, n_boot=500, random_state=1, out=tmp_path)
-    as_preds = {m: Predictions.from_labels(m, "o", p) for m, p in orig.items()}
-    table = comparison_table(
-        y_o,
-        y_n,
-        as_preds,
-        {m: Predictions.from_labels(m, "n", p) for m, p in new.items()},
-    )
-    assert res.table.rows == table.rows
+    k_o = {m: int(np.sum(p == y_o)) for m, p in orig.items()}
+    k_n = {m: int(np.sum(p == y_n)) for m, p in new.items()}
+    assert res.table.models == tuple(sorted(k_o, key=k_o.__getitem__, reverse=True))
     assert res.table.models == ("m3", "m2", "m1", "m0")  # by original accuracy
-    fit = fit_new_vs_orig(
-        table.column("orig_acc"),
-        table.column("new_acc"),
-        names=table.models,
-        n_orig=table.column("orig_n"),
-        n_new=table.column("new_n"),
-        n_boot=500,
-        random_state=1,
-    )
-    assert (res.fit.slope, res.fit.slope_ci) == (fit.slope, fit.slope_ci)
-    assert res.paths["fit"] == tmp_path / "fit.json" and res.paths["png"].is_file()
+    for r in res.table.rows:
+        assert (r.orig.k, r.orig.n, r.new.k, r.new.n) == (k_o[r.model], 800,
+                                                          k_n[r.model], 300)  # fmt: skip
+        assert (r.orig.lo, r.orig.hi) == pytest.approx(_clopper_pearson(r.orig.k, 800))
+        assert (r.new.lo, r.new.hi) == pytest.approx(_clopper_pearson(r.new.k, 300))
+        assert r.gap == pytest.approx(k_o[r.model] / 800 - k_n[r.model] / 300)
+        assert r.gap_lo < r.gap < r.gap_hi
+    x = [100 * k_o[m] / 800 for m in res.table.models]  # percent, as plotted
+    y = [100 * k_n[m] / 300 for m in res.table.models]
+    line = stats.linregress(x, y)
+    assert res.fit.slope == pytest.approx(line.slope)
+    assert res.fit.intercept == pytest.approx(line.intercept)
+    assert res.fit.r2 == pytest.approx(line.rvalue**2)
+    lo, hi = res.fit.slope_ci
+    assert lo < res.fit.slope < hi
+    assert res.paths["fit"] == tmp_path / "fit.json"
+    assert_png(res.paths["png"], min_side=400)
     assert retest.compare(y_o, y_n, orig, new, n_boot=10).paths == {}
 
 
@@ -203,11 +215,20 @@ def test_compare_errors_name_the_problem() -> None:
             retest.compare(y, y, {"a": y}, {"b": y}, n_boot=10)
 
 
-def test_linear_fit_is_fit_new_vs_orig() -> None:
+def test_linear_fit_is_least_squares_on_the_chosen_axes() -> None:
+    """Against scipy: the probit axes are the normal quantile function, the fit
+    ordinary least squares; the bootstrap interval holds the slope and a fixed
+    seed repeats it."""
     o, n = [0.8, 0.85, 0.9, 0.95], [0.7, 0.79, 0.85, 0.94]
     a = retest.linear_fit(o, n, axes="probit", n_boot=300, random_state=2)
-    b = fit_new_vs_orig(o, n, axes="probit", n_boot=300, random_state=2)
-    assert (a.slope, a.intercept, a.slope_ci) == (b.slope, b.intercept, b.slope_ci)
+    line = stats.linregress(stats.norm.ppf(o), stats.norm.ppf(n))
+    assert (a.slope, a.intercept) == pytest.approx((line.slope, line.intercept))
+    np.testing.assert_allclose(a.x, stats.norm.ppf(o))
+    lin = retest.linear_fit(o, n, n_boot=300, random_state=2)
+    assert lin.slope == pytest.approx(stats.linregress(o, n).slope)
+    assert a.slope_ci[0] < a.slope < a.slope_ci[1]
+    again = retest.linear_fit(o, n, axes="probit", n_boot=300, random_state=2)
+    assert again.slope_ci == a.slope_ci
 
 
 # -- ssim / dssim
@@ -265,9 +286,28 @@ def _pool() -> list[CandidateInfo]:
 
 
 def test_sample_runs_the_named_sampler() -> None:
-    got = retest.sample(_pool(), "class-balanced", per_class=3, random_state=4)
-    want = run_sampler("class-balanced", _pool(), per_class=3, random_state=4)
-    assert got == want and got.is_valid and got.class_counts() == {"cat": 3, "dog": 3}
+    """Checked against what each sampler must draw from the pool by hand: the
+    threshold sampler's four candidates per class at or above 0.5 are the only
+    ones it may take; class-balanced draws 3 distinct ones per class, seeded."""
+    got = retest.sample(_pool(), "threshold", threshold=0.5, per_class=4,
+                        random_state=4)  # fmt: skip
+    assert got.is_valid and got.strategy == "threshold"
+    assert sorted(got.ids) == [f"{c}{i}" for c in ("cat", "dog") for i in (4, 5, 6, 7)]
+    short = retest.sample(_pool(), "threshold", threshold=0.5, per_class=5,
+                          random_state=4)  # fmt: skip
+    assert not short.is_valid and short.class_counts() == {"cat": 4, "dog": 4}
+    bal = retest.sample(_pool(), "class-balanced", per_class=3, random_state=4)
+    assert bal.is_valid and bal.strategy == "class-balanced"
+    assert bal.class_counts() == {"cat": 3, "dog": 3} and len(set(bal.ids)) == 6
+    assert all(m.id.startswith(m.class_name) for m in bal.members)
+    again = retest.sample(_pool(), "class-balanced", per_class=3, random_state=4)
+    assert again == bal
+    others = {
+        tuple(sorted(retest.sample(_pool(), "class-balanced", per_class=3,
+                                   random_state=s).ids))
+        for s in range(8)
+    }  # fmt: skip
+    assert len(others) > 1  # the seed decides the draw
 
 
 def test_sample_refuses_inputs_the_sampler_does_not_take() -> None:
@@ -334,11 +374,14 @@ def test_doctests_collect_without_optional_extras() -> None:
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_examples_run_when_pasted_after_import_retest(name: str) -> None:
-    """Each example imports what it uses: it runs in an empty namespace."""
+    """Each public name has an example (the README says so), and each example
+    imports what it uses: it runs in an empty namespace."""
     import doctest
 
     obj = getattr(retest, name)
-    for test in doctest.DocTestFinder(recurse=False).find(obj, name, globs={}):
+    tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs={})
+    assert sum(len(t.examples) for t in tests) >= 1, f"{name} has no >>> example"
+    for test in tests:
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
         result = runner.run(test, out=lambda _: None)
         assert result.failed == 0, f"{name}: {result}"

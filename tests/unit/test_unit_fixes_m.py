@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.pipeline.project import Project
 
 
@@ -20,9 +20,7 @@ def test_latin1_byte_in_retest_toml_is_one_line_naming_file_and_line(
     toml.write_bytes(b"".join([lines[0], "# café\n".encode("latin-1"), *lines[1:]]))
     run = subprocess.run(
         [
-            sys.executable,
-            "-c",
-            "from retest.cli.main import main; main()",
+            *RETEST,
             "status",
             "--project",
             str(root),

@@ -32,6 +32,12 @@ def app(web_project: WebProject):
 
 
 @pytest.fixture
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a test starts)."""
+    return _free_port()
+
+
+@pytest.fixture
 def live_server(app) -> Iterator[str]:
     port = _free_port()
     server = uvicorn.Server(

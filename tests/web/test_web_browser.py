@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -178,12 +179,39 @@ def _task_page(pg, live_server: str, task_id: str) -> None:  # type: ignore[no-u
     pg.wait_for_selector(".cell:focus")  # the first image has the focus already
 
 
-def _wait_saved(pg, store, kind: str, n: int) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(100):
-        if store.annotations.count(kind=kind) >= n:
-            break
-        pg.wait_for_timeout(50)
-    pg.wait_for_timeout(300)  # a second write, if any, would land by now
+class _ApiCalls:
+    """The page's API requests, sent and answered (or failed)."""
+
+    def __init__(self, pg) -> None:  # type: ignore[no-untyped-def]
+        self.sent: list[object] = []
+        self.answered: list[object] = []
+        api = lambda r: "/api/" in r.url  # noqa: E731
+        pg.on("request", lambda r: api(r) and self.sent.append(r))
+        pg.on("requestfinished", lambda r: api(r) and self.answered.append(r))
+        pg.on("requestfailed", lambda r: api(r) and self.answered.append(r))
+
+    def settled(self) -> bool:
+        return len(self.answered) == len(self.sent) > 0
+
+
+def _wait_saved(pg, store, kind: str, n: int, calls: _ApiCalls, leaving: str) -> None:  # type: ignore[no-untyped-def]
+    """Wait until ``n`` events of ``kind`` are stored and every API request the
+    page sent is answered (an answer comes after its commit), the save has moved
+    the page on from ``leaving`` (the form's page, whose submit handlers can then
+    send nothing more), and a round trip to the page found no request after them:
+    then no second write can still arrive. Conditions, not a fixed delay."""
+
+    def until(ok) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + 30
+        while not ok():
+            assert time.monotonic() < deadline, (kind, n, len(calls.sent))
+            pg.wait_for_timeout(20)
+
+    until(lambda: store.annotations.count(kind=kind) >= n and calls.settled())
+    until(lambda: pg.url != leaving)  # the save moves on to the form's next page
+    pg.wait_for_load_state("load")
+    pg.evaluate("() => document.readyState")  # every queued key handler has run
+    until(calls.settled)
 
 
 def test_enter_double_click_and_resubmit_store_one_vote(
@@ -194,18 +222,21 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     store = web_project.project.store
     tasks = store.tasks.list()
     t0, t1 = tasks[0], tasks[1]
+    calls = _ApiCalls(page)
     # click an image (the old page's checkbox then had the focus), Enter twice
     _task_page(page, live_server, t0.id)
+    here = page.url
     page.locator(".cell").nth(1).click()
     page.keyboard.press("Enter")
     page.keyboard.press("Enter")
-    _wait_saved(page, store, "task", len(t0.items))
+    _wait_saved(page, store, "task", len(t0.items), calls, here)
     assert store.annotations.count(kind="task") == len(t0.items)
     # a double click on Submit
     _task_page(page, live_server, t1.id)
+    here = page.url
     page.locator(".cell").nth(0).click()
     page.dblclick("#submit")
-    _wait_saved(page, store, "task", len(t0.items) + len(t1.items))
+    _wait_saved(page, store, "task", len(t0.items) + len(t1.items), calls, here)
     assert store.annotations.count(kind="task") == len(t0.items) + len(t1.items)
     # reload and answer again: the page shows the first answer, unticked it
     # is a new answer that replaces the first
@@ -214,8 +245,9 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     page.wait_for_selector(".cell:focus")
     assert page.locator("input[name=selected]:checked").count() == 1
     page.locator(".cell").nth(0).click()
+    here = page.url
     page.keyboard.press("Enter")
-    _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items))
+    _wait_saved(page, store, "task", len(t0.items) + 2 * len(t1.items), calls, here)
     stats = selection_frequencies(web_project.project)
     for t in (t0, t1):
         for item in t.items:
@@ -223,11 +255,12 @@ def test_enter_double_click_and_resubmit_store_one_vote(
     assert stats[(t1.items[0], t1.class_id)].frequency == 0.0  # the later answer
     # labeling: click an image, Enter twice: one event per shown image
     page.goto(f"{live_server}/label/0/tabby?stage=select")
+    here = page.url
     shown = page.locator("input[name=item]").count()
     page.locator(".cell").nth(0).click()
     page.keyboard.press("Enter")
     page.keyboard.press("Enter")
-    _wait_saved(page, store, "select", shown)
+    _wait_saved(page, store, "select", shown, calls, here)
     assert store.annotations.count(kind="select") == shown
 
 

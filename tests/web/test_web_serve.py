@@ -4,29 +4,29 @@ from another process, host check, no public schema."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 
 import httpx
-from web_helpers import _free_port
 
-RETEST = shutil.which("retest") or "retest"
+from checkout_cli import RETEST  # type: ignore[import-not-found]
 
 
-def test_serve_prints_the_owners_link_and_checks_the_host(web_project) -> None:
+def test_serve_prints_the_owners_link_and_checks_the_host(
+    web_project, free_port
+) -> None:
     root = str(web_project.project.root)
     web_project.project.close()
-    port = _free_port()
+    port = free_port
     added = subprocess.run(
-        [RETEST, "people", "add", "Bea", "--role", "labeler", "-p", root,
+        [*RETEST, "people", "add", "Bea", "--role", "labeler", "-p", root,
          "--base-url", f"http://127.0.0.1:{port}"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     link = re.search(r"Bea \(labeler\): (\S+)", added.stdout)
     assert link, added.stdout
     proc = subprocess.Popen(
-        [RETEST, "serve", "-p", root,
+        [*RETEST, "serve", "-p", root,
          "--port", str(port), "--reviewer-token", "rev-token-1234"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -54,7 +54,7 @@ def test_serve_prints_the_owners_link_and_checks_the_host(web_project) -> None:
         assert httpx.get(base + "/tasks", headers=h).status_code == 200
         assert httpx.get(base + "/stats", headers=h).status_code == 403
         # revoked from another process: the next request is refused
-        subprocess.run([RETEST, "people", "revoke", "bea", "-p", root], check=True,
+        subprocess.run([*RETEST, "people", "revoke", "bea", "-p", root], check=True,
                        capture_output=True)  # fmt: skip
         assert httpx.get(base + "/tasks", headers=h).status_code == 401
         rev = {"X-Retest-Token": "rev-token-1234"}
@@ -67,7 +67,7 @@ def test_serve_prints_the_owners_link_and_checks_the_host(web_project) -> None:
         proc.wait(timeout=20)
 
 
-def test_an_answered_write_survives_a_killed_server(web_project) -> None:
+def test_an_answered_write_survives_a_killed_server(web_project, free_port) -> None:
     """Answers are acknowledged only after their transaction committed: killing
     the server (no shutdown, no checkpoint) loses none of them."""
     from retest.labeling.tasks import image_token
@@ -78,9 +78,9 @@ def test_an_answered_write_survives_a_killed_server(web_project) -> None:
     tasks, secret = proj.store.tasks.list(), project_secret(proj)
     root, db = str(proj.root), proj.db_path
     proj.close()
-    port = _free_port()
+    port = free_port
     proc = subprocess.Popen(
-        [RETEST, "serve", "-p", root, "--port", str(port)],
+        [*RETEST, "serve", "-p", root, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"

@@ -168,7 +168,7 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def main() -> None:
-    """Console-script entry point."""
+def main(prog_name: str | None = None) -> None:
+    """Console-script entry point (``python -m retest`` passes ``prog_name``)."""
     warnings.showwarning = _show_warning
-    app()
+    app(prog_name=prog_name)

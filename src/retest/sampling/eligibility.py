@@ -59,6 +59,22 @@ class CandidateInfo:
         Keyword / sub-class (CIFAR keyword sampler).
     nn_distance : float, optional
         L2 distance to the nearest original image (CIFAR rule), when known.
+
+    Examples
+    --------
+    The pool a sampler draws from; a candidate with too few answers (when the
+    sampler asks for some) or flagged a near-duplicate is left out:
+
+    >>> import retest
+    >>> from retest.sampling.eligibility import CandidateInfo
+    >>> pool = [CandidateInfo(f"cat{i}", "cat", frequency=0.8, n_assignments=10)
+    ...         for i in range(3)]
+    >>> pool += [CandidateInfo("cat9", "cat", 0.9, n_assignments=2),
+    ...          CandidateInfo("cat8", "cat", 0.9, 10, near_duplicate=True)]
+    >>> r = retest.sample(pool, "class-balanced", per_class=3, min_annotations=10,
+    ...                   random_state=0)
+    >>> sorted(r.ids), r.is_valid
+    (['cat0', 'cat1', 'cat2'], True)
     """
 
     id: str
@@ -103,7 +119,18 @@ class EligibilityRules:
 
 
 def check_candidate(c: CandidateInfo, rules: EligibilityRules) -> str | None:
-    """The first reason ``c`` is excluded, or None when it is eligible."""
+    """The first reason ``c`` is excluded, or None when it is eligible.
+
+    Examples
+    --------
+    >>> c = CandidateInfo("x", "cat", frequency=0.9, n_assignments=3)
+    >>> check_candidate(c, EligibilityRules()), check_candidate(
+    ...     c, EligibilityRules(min_annotations=3))
+    ('few_annotations', None)
+    >>> check_candidate(CandidateInfo("y", "cat", 0.9, 10, nn_distance=800.0),
+    ...                 EligibilityRules(max_nn_distance=1000.0))
+    'near_duplicate'
+    """
     if c.blacklisted:
         return "blacklisted"
     if c.n_assignments < rules.min_annotations:
@@ -155,6 +182,17 @@ def split_eligible(
     """Eligible candidates per class (sorted by id) and the exclusion report.
 
     Raises on a duplicated candidate id, which would double its chances.
+
+    Examples
+    --------
+    >>> pool = [CandidateInfo("a2", "cat", 0.9, 10), CandidateInfo("a1", "cat", 0.5, 3),
+    ...         CandidateInfo("b1", "dog", 0.7, 10, blacklisted=True),
+    ...         CandidateInfo("b2", "dog", 0.4, 10)]
+    >>> eligible, report = split_eligible(pool, EligibilityRules())
+    >>> {k: [c.id for c in v] for k, v in eligible.items()}
+    {'cat': ['a2'], 'dog': ['b2']}
+    >>> report.by_class
+    {'cat': {'eligible': 1, 'few_annotations': 1}, 'dog': {'blacklisted': 1, 'eligible': 1}}
     """
     seen: set[str] = set()
     eligible: dict[str, list[CandidateInfo]] = defaultdict(list)

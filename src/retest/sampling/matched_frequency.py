@@ -108,6 +108,26 @@ def sample_matched_frequency(
     SampleResult
         Invalid, with a per-class shortfall (missing count per bin), when a class
         has an invalid target histogram or too few candidates.
+
+    Examples
+    --------
+    Originals of bins 2/3/4 in proportion 5:5:10 make a target of 1/1/2 of four
+    images; the pool has nothing in bin 2 (0.4–0.6), so its slot is filled from
+    bin 3 (upward sampling), or the class is short without it:
+
+    >>> from retest.sampling.selection_frequency import TargetHistogram
+    >>> targets = {"cat": TargetHistogram("cat", (0, 0, 5, 5, 10), 20, True)}
+    >>> pool = [CandidateInfo(f"c{i}", "cat", f, 10)
+    ...         for i, f in enumerate([0.7, 0.75, 0.9, 0.95, 1.0])]
+    >>> r = sample_matched_frequency(pool, targets, per_class=4, random_state=0)
+    >>> r.metadata["targets"]["cat"]["target"]
+    [0, 0, 1, 1, 2]
+    >>> r.is_valid, sorted((m.target_bin, m.bin, m.how) for m in r.members)
+    (True, [(2, 3, 'upward'), (3, 3, 'sampled'), (4, 4, 'sampled'), (4, 4, 'sampled')])
+    >>> r = sample_matched_frequency(pool, targets, per_class=4, random_state=0,
+    ...                              allow_upward=False)
+    >>> r.is_valid, r.shortfall[0].got, r.shortfall[0].detail
+    (False, 3, (('bin 2', 1),))
     """
     per_class = check_per_class(per_class)
     edges = check_bins(bins)

@@ -1,0 +1,30 @@
+"""The commands of this checkout, for tests that run them as real processes.
+
+Resolved from the interpreter running the tests (``sys.executable -m …``), never
+from PATH: another installation's ``retest`` (or ``dask``) first on PATH must not
+be what a test checks. ``tests/conftest.py`` puts broken ``retest`` and ``dask``
+executables first on PATH for the whole run to keep it that way.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["DASK", "DECOY_MESSAGE", "RETEST", "write_decoys"]
+
+#: ``retest`` of this checkout (``src/retest/__main__.py``).
+RETEST: tuple[str, ...] = (sys.executable, "-m", "retest")
+#: Dask's ``dask`` command (scheduler, worker) of the interpreter's installation.
+DASK: tuple[str, ...] = (sys.executable, "-m", "dask")
+
+#: What the broken commands ``tests/conftest.py`` puts first on PATH print (exit 3).
+DECOY_MESSAGE = "PATH retest used"
+
+
+def write_decoys(folder: Path) -> None:
+    """Broken ``retest`` and ``dask`` executables in ``folder``."""
+    for name in ("retest", "dask"):
+        exe = folder / name
+        exe.write_text(f'#!/bin/sh\necho "{DECOY_MESSAGE}" >&2\nexit 3\n')
+        exe.chmod(0o755)
