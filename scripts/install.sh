@@ -37,6 +37,8 @@ as_root() {
   fi
 }
 
+# cron, `env -i` and some CI runners start without HOME; the account's is meant.
+[ -n "${HOME:-}" ] || export HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
 venv="${RETEST_VENV:-$root_dir/.venv}"
 python="${RETEST_PYTHON:-python3}"
 if [ -n "${RETEST_PYTHON:-}" ] && ! command -v "$python" >/dev/null 2>&1; then

@@ -217,6 +217,21 @@ def test_a_user_without_sudo_installs_into_local_bin_when_nothing_needs_root(
     assert (local_bin / "retest").is_file()
 
 
+def test_without_home_the_account_home_gets_the_launcher(
+    box: dict[str, Path],
+) -> None:
+    _as_user(box, sudo=False)
+    _fake(
+        box["bin"],
+        "getent",
+        f"#!/bin/sh\necho 'alice:x:1000:1000::{box['home']}:/bin/sh'\n",
+    )
+    local_bin = box["home"] / ".local" / "bin"
+    r = _run(box, HOME="-", RETEST_BIN_DIR="-", PATH=f"{box['bin']}:{local_bin}")
+    assert r.returncode == 0, r.stderr
+    assert (local_bin / "retest").is_file()
+
+
 def test_a_user_with_sudo_uses_it_only_for_missing_debian_packages(
     box: dict[str, Path],
 ) -> None:
