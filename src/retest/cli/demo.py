@@ -99,6 +99,8 @@ def _render(res: DemoResult) -> None:
     )
     nd = res.near_duplicates
     echo = typer.echo
+    for line in _left_out_lines(res.settings.preset):
+        echo(line)
     echo(
         f"near-duplicates (the project's eligibility rule, squared L2 ≤ "
         f"{nd['threshold_sq_l2']:,.0f}): {nd['test']} of the test set, {nd['train']} of "
@@ -131,6 +133,17 @@ def _render(res: DemoResult) -> None:
         "so expect slope ≈ 1 and |mean gap| < 2·SE."
     )
     echo(f"summary: {res.summary}")
+
+
+def _left_out_lines(preset: str) -> list[str]:
+    """One line per model of ``preset`` this installation cannot run, and why."""
+    from retest.models.testbed import unavailable_models
+
+    return [
+        f"{name} left out: {why} (scripts/install.sh installs its CPU build where "
+        "this machine has the file)"
+        for name, why in unavailable_models(preset).items()
+    ]
 
 
 def register(app: typer.Typer) -> None:

@@ -44,7 +44,13 @@ from retest.models.features import RandomReluFeatures
 from retest.models.sklearn_runner import SklearnRunner
 from retest.models.torch_runner import TorchRunner, small_cnn, torch_available
 
-__all__ = ["PRESETS", "TestbedModel", "build_testbed", "preset_models"]
+__all__ = [
+    "PRESETS",
+    "TestbedModel",
+    "build_testbed",
+    "preset_models",
+    "unavailable_models",
+]
 
 PRESETS = ("quick", "full")
 #: Threads each model uses for BLAS/OpenMP. One: parallelism comes from running
@@ -270,17 +276,35 @@ def _factory(entry: TestbedModel) -> Callable[..., ModelRunner]:
     return make
 
 
+def _presets_of(name: str) -> tuple[str, ...]:
+    return ("quick", "full") if name in QUICK else ("full",)
+
+
+# Built-in models this installation cannot run, with the reason: their presets
+# simply lack them, so front ends say so (unavailable_models).
+_UNAVAILABLE: dict[str, str] = {}
+
 for _e in _ENTRIES:
     if _e.kind == "torch" and not torch_available():
+        _UNAVAILABLE[_e.name] = "torch is not installed"
         continue
     if _e.name not in MODELS:
-        presets = ("quick", "full") if _e.name in QUICK else ("full",)
+        presets = _presets_of(_e.name)
         MODELS.add(
             _e.name,
             ModelSpec(
                 _e.name, f"testbed/{_e.kind}", _e.description, _factory(_e), presets
             ),
         )
+
+
+def unavailable_models(preset: str = "full") -> dict[str, str]:
+    """Built-in models of ``preset`` this installation cannot run, with the reason.
+
+    >>> set(unavailable_models("quick")) <= set(unavailable_models("full"))
+    True
+    """
+    return {n: why for n, why in _UNAVAILABLE.items() if preset in _presets_of(n)}
 
 
 def preset_models(preset: str = "full") -> list[str]:
