@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest.cli._options import seed_option
 from retest.errors import ConfigError, RetestWarning
 
 __all__ = ["register"]
@@ -131,7 +132,9 @@ def register(app: typer.Typer) -> None:
         bootstrap: Annotated[
             int, typer.Option(min=1, help="Bootstrap resamples.")
         ] = 100_000,
-        seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+        seed: Annotated[
+            int, typer.Option(help="Seed of the bootstrap.", callback=seed_option)
+        ] = 0,
         num_classes: Annotated[
             int | None,
             typer.Option(min=1, help="Number of classes (default: inferred)."),

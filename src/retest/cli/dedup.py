@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, live_help
+from retest.cli._options import (
+    JsonOpt,
+    ProjectOpt,
+    cluster_option,
+    live_help,
+    person_option,
+)
 from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
 from retest.pipeline.dedup_metrics import (
@@ -61,7 +67,12 @@ def dedup(
     win_size: Annotated[int | None, typer.Option(help="SSIM window size.")] = None,
     gaussian: Annotated[bool, typer.Option(help="Gaussian SSIM window.")] = False,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="Dask scheduler tcp://host:port.")
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Dask scheduler tcp://host:port or a scheduler file.",
+            callback=cluster_option,
+        ),
     ] = None,
     workers: Annotated[
         int | None, typer.Option(help="Start a local Dask cluster with N workers.")
@@ -284,7 +295,7 @@ def dedup_verdict(
     candidate: Annotated[str, typer.Argument(help="Candidate id.")],
     metric: Annotated[str, typer.Argument(help="Metric the pairs were shown under.")],
     shown: Annotated[str, typer.Option(help="Comma-separated references shown.")],
-    who: Annotated[str, typer.Option(help="Reviewer name.")],
+    who: Annotated[str, typer.Option(help="Reviewer name.", callback=person_option)],
     duplicates: Annotated[str, typer.Option(help="Those that are duplicates.")] = "",
     project: ProjectOpt = None,
 ) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt
+from retest.cli._options import JsonOpt, batch_size_option
 
 models_app = typer.Typer(
     help="Model runners and the built-in testbed.", no_args_is_help=True
@@ -72,7 +72,9 @@ def predict_cmd(
     layout: Annotated[
         str | None, typer.Option(help="ONNX input layout: NCHW, NHWC or flat.")
     ] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Images per batch.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Images per batch.", callback=batch_size_option)
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a model file on an image array and write its predictions."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, live_help
+from retest.cli._options import JsonOpt, ProjectOpt, live_help, seed_option
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = ["print_revision_statistics", "register", "revision_statistics_data"]
@@ -94,7 +94,7 @@ def sample(
         int | None,
         typer.Option(
             "--seed",
-            min=0,
+            callback=seed_option,
             help="Seed of every random draw, ≥ 0 (default: `sample` under "
             "\\[seeds] in retest.toml).",
         ),

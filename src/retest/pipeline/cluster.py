@@ -44,6 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
+from retest._validation import check_cluster_address
 from retest.dedup._knn_inputs import validate_knn_inputs
 from retest.dedup.knn import DEFAULT_MEMORY_BUDGET, Backend, KnnResult, knn, merge_knn
 from retest.errors import ConfigError, StageError
@@ -81,7 +82,9 @@ def cluster_client(
     Parameters
     ----------
     address : str, optional
-        Scheduler address such as ``tcp://10.0.0.5:8786``.
+        Scheduler address such as ``tcp://10.0.0.5:8786``, or the path of a
+        scheduler file (``dask scheduler --scheduler-file PATH``); checked by
+        :func:`retest._validation.check_cluster_address`.
     workers : int, optional
         Start a ``LocalCluster`` on 127.0.0.1 with this many workers (default 1
         when no address is given). Giving both is an error.
@@ -96,10 +99,16 @@ def cluster_client(
         )
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be a positive integer. Got {workers}.")
-    if address:
+    if address is not None:
+        check_cluster_address(address)
+        by_file = os.path.isfile(address)
         try:
-            client = Client(address, timeout="10s")
-        except OSError as err:
+            client = (
+                Client(scheduler_file=address, timeout="10s")
+                if by_file
+                else Client(address, timeout="10s")
+            )
+        except (OSError, ValueError, KeyError) as err:  # ValueError: a bad file
             raise StageError(
                 f"cannot reach the Dask scheduler at {address}: {err}. Start it with "
                 "`dask scheduler` or use --workers N for a local cluster."

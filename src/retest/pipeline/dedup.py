@@ -57,6 +57,7 @@ from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
+from retest.names import validate_person_name
 from retest.pipeline.checkpoint import Checkpoint, list_states, load_state, save_state
 from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
 from retest.pipeline.dedup_metrics import (
@@ -694,6 +695,7 @@ def record_review(
     InputValidationError
         A duplicate that was not shown.
     """
+    validate_person_name(reviewer)
     bad = set(duplicates) - set(shown)
     if bad:
         raise InputValidationError(

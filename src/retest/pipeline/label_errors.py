@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._atomic import atomic_write_bytes
-from retest._validation import check_output_dir
+from retest._validation import check_class_names, check_labels, check_output_dir
 from retest.datasets.npy import load_npy
 from retest.datasets.predictions import read_labels, read_testbed
 from retest.errors import InputValidationError, StageError
@@ -136,6 +136,8 @@ def load_label_error_inputs(
             "give exactly one of pred_probs (an (N, K) .npy file) or predictions_dir "
             "(a folder of per-model prediction files)."
         )
+    if class_names is not None:
+        class_names = check_class_names(class_names)
     k = len(class_names) if class_names else None
     y = read_labels(labels, n_classes=k)
     source: dict[str, Any] = {"labels": str(labels)}
@@ -157,6 +159,8 @@ def load_label_error_inputs(
             models=list(ens.models),
         )
     y_true = read_labels(true_labels, n_classes=k) if true_labels is not None else None
+    if true_labels is not None:
+        source["true_labels"] = str(true_labels)
     if y_true is not None and y_true.shape != y.shape:
         raise InputValidationError(
             f"{true_labels}: {y_true.size} true labels but {y.size} given labels."
@@ -248,6 +252,12 @@ def run_label_errors(
             f"{len(inputs.class_names)} class names for {probs.shape[1]} classes "
             "(columns of the probabilities)."
         )
+    y_true = inputs.true_labels
+    if y_true is not None:  # 1-based true labels would score every flag as wrong
+        where = inputs.source.get("true_labels", "true_labels")
+        y_true = check_labels(
+            y_true, n_classes=probs.shape[1], name=f"true labels in {where}"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProbabilitySumWarning)  # warned just above
         mask = find_label_errors(
@@ -255,11 +265,7 @@ def run_label_errors(
         )
         ranked = rank_label_errors(y, probs, mask, rank_by=rank_by)
         noise = estimate_noise(y, probs)
-    det = (
-        detection_report(mask, inputs.true_labels != y)
-        if inputs.true_labels is not None
-        else None
-    )
+    det = detection_report(mask, y_true != y) if y_true is not None else None
     names = inputs.class_names
     rows = [e.as_dict(names) for e in ranked]
     report = {
