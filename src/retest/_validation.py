@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
     "MAX_SEED",
+    "check_applies",
     "check_batch_size",
+    "check_choice",
     "check_class_names",
     "check_cluster_address",
     "check_fraction",
@@ -153,6 +156,40 @@ def check_cluster_address(address: Any, name: str = "cluster") -> str:
             f"{want}."
         )
     return address
+
+
+def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
+    """``value`` is one of ``choices`` (exact spelling).
+
+    >>> check_choice("NHWC", ("NCHW", "NHWC", "flat"), "--onnx-layout")
+    'NHWC'
+    >>> check_choice("XYZ", ("NCHW", "NHWC", "flat"), "--onnx-layout")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --onnx-layout must be one of NCHW, NHWC, flat. Got 'XYZ'.
+    """
+    if value not in choices:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(choices)}. Got {describe(value)}."
+        )
+    return str(value)
+
+
+def check_applies(name: str, subject: str, present: bool) -> None:
+    """Refuse an option that only modifies ``subject`` when no such subject is given,
+    instead of silently ignoring it.
+
+    >>> check_applies("--onnx-layout", "an ONNX model file", True)
+    >>> check_applies("--onnx-layout", "an ONNX model file", False)
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --onnx-layout applies to an ONNX model file, and none is given; drop the option or add one.
+    """
+    if not present:
+        raise ConfigError(
+            f"{name} applies to {subject}, and none is given; drop the option or "
+            "add one."
+        )
 
 
 def check_class_names(names: Any, name: str = "class names") -> tuple[str, ...]:

@@ -302,19 +302,36 @@ def dedup_verdict(
     """Record a review: a verdict per shown reference and a reviewed mark."""
     from retest.pipeline.dedup import record_review
     from retest.pipeline.project import Project
+    from retest.pipeline.status import resolve_candidate, resolve_item
 
     shown_ids = _split(shown, "--shown")
     dups = [d.strip() for d in duplicates.split(",") if d.strip()]
-    stray = [d for d in dups if d not in shown_ids]
-    if stray:
-        raise ConfigError(
-            f"--duplicates {', '.join(stray[:3])}: not among --shown; a duplicate "
-            "must be one of the references shown."
-        )
+
+    def refuse_strays(shown_ids: list[str], dups: list[str], exact: bool) -> None:
+        stray = [
+            d
+            for d in dups
+            if not any(
+                d == s if exact else (s.startswith(d) or d.startswith(s))
+                for s in shown_ids
+            )
+        ]
+        if stray:
+            raise ConfigError(
+                f"--duplicates {', '.join(stray[:3])}: not among --shown; a "
+                "duplicate must be one of the references shown."
+            )
+
+    refuse_strays(shown_ids, dups, exact=False)  # before the project is opened
     if not who.strip():
         raise ConfigError("--who needs the reviewer's name.")
     check_metric_names([metric])
     with Project.open(project) as proj:
+        # ids as `dedup-queue` prints them (unique prefixes), like `status --candidate`
+        candidate = resolve_candidate(proj, candidate)
+        shown_ids = [resolve_item(proj, r) for r in shown_ids]
+        dups = [resolve_item(proj, d) for d in dups]
+        refuse_strays(shown_ids, dups, exact=True)
         _known_items(proj, candidate, shown_ids)
         record_review(
             proj, candidate, metric, reviewer=who, shown=shown_ids, duplicates=dups

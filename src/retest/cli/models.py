@@ -101,7 +101,14 @@ def predict_cmd(
     check_output_dir(out.parent, "--out")
     check_input_path(model_file, "MODEL_FILE", kind="file")
     check_input_path(images, "--images", kind="file")
-    opts = {"layout": layout} if layout is not None else {}
+    opts = {}
+    if layout is not None:
+        from retest._validation import check_applies, check_choice
+        from retest.models.onnx_runner import ONNX_LAYOUTS
+
+        check_choice(layout, ONNX_LAYOUTS, "--layout")
+        check_applies("--layout", "an ONNX model (KIND onnx)", kind == "onnx")
+        opts = {"layout": layout}
     runner = load_model(
         kind,
         str(model_file),

@@ -78,7 +78,7 @@ QUICK_CHECK_MAX_BYTES = 256 << 20
 """Databases up to this size get ``PRAGMA quick_check`` when opened."""
 
 _MAGIC = b"SQLite format 3\0"
-_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_NOTADB = 8, 11, 26
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 8, 11, 13, 26
 
 
 def damage_message(path: Path, what: str) -> str:
@@ -167,6 +167,12 @@ def _translate(path: Path, err: sqlite3.Error) -> Exception:
         return DamagedDatabaseError(damage_message(path, f"SQLite reports {err}"))
     if code == _SQLITE_READONLY:
         return StoreError(_read_only_message(path))
+    if code == _SQLITE_FULL:
+        return StoreError(
+            f"{path}: the disk is full (SQLite: {err}); the unfinished write was "
+            f"rolled back, nothing of it was kept. Free space on the disk holding "
+            f"{path.parent} and rerun the command: finished steps are kept."
+        )
     return err
 
 
@@ -226,7 +232,12 @@ class _DB:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:  # e.g. a full disk: leave no open transaction
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self.lock, self._damage():
