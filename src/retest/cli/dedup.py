@@ -49,8 +49,10 @@ def _embedder_help() -> str:
 
 
 def _positive(value: float | None, option: str, what: str) -> None:
-    if value is not None and not value > 0:
-        raise ConfigError(f"{option} must be a positive {what}. Got {value}.")
+    if value is not None and not 0 < value <= 2**40:  # also refuses nan and inf
+        raise ConfigError(
+            f"{option} must be a positive {what} (at most 2**40). Got {value}."
+        )
 
 
 def dedup(
