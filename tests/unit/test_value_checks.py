@@ -264,3 +264,16 @@ def test_crowd_import_rejects_a_row_naming_another_class(
     with Project.open(project) as proj:
         stored = {e.assignment_id for e in proj.store.annotations.list(kind="task")}
     assert "A0" not in stored and "A1" in stored
+
+
+def test_cluster_takes_a_scheduler_file(tmp_path: Path) -> None:
+    from retest.pipeline.cluster import cluster_client
+
+    with cluster_client(None, 1) as local:
+        local.write_scheduler_file(str(tmp_path / "scheduler.json"))
+        with cluster_client(str(tmp_path / "scheduler.json")) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+    (tmp_path / "bad.json").write_text("not json")
+    with pytest.raises(RetestError, match=r"bad\.json"):
+        with cluster_client(str(tmp_path / "bad.json")):
+            pass

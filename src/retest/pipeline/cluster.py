@@ -31,6 +31,7 @@ again from the client (up to ``retries`` times per shard and call).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import mmap
 import os
@@ -101,14 +102,11 @@ def cluster_client(
         raise ConfigError(f"workers must be a positive integer. Got {workers}.")
     if address is not None:
         check_cluster_address(address)
-        by_file = os.path.isfile(address)
+        if os.path.isfile(address):
+            address = _scheduler_file_address(address)
         try:
-            client = (
-                Client(scheduler_file=address, timeout="10s")
-                if by_file
-                else Client(address, timeout="10s")
-            )
-        except (OSError, ValueError, KeyError) as err:  # ValueError: a bad file
+            client = Client(address, timeout="10s")
+        except (OSError, ValueError) as err:
             raise StageError(
                 f"cannot reach the Dask scheduler at {address}: {err}. Start it with "
                 "`dask scheduler` or use --workers N for a local cluster."
@@ -133,6 +131,24 @@ def cluster_client(
     finally:
         client.close()
         cluster.close()
+
+
+def _scheduler_file_address(path: str) -> str:
+    """The address in a scheduler file (the JSON ``dask scheduler
+    --scheduler-file`` writes), checked like an address given directly."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+        address = info["address"]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
+        raise ConfigError(
+            f"{path} is not a Dask scheduler file ({type(err).__name__}: {err}); "
+            "expected the JSON `dask scheduler --scheduler-file PATH` writes, with "
+            "an 'address'."
+        ) from None
+    if not isinstance(address, str) or os.path.isfile(address):
+        raise ConfigError(f"{path}: its 'address' {address!r} is not an address.")
+    return check_cluster_address(address, f"the address in {path}")
 
 
 class ShardUnreadableError(OSError):
