@@ -277,3 +277,11 @@ def test_cluster_takes_a_scheduler_file(tmp_path: Path) -> None:
     with pytest.raises(RetestError, match=r"bad\.json"):
         with cluster_client(str(tmp_path / "bad.json")):
             pass
+
+
+def test_a_seed_in_retest_toml_is_checked_like_seed(project: Path) -> None:
+    toml = project / "retest.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "\n[seeds]\n" in text
+    toml.write_text(text.replace("\n[seeds]\n", f"\n[seeds]\nsample = {2**64}\n"))
+    refused(project, ["sample", "--strategy", "class-balanced"], 2, "[seeds] sample")
