@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
+    "MAX_BOOTSTRAP",
     "MAX_SEED",
     "check_applies",
     "check_batch_size",
@@ -29,6 +30,7 @@ __all__ = [
     "check_image_batch",
     "check_input_path",
     "check_labels",
+    "check_n_boot",
     "check_not_shifted",
     "check_output_dir",
     "check_port",
@@ -71,6 +73,30 @@ def check_seed(seed: Any, name: str = "seed") -> int:
     v = _integer(seed, name)
     if not 0 <= v <= MAX_SEED:
         raise ConfigError(f"{name} must be an integer in [0, 2**63 - 1]. Got {v}.")
+    return v
+
+
+#: The most bootstrap resamples a fit takes: 100 times the default, about 0.5 GB
+#: of resampled lines; 2**31 would need tens of GB and never finish.
+MAX_BOOTSTRAP = 10_000_000
+
+
+def check_n_boot(n_boot: Any, name: str = "n_boot") -> int:
+    """Bootstrap resamples: an integer in ``[1, MAX_BOOTSTRAP]``.
+
+    >>> check_n_boot(100_000)
+    100000
+    >>> check_n_boot(2**31, "--bootstrap")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --bootstrap must be an integer in [1, 10,000,000] (resamples of the fit). Got 2147483648.
+    """
+    v = _integer(n_boot, name)
+    if not 1 <= v <= MAX_BOOTSTRAP:
+        raise ConfigError(
+            f"{name} must be an integer in [1, {MAX_BOOTSTRAP:,}] (resamples of the "
+            f"fit). Got {v}."
+        )
     return v
 
 

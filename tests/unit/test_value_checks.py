@@ -285,3 +285,13 @@ def test_a_seed_in_retest_toml_is_checked_like_seed(project: Path) -> None:
     assert "\n[seeds]\n" in text
     toml.write_text(text.replace("\n[seeds]\n", f"\n[seeds]\nsample = {2**64}\n"))
     refused(project, ["sample", "--strategy", "class-balanced"], 2, "[seeds] sample")
+
+
+def test_bootstrap_resamples_are_bounded(tmp_path: Path) -> None:
+    # 2**63 resamples tried to allocate tens of GB (found by the CLI fuzz)
+    from retest.evaluate.fits import bootstrap_lines
+
+    refused(None, ["compare", "--example", "--out", str(tmp_path / "c"),
+                   "--bootstrap", str(2**63 - 1)], 2, "--bootstrap")  # fmt: skip
+    with pytest.raises(ConfigError, match="n_boot"):
+        bootstrap_lines([0.1, 0.5, 0.9], [0.2, 0.4, 0.8], n_boot=2**31)

@@ -13,6 +13,7 @@ __all__ = [
     "JsonOpt",
     "ProjectOpt",
     "batch_size_option",
+    "bootstrap_option",
     "cluster_option",
     "live_help",
     "person_option",
@@ -81,6 +82,12 @@ def _batch_size(value: Any, flag: str) -> int | None:
     return check_batch_size(value, flag)
 
 
+def _n_boot(value: Any, flag: str) -> int:
+    from retest._validation import check_n_boot
+
+    return check_n_boot(value, flag)
+
+
 def _cluster(value: Any, flag: str) -> str:
     from retest._validation import check_cluster_address
 
@@ -103,6 +110,8 @@ seed_option = _checked(_seed)
 port_option = _checked(_port)
 #: ``retest._validation.check_batch_size``.
 batch_size_option = _checked(_batch_size)
+#: ``retest._validation.check_n_boot``.
+bootstrap_option = _checked(_n_boot)
 #: ``retest._validation.check_cluster_address``.
 cluster_option = _checked(_cluster)
 #: ``retest.names.validate_person_name``.

@@ -11,6 +11,7 @@ from retest.cli._options import (
     JsonOpt,
     ProjectOpt,
     batch_size_option,
+    bootstrap_option,
     cluster_option,
     seed_option,
 )
@@ -132,7 +133,12 @@ def evaluate(
         float, typer.Option("--confidence", min=0.5, max=0.9999, help="Interval level.")
     ] = 0.95,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=1, help="Bootstrap resamples of the fit.")
+        int,
+        typer.Option(
+            "--bootstrap",
+            help="Bootstrap resamples of the fit.",
+            callback=bootstrap_option,
+        ),
     ] = 100_000,
     seed: Annotated[
         int,
