@@ -8,6 +8,8 @@ was found, and raises :class:`~retest.errors.InputValidationError` or
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,24 @@ from numpy.typing import ArrayLike, NDArray
 from retest.errors import ConfigError, InputValidationError
 
 __all__ = [
+    "MAX_BOOTSTRAP",
+    "MAX_SEED",
+    "check_applies",
+    "check_batch_size",
+    "check_choice",
+    "check_class_names",
+    "check_cluster_address",
     "check_fraction",
     "check_image_batch",
     "check_input_path",
     "check_labels",
+    "check_n_boot",
+    "check_not_shifted",
     "check_output_dir",
+    "check_port",
     "check_pred_probs",
     "check_random_state",
+    "check_seed",
     "check_topk",
     "check_writable",
     "looks_one_based",
@@ -34,6 +47,210 @@ RandomStateLike = int | np.random.Generator | np.random.SeedSequence | None
 #: Class ids at or above this are refused when the class count is unknown: no
 #: dataset has 16 million classes, but float bits read as integers look like this.
 MAX_CLASS_ID = 1 << 24
+#: The largest seed: SQLite stores a revision's seed as a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
+
+
+def _integer(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{name} must be an integer. Got {describe(value)}.")
+    return int(value)
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """A seed every consumer accepts: an integer in ``[0, 2**63)``.
+
+    numpy takes any non-negative integer, but a seed is stored with what it drew
+    (SQLite: signed 64 bits), so the range is the narrower of the two.
+
+    >>> check_seed(42)
+    42
+    >>> check_seed(2**63, "--seed")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --seed must be an integer in [0, 2**63 - 1]. Got 9223372036854775808.
+    """
+    v = _integer(seed, name)
+    if not 0 <= v <= MAX_SEED:
+        raise ConfigError(f"{name} must be an integer in [0, 2**63 - 1]. Got {v}.")
+    return v
+
+
+#: The most bootstrap resamples a fit takes: 100 times the default, about 0.5 GB
+#: of resampled lines; 2**31 would need tens of GB and never finish.
+MAX_BOOTSTRAP = 10_000_000
+
+
+def check_n_boot(n_boot: Any, name: str = "n_boot") -> int:
+    """Bootstrap resamples: an integer in ``[1, MAX_BOOTSTRAP]``.
+
+    >>> check_n_boot(100_000)
+    100000
+    >>> check_n_boot(2**31, "--bootstrap")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --bootstrap must be an integer in [1, 10,000,000] (resamples of the fit). Got 2147483648.
+    """
+    v = _integer(n_boot, name)
+    if not 1 <= v <= MAX_BOOTSTRAP:
+        raise ConfigError(
+            f"{name} must be an integer in [1, {MAX_BOOTSTRAP:,}] (resamples of the "
+            f"fit). Got {v}."
+        )
+    return v
+
+
+def check_port(port: Any, name: str = "port") -> int:
+    """A TCP port to listen on or connect to: an integer in ``[1, 65535]``.
+
+    >>> check_port(8000)
+    8000
+    >>> check_port(99999, "--port")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --port must be a TCP port in [1, 65535]. Got 99999.
+    """
+    v = _integer(port, name)
+    if not 1 <= v <= 65535:
+        raise ConfigError(f"{name} must be a TCP port in [1, 65535]. Got {v}.")
+    return v
+
+
+def check_batch_size(batch_size: Any, name: str = "batch_size") -> int | None:
+    """``None`` (the runner's default) or a whole number of images >= 1.
+
+    >>> check_batch_size(64)
+    64
+    >>> check_batch_size(0, "--batch-size")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --batch-size must be an integer >= 1 (images per batch). Got 0.
+    """
+    if batch_size is None:
+        return None
+    v = _integer(batch_size, name)
+    if v < 1:
+        raise ConfigError(
+            f"{name} must be an integer >= 1 (images per batch). Got {v}."
+        )
+    return v
+
+
+_ADDRESS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<rest>.*)")
+_HOST = re.compile(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+")
+
+
+def check_cluster_address(address: Any, name: str = "cluster") -> str:
+    """A Dask scheduler: ``tcp://host:port`` (``tls://`` too; no scheme means tcp)
+    or the path of an existing scheduler file (``dask scheduler --scheduler-file``).
+
+    Returned unchanged; :func:`retest.pipeline.cluster.cluster_client` tells the
+    two apart by whether the path is a file.
+
+    >>> check_cluster_address("tcp://10.0.0.5:8786")
+    'tcp://10.0.0.5:8786'
+    >>> check_cluster_address("notaurl", "--cluster")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --cluster 'notaurl' is not a Dask scheduler address: ...
+    """
+    if not isinstance(address, str):
+        raise ConfigError(
+            f"{name} must be a scheduler address string. Got {describe(address)}."
+        )
+    want = (
+        "expected tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786, as `dask scheduler` "
+        "prints) or an existing scheduler file"
+    )
+    if address.strip() and Path(address).is_file():
+        return address
+    m = _ADDRESS.fullmatch(address)
+    scheme = (m.group("scheme") or "tcp").lower() if m else ""
+    host, sep, port = (m.group("rest") if m else "").rpartition(":")
+    why = None
+    if scheme not in ("tcp", "tls"):
+        why = f"scheme {scheme + '://' if scheme else '(none)'} is not tcp:// or tls://"
+    elif not sep or not _HOST.fullmatch(host):
+        why = "no HOST:PORT"
+    elif not port.isascii() or not port.isdigit():
+        why = f"port {port!r} is not a number"
+    elif not 1 <= int(port) <= 65535:
+        why = f"port {port} is outside [1, 65535]"
+    if why is not None:
+        raise ConfigError(
+            f"{name} {describe(address)} is not a Dask scheduler address: {why}; "
+            f"{want}."
+        )
+    return address
+
+
+def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
+    """``value`` is one of ``choices`` (exact spelling).
+
+    >>> check_choice("NHWC", ("NCHW", "NHWC", "flat"), "--onnx-layout")
+    'NHWC'
+    >>> check_choice("XYZ", ("NCHW", "NHWC", "flat"), "--onnx-layout")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --onnx-layout must be one of NCHW, NHWC, flat. Got 'XYZ'.
+    """
+    if value not in choices:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(choices)}. Got {describe(value)}."
+        )
+    return str(value)
+
+
+def check_applies(name: str, subject: str, present: bool) -> None:
+    """Refuse an option that only modifies ``subject`` when no such subject is given,
+    instead of silently ignoring it.
+
+    >>> check_applies("--onnx-layout", "an ONNX model file", True)
+    >>> check_applies("--onnx-layout", "an ONNX model file", False)
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --onnx-layout applies to an ONNX model file, and none is given; drop the option or add one.
+    """
+    if not present:
+        raise ConfigError(
+            f"{name} applies to {subject}, and none is given; drop the option or "
+            "add one."
+        )
+
+
+def check_class_names(names: Any, name: str = "class names") -> tuple[str, ...]:
+    """At least two class names, each allowed by
+    :func:`retest.names.validate_class_name`, none repeated.
+
+    >>> check_class_names(["cat", "dog"])
+    ('cat', 'dog')
+    >>> check_class_names(["cat", "dog", "cat"], "--class-names")
+    Traceback (most recent call last):
+    ...
+    retest.errors.ConfigError: --class-names repeat 'cat'; every class needs its own name.
+    """
+    from retest.names import validate_class_name
+
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise ConfigError(
+            f"{name} must be a list of class names. Got {describe(names)}."
+        )
+    if len(names) < 2:
+        raise ConfigError(
+            f"{name} must name at least 2 classes. Got {len(names)}: "
+            f"{describe(list(names))}."
+        )
+    for n in names:
+        try:
+            validate_class_name(n)
+        except InputValidationError as err:
+            raise ConfigError(f"{name}: {err}") from None
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ConfigError(f"{name} repeat {n!r}; every class needs its own name.")
+        seen.add(n)
+    return tuple(names)
 
 
 def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
@@ -46,10 +263,8 @@ def check_random_state(random_state: RandomStateLike) -> np.random.Generator:
     if isinstance(
         random_state, (int, np.integer, np.random.SeedSequence)
     ) and not isinstance(random_state, bool):
-        if isinstance(random_state, (int, np.integer)) and random_state < 0:
-            raise ConfigError(
-                f"random_state must be a non-negative integer. Got {random_state}."
-            )
+        if isinstance(random_state, (int, np.integer)):
+            return np.random.default_rng(check_seed(random_state, "random_state"))
         return np.random.default_rng(random_state)
     raise ConfigError(
         "random_state must be an int seed, a numpy.random.Generator or a SeedSequence. "
@@ -79,9 +294,13 @@ def check_fraction(
 
 
 def looks_one_based(labels: NDArray[np.int64], n_classes: int) -> bool:
-    """True when integer labels run 1..K instead of 0..K-1 (never 0, max == K)."""
+    """True when integer labels run 1..K instead of 0..K-1 (never 0, max == K).
+
+    >>> looks_one_based(np.array([1, 3, 10]), 10), looks_one_based(np.array([0, 10]), 10)
+    (True, False)
+    """
     return (
-        bool(labels.size) and int(labels.min()) == 1 and int(labels.max()) == n_classes
+        bool(labels.size) and int(labels.min()) >= 1 and int(labels.max()) == n_classes
     )
 
 
@@ -90,6 +309,37 @@ def one_based_message(name: str, n_classes: int) -> str:
     return (
         f"{name} look 1-based (min 1, max {n_classes} for {n_classes} classes numbered "
         f"0..{n_classes - 1}); subtract 1 from every label."
+    )
+
+
+def check_not_shifted(
+    labels: NDArray[np.int64],
+    max_predicted: int,
+    name: str,
+    *,
+    hint: str = " If class 0 really never occurs, pass n_classes.",
+) -> None:
+    """Refuse labels numbered 1..K against predictions numbered 0..K-1.
+
+    When K is not given it is inferred from the labels, so 1-based labels pass
+    every range check and give each model a near-zero accuracy. The tell: class 0
+    never occurs among the labels and the largest label is one more than the
+    largest predicted class. Call it only when the class count was not given.
+
+    >>> check_not_shifted(np.array([0, 1, 2]), 2, "labels")
+    >>> check_not_shifted(np.array([1, 2, 3]), 2, "labels")
+    Traceback (most recent call last):
+    ...
+    retest.errors.InputValidationError: labels look 1-based (min 1, max 3 for 3 classes numbered 0..2); subtract 1 from every label (the predictions use classes 0..2). ...
+    """
+    y = np.asarray(labels)
+    if max_predicted < 0 or y.size == 0 or y.dtype.kind not in "iu":
+        return
+    if int(y.min()) < 1 or int(y.max()) != max_predicted + 1:
+        return
+    raise InputValidationError(
+        one_based_message(name, max_predicted + 1)[:-1]
+        + f" (the predictions use classes 0..{max_predicted}).{hint}"
     )
 
 

@@ -235,6 +235,7 @@ def compare(
     out: PathLike | None = None,
     label_models: Sequence[str] = (),
     figure_formats: Sequence[str] = ("png", "pdf"),
+    n_classes: int | None = None,
 ) -> CompareResult:
     """Accuracy of every model on the original and the new test set, and the fit.
 
@@ -272,6 +273,9 @@ def compare(
         Models named in the figure.
     figure_formats : sequence of str
         Figure files written with ``out``.
+    n_classes : int, optional
+        Number of classes; without it, labels that look 1-based against the
+        predictions are refused (as ``retest compare`` refuses them).
 
     Returns
     -------
@@ -318,6 +322,7 @@ def compare(
         _testbed(predictions_new, name_new),
         metric=metric,
         confidence=confidence,
+        n_classes=n_classes,
     )
     fit = fit_table(table, axes=axes, n_boot=n_boot, random_state=random_state)
     paths: dict[str, Path] = {}

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from retest._atomic import atomic_write_bytes
+from retest._validation import check_seed
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
 
@@ -220,6 +221,7 @@ def _check_seeds(values: Mapping[str, Any]) -> dict[str, int]:
     for k, v in values.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ConfigError(f"[seeds] {k} must be an integer >= 0. Got {v!r}.")
+        check_seed(v, f"[seeds] {k}")  # and one that SQLite can store
     return dict(values)
 
 

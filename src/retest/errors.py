@@ -9,6 +9,7 @@ errors also subclass a built-in so an existing ``except ValueError`` still works
     ├── InputValidationError(RetestError, ValueError)   arrays/records of wrong shape, dtype or range
     ├── UnknownNameError(RetestError, KeyError)         registry miss, with suggestions
     ├── DataIntegrityError(RetestError)                 missing/truncated file or checksum mismatch
+    ├── MissingDependencyError(RetestError, ImportError) an optional package is not installed
     ├── StoreError(RetestError)
     │   └── NotFoundError(StoreError, LookupError)      no such row / revision / candidate
     └── StageError(RetestError)                         a pipeline stage's preconditions are not met
@@ -29,6 +30,7 @@ __all__ = [
     "DataIntegrityError",
     "DroppedModelWarning",
     "InputValidationError",
+    "MissingDependencyError",
     "NotFoundError",
     "RetestError",
     "RetestWarning",
@@ -150,6 +152,10 @@ class DataIntegrityError(RetestError):
     ...     print(str(err).replace(str(path), "labels.npy"))
     labels.npy: not a readable .npy predictions/labels array (...); the file is probably truncated or corrupt. Re-create or re-download it.
     """
+
+
+class MissingDependencyError(RetestError, ImportError):
+    """An optional package a feature needs is not installed; says how to install it."""
 
 
 class StoreError(RetestError):

@@ -43,6 +43,19 @@ between two named parts (``/x``, ``x/``, ``a//b``) or parts that are ``.`` or
 Traceback (most recent call last):
 ...
 retest.errors.InputValidationError: class name '../x' is not allowed: ...
+
+People's names (the reviewer recorded with a verdict or a review) are shown in
+tables and pages and stored with every event, so :func:`validate_person_name`
+keeps any printable text up to :data:`MAX_NAME_LENGTH` characters and refuses
+what would break a line or disguise a name: blank, spaces around it, control and
+bidirectional-override characters.
+
+>>> validate_person_name("Zoë O'Neill")
+"Zoë O'Neill"
+>>> validate_person_name("a\\nb")
+Traceback (most recent call last):
+...
+retest.errors.InputValidationError: reviewer name 'a\\nb' is not allowed: it contains the control character U+000A. ...
 """
 
 from __future__ import annotations
@@ -55,10 +68,12 @@ from retest.errors import InputValidationError
 __all__ = [
     "CLASS_NAME_RULE",
     "MAX_NAME_LENGTH",
+    "MAX_PERSON_NAME",
     "NAME_RULE",
     "suggest_name",
     "validate_class_name",
     "validate_name",
+    "validate_person_name",
 ]
 
 MAX_NAME_LENGTH = 100
@@ -135,7 +150,8 @@ CLASS_NAME_RULE = (
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-def _why_not_class(name: str) -> str | None:
+def _why_not_text(name: str) -> str | None:
+    """Why ``name`` is not one line of printable text with no spaces around it."""
     if not name.strip():
         return "it is empty" if not name else "it is only spaces"
     bad = sorted(
@@ -149,10 +165,17 @@ def _why_not_class(name: str) -> str | None:
         return "it contains the control character " + ", ".join(
             f"U+{ord(ch):04X}" for ch in bad
         )
-    if "\\" in name:
-        return "it contains '\\'"
     if name != name.strip():
         return "it has spaces around it"
+    return None
+
+
+def _why_not_class(name: str) -> str | None:
+    why = _why_not_text(name)
+    if why is not None:
+        return why
+    if "\\" in name:
+        return "it contains '\\'"
     for part in name.split("/"):
         if not part.strip():
             return "its '/' does not sit between two named parts"
@@ -178,5 +201,35 @@ def validate_class_name(name: str) -> str:
         raise InputValidationError(
             f"class name {name!r} is not allowed: {why}. Class names may be "
             f"{CLASS_NAME_RULE}."
+        )
+    return name
+
+
+MAX_PERSON_NAME = 80
+"""The longest person's name (reviewers, labelers, crowd workers): one rule for all."""
+PERSON_NAME_RULE = (
+    f"1-{MAX_PERSON_NAME} characters of printable text (no control characters), "
+    "without spaces around it"
+)
+
+
+def validate_person_name(name: str, kind: str = "reviewer") -> str:
+    """Return a person's name (``kind``: ``"reviewer"``) unchanged if allowed, else raise.
+
+    Raises
+    ------
+    InputValidationError
+        Naming the value, what is wrong with it and the rule.
+    """
+    if not isinstance(name, str):
+        raise InputValidationError(
+            f"{kind} name must be a string. Got {type(name).__name__} instead."
+        )
+    why = _why_not_text(name)
+    if why is None and len(name) > MAX_PERSON_NAME:
+        why = f"it is {len(name)} characters long"
+    if why is not None:
+        raise InputValidationError(
+            f"{kind} name {name!r} is not allowed: {why}. Use {PERSON_NAME_RULE}."
         )
     return name

@@ -130,7 +130,7 @@ def test_top5_needs_ranked_predictions_and_lengths_must_match() -> None:
     q = Predictions("m", "d", [[0, 1, 2], [2, 1, 0]], n_classes=3)
     assert accuracy([2, 1], q, metric="top5").k == 2
     with pytest.raises(InputValidationError, match=r"\[0, 3\)"):
-        accuracy([2, 3], q)
+        accuracy([0, 3], q)  # [2, 3] would read as 1-based labels
 
 
 def test_per_class_accuracy() -> None:

@@ -14,10 +14,16 @@ __all__ = [
     "JsonOpt",
     "ProjectOpt",
     "SharedClassOpt",
+    "batch_size_option",
+    "bootstrap_option",
+    "cluster_option",
     "live_help",
     "output_argument",
     "output_option",
+    "person_option",
+    "port_option",
     "read_only_option",
+    "seed_option",
     "shared_classes",
 ]
 
@@ -110,3 +116,70 @@ def read_only_option(*decls: str, **kwargs: Any) -> Any:
     info = typer.Option(*decls, **kwargs)
     info.retest_output = None  # type: ignore[attr-defined]
     return info
+
+
+def _checked(check: Callable[[Any, str], Any]) -> Callable[[Any, Any, Any], Any]:
+    """A Typer option callback that runs one of retest's value checks, named by
+    the option's flag, so the CLI refuses exactly what the Python API refuses."""
+
+    def callback(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None or getattr(ctx, "resilient_parsing", False):
+            return value
+        flag = max(getattr(param, "opts", None) or [param.name], key=len)
+        return check(value, flag)
+
+    return callback
+
+
+def _seed(value: Any, flag: str) -> int:
+    from retest._validation import check_seed
+
+    return check_seed(value, flag)
+
+
+def _port(value: Any, flag: str) -> int:
+    from retest._validation import check_port
+
+    return check_port(value, flag)
+
+
+def _batch_size(value: Any, flag: str) -> int | None:
+    from retest._validation import check_batch_size
+
+    return check_batch_size(value, flag)
+
+
+def _n_boot(value: Any, flag: str) -> int:
+    from retest._validation import check_n_boot
+
+    return check_n_boot(value, flag)
+
+
+def _cluster(value: Any, flag: str) -> str:
+    from retest._validation import check_cluster_address
+
+    return check_cluster_address(value, flag)
+
+
+def _person(value: Any, flag: str) -> str:
+    from retest.errors import ConfigError, InputValidationError
+    from retest.names import validate_person_name
+
+    try:
+        return validate_person_name(value)
+    except InputValidationError as err:  # an option value: exit 2
+        raise ConfigError(f"{flag}: {err}") from None
+
+
+#: ``typer.Option(..., callback=seed_option)``: ``retest._validation.check_seed``.
+seed_option = _checked(_seed)
+#: ``retest._validation.check_port``.
+port_option = _checked(_port)
+#: ``retest._validation.check_batch_size``.
+batch_size_option = _checked(_batch_size)
+#: ``retest._validation.check_n_boot``.
+bootstrap_option = _checked(_n_boot)
+#: ``retest._validation.check_cluster_address``.
+cluster_option = _checked(_cluster)
+#: ``retest.names.validate_person_name``.
+person_option = _checked(_person)

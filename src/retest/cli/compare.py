@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import output_option
+from retest.cli._options import bootstrap_option, output_option, seed_option
 from retest.errors import ConfigError, RetestWarning
 
 __all__ = ["register"]
@@ -133,9 +133,12 @@ def register(app: typer.Typer) -> None:
         ] = "linear",
         confidence: Annotated[float, typer.Option(help="Interval level.")] = 0.95,
         bootstrap: Annotated[
-            int, typer.Option(min=1, help="Bootstrap resamples.")
+            int,
+            typer.Option(help="Bootstrap resamples.", callback=bootstrap_option),
         ] = 100_000,
-        seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+        seed: Annotated[
+            int, typer.Option(help="Seed of the bootstrap.", callback=seed_option)
+        ] = 0,
         num_classes: Annotated[
             int | None,
             typer.Option(min=1, help="Number of classes (default: inferred)."),

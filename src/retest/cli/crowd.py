@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, output_option
+from retest.cli._options import JsonOpt, ProjectOpt, output_option, seed_option
 from retest.errors import ConfigError, InputValidationError
 
 crowd_app = typer.Typer(
@@ -34,7 +34,8 @@ def tasks_cmd(
         int | None,
         typer.Option(
             help="Seed for composition and shuffles (default: `tasks` under "
-            "\\[seeds] in retest.toml, else 0)."
+            "\\[seeds] in retest.toml, else 0).",
+            callback=seed_option,
         ),
     ] = None,
     include_copies: Annotated[

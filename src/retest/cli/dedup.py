@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, live_help, output_option
+from retest.cli._options import (
+    JsonOpt,
+    ProjectOpt,
+    cluster_option,
+    live_help,
+    output_option,
+    person_option,
+)
 from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
 from retest.pipeline.dedup_metrics import (
@@ -44,8 +51,10 @@ def _embedder_help() -> str:
 
 
 def _positive(value: float | None, option: str, what: str) -> None:
-    if value is not None and not value > 0:
-        raise ConfigError(f"{option} must be a positive {what}. Got {value}.")
+    if value is not None and not 0 < value <= 2**40:  # also refuses nan and inf
+        raise ConfigError(
+            f"{option} must be a positive {what} (at most 2**40). Got {value}."
+        )
 
 
 def dedup(
@@ -62,7 +71,12 @@ def dedup(
     win_size: Annotated[int | None, typer.Option(help="SSIM window size.")] = None,
     gaussian: Annotated[bool, typer.Option(help="Gaussian SSIM window.")] = False,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="Dask scheduler tcp://host:port.")
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Dask scheduler tcp://host:port or a scheduler file.",
+            callback=cluster_option,
+        ),
     ] = None,
     workers: Annotated[
         int | None, typer.Option(help="Start a local Dask cluster with N workers.")
@@ -350,7 +364,9 @@ def dedup_verdict(
     shown: Annotated[
         str | None, typer.Option(help="Comma-separated references shown.")
     ] = None,
-    who: Annotated[str, typer.Option(help="Reviewer name.")] = "",
+    who: Annotated[
+        str | None, typer.Option(help="Reviewer name.", callback=person_option)
+    ] = None,
     duplicates: Annotated[str, typer.Option(help="Those that are duplicates.")] = "",
     from_file: Annotated[
         Path | None,
@@ -389,8 +405,9 @@ def dedup_verdict(
     from retest.cli._console import console
     from retest.pipeline.dedup import record_review
     from retest.pipeline.project import Project
+    from retest.pipeline.status import resolve_candidate, resolve_item
 
-    if not who.strip():
+    if who is None or not who.strip():
         raise ConfigError("--who needs the reviewer's name.")
     if from_file is not None:
         if candidate is not None or shown is not None or duplicates:
@@ -413,14 +430,30 @@ def dedup_verdict(
         )
     shown_ids = _split(shown, "--shown")
     dups = [d.strip() for d in duplicates.split(",") if d.strip()]
-    stray = [d for d in dups if d not in shown_ids]
-    if stray:
-        raise ConfigError(
-            f"--duplicates {', '.join(stray[:3])}: not among --shown; a duplicate "
-            "must be one of the references shown."
-        )
+
+    def refuse_strays(shown_ids: list[str], dups: list[str], exact: bool) -> None:
+        stray = [
+            d
+            for d in dups
+            if not any(
+                d == s if exact else (s.startswith(d) or d.startswith(s))
+                for s in shown_ids
+            )
+        ]
+        if stray:
+            raise ConfigError(
+                f"--duplicates {', '.join(stray[:3])}: not among --shown; a "
+                "duplicate must be one of the references shown."
+            )
+
+    refuse_strays(shown_ids, dups, exact=False)  # before the project is opened
     check_metric_names([metric])
     with Project.open(project) as proj:
+        # ids as `dedup-queue` prints them (unique prefixes), like `status --candidate`
+        candidate = resolve_candidate(proj, candidate)
+        shown_ids = [resolve_item(proj, r) for r in shown_ids]
+        dups = [resolve_item(proj, d) for d in dups]
+        refuse_strays(shown_ids, dups, exact=True)
         _known_items(proj, candidate, shown_ids)
         record_review(
             proj, candidate, metric, reviewer=who, shown=shown_ids, duplicates=dups

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, output_option
+from retest.cli._options import JsonOpt, output_option, seed_option
 
 if TYPE_CHECKING:
     from retest.demo.run import DemoResult
@@ -24,7 +24,10 @@ def demo(
         bool, typer.Option("--quick", help="Quick testbed preset (under 2 minutes).")
     ] = False,
     seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Seed of every random step, ≥ 0.")
+        int,
+        typer.Option(
+            "--seed", help="Seed of every random step, ≥ 0.", callback=seed_option
+        ),
     ] = 0,
     workers: Annotated[
         int,

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, output_option
+from retest.cli._options import (
+    JsonOpt,
+    ProjectOpt,
+    batch_size_option,
+    bootstrap_option,
+    cluster_option,
+    output_option,
+    seed_option,
+)
 from retest.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -110,11 +118,17 @@ def evaluate(
     cluster: Annotated[
         str | None,
         typer.Option(
-            "--cluster", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."
+            "--cluster",
+            help="Dask scheduler address, e.g. tcp://10.0.0.5:8786, or a "
+            "scheduler file.",
+            callback=cluster_option,
         ),
     ] = None,
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", min=1, help="Images per batch.")
+        int | None,
+        typer.Option(
+            "--batch-size", help="Images per batch.", callback=batch_size_option
+        ),
     ] = None,
     out: Annotated[
         Path | None,
@@ -132,12 +146,19 @@ def evaluate(
         float, typer.Option("--confidence", min=0.5, max=0.9999, help="Interval level.")
     ] = 0.95,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=1, help="Bootstrap resamples of the fit.")
+        int,
+        typer.Option(
+            "--bootstrap",
+            help="Bootstrap resamples of the fit.",
+            callback=bootstrap_option,
+        ),
     ] = 100_000,
     seed: Annotated[
         int,
         typer.Option(
-            "--seed", min=0, help="Seed of the testbed models and the bootstrap, ≥ 0."
+            "--seed",
+            help="Seed of the testbed models and the bootstrap, ≥ 0.",
+            callback=seed_option,
         ),
     ] = 0,
     label: Annotated[

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import check_batch_size
 from retest.cli._options import JsonOpt, ProjectOpt, output_option
-from retest.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -61,8 +61,7 @@ def export(
     from retest.pipeline.export import export_revision
     from retest.pipeline.project import Project
 
-    if batch_size < 1:
-        raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
+    check_batch_size(batch_size, "--batch-size")
     if out is not None:
         from retest._validation import check_writable
 

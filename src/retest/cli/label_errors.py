@@ -16,12 +16,14 @@ __all__ = ["register"]
 def _class_names(value: str | None) -> tuple[str, ...] | None:
     if value is None:
         return None
+    from retest._validation import check_class_names
+
     names = tuple(n.strip() for n in value.split(","))
     if len(names) < 2 or any(not n for n in names):
         raise ConfigError(
             f"--class-names must be a comma-separated list of at least 2 names. Got {value!r}."
         )
-    return names
+    return check_class_names(names, "--class-names")
 
 
 def label_errors(

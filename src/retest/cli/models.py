@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, output_option
+from retest.cli._options import JsonOpt, batch_size_option, output_option
 
 models_app = typer.Typer(
     help="Model runners and the built-in testbed.", no_args_is_help=True
@@ -77,7 +77,9 @@ def predict_cmd(
     layout: Annotated[
         str | None, typer.Option(help="ONNX input layout: NCHW, NHWC or flat.")
     ] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Images per batch.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Images per batch.", callback=batch_size_option)
+    ] = None,
     overwrite: Annotated[
         bool,
         typer.Option(
@@ -115,7 +117,14 @@ def predict_cmd(
     )
     check_input_path(model_file, "MODEL_FILE", kind="file")
     check_input_path(images, "--images", kind="file")
-    opts = {"layout": layout} if layout is not None else {}
+    opts = {}
+    if layout is not None:
+        from retest._validation import check_applies, check_choice
+        from retest.models.onnx_runner import ONNX_LAYOUTS
+
+        check_choice(layout, ONNX_LAYOUTS, "--layout")
+        check_applies("--layout", "an ONNX model (KIND onnx)", kind == "onnx")
+        opts = {"layout": layout}
     runner = load_model(
         kind,
         str(model_file),

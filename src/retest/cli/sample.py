@@ -14,6 +14,7 @@ from retest.cli._options import (
     ProjectOpt,
     SharedClassOpt,
     live_help,
+    seed_option,
     shared_classes,
 )
 from retest.errors import ConfigError, InputValidationError
@@ -101,7 +102,7 @@ def sample(
         int | None,
         typer.Option(
             "--seed",
-            min=0,
+            callback=seed_option,
             help="Seed of every random draw, ≥ 0 (default: `sample` under "
             "\\[seeds] in retest.toml).",
         ),

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import ProjectOpt
+from retest.cli._options import ProjectOpt, port_option
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +17,9 @@ def register(app: typer.Typer) -> None:
         host: Annotated[
             str, typer.Option(help="Interface to listen on.")
         ] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port.")] = 8000,
+        port: Annotated[
+            int, typer.Option(help="Port (1-65535).", callback=port_option)
+        ] = 8000,
         reviewer_token: Annotated[
             str | None,
             typer.Option(

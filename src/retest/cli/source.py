@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from retest._validation import check_input_path
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, batch_size_option
 from retest.errors import ConfigError, UnknownNameError
 from retest.names import validate_name
 from retest.registry import close_matches
@@ -162,7 +162,10 @@ def add(
         ),
     ] = None,
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", help="Items per batch (>= 1).")
+        int | None,
+        typer.Option(
+            "--batch-size", help="Items per batch (>= 1).", callback=batch_size_option
+        ),
     ] = None,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
@@ -177,8 +180,6 @@ def add(
     from retest.pipeline.ingest import add_source
     from retest.pipeline.project import Project
 
-    if batch_size is not None and batch_size < 1:
-        raise ConfigError(f"--batch-size must be an integer >= 1. Got {batch_size}.")
     if name is not None:
         validate_name(name, "source")
     kws = _split(keywords, "--keywords")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt, output_option
+from retest.cli._options import JsonOpt, ProjectOpt, output_option, seed_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -18,7 +18,7 @@ def split(
         int | None,
         typer.Option(
             "--seed",
-            min=0,
+            callback=seed_option,
             help="Seed of the per-class split, ≥ 0 (default: `split` under "
             "\\[seeds] in retest.toml, else "
             "CIFAR-10.2's 200).",

@@ -25,8 +25,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from retest._progress import ProgressCallback, report
-from retest._validation import RandomStateLike, check_fraction, check_random_state
-from retest.errors import ConfigError, InputValidationError
+from retest._validation import (
+    RandomStateLike,
+    check_fraction,
+    check_n_boot,
+    check_random_state,
+)
+from retest.errors import InputValidationError
 from retest.registry import Registry
 
 __all__ = [
@@ -144,8 +149,7 @@ def bootstrap_lines(
     -------
     slopes, intercepts : ndarray of float64 of shape (n_used,)
     """
-    if int(n_boot) < 1:
-        raise ConfigError(f"n_boot must be a positive integer. Got {n_boot!r}.")
+    n_boot = check_n_boot(n_boot)
     rng = check_random_state(random_state)
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)

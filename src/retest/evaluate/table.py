@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from retest._validation import check_not_shifted
 from retest.errors import DroppedModelWarning, InputValidationError
 from retest.evaluate.intervals import difference_interval
 from retest.evaluate.metrics import Accuracy, accuracy, error_ratio, rank
@@ -161,6 +162,19 @@ def _accuracies(
     return out
 
 
+def _check_not_shifted(
+    labels: NDArray[np.int64],
+    testbed: Mapping[str, Predictions],
+    names: Sequence[str],
+    what: str,
+) -> None:
+    """1-based labels against 0-based predicted classes (K not known)."""
+    if any(testbed[m].n_classes for m in names):  # scores fix K: range checks catch it
+        return
+    top = max((int(testbed[m].topk.max()) for m in names if testbed[m].n), default=-1)
+    check_not_shifted(np.asarray(labels), top, f"labels of the {what} test set")
+
+
 def compare(
     labels_orig: LabeledSet | ArrayLike,
     labels_new: LabeledSet | ArrayLike,
@@ -170,6 +184,7 @@ def compare(
     metric: str = "top1",
     confidence: float = 0.95,
     interval: str = "clopper-pearson",
+    n_classes: int | None = None,
 ) -> ComparisonTable:
     """Evaluate every model on both test sets and build the comparison table.
 
@@ -186,6 +201,10 @@ def compare(
         Correctness criterion (see :data:`retest.evaluate.metrics.METRICS`).
     confidence : float
         Level of every interval.
+    n_classes : int, optional
+        Number of classes. Without it (and without score matrices), labels that
+        look 1-based against the predictions (no class 0, largest label one more
+        than the largest predicted class) are refused.
 
     Returns
     -------
@@ -223,6 +242,9 @@ def compare(
         "confidence": confidence,
         "interval": interval,
     }
+    if n_classes is None:
+        _check_not_shifted(y_o, tb_o, names, "original")
+        _check_not_shifted(y_n, tb_n, names, "new")
     acc_o = _accuracies(y_o, tb_o, names, "original", **kw)
     acc_n = _accuracies(y_n, tb_n, names, "new", **kw)
     return _build(

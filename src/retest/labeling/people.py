@@ -27,6 +27,7 @@ import secrets
 import unicodedata
 
 from retest.errors import InputValidationError
+from retest.names import MAX_PERSON_NAME, validate_person_name
 
 __all__ = [
     "ANONYMOUS_PREFIX",
@@ -47,7 +48,7 @@ LABELER, REVIEWER = "labeler", "reviewer"
 ROLES = (LABELER, REVIEWER)
 """Labelers label and answer grid tasks; reviewers also see results, controls,
 statistics and the review pages."""
-MAX_NAME = 80
+MAX_NAME = MAX_PERSON_NAME
 OWNER = "owner"
 """The name the project owner's (admin) token writes under; no person may take it."""
 ANONYMOUS_PREFIX = "anon-"
@@ -65,10 +66,7 @@ def person_name(raw: str, *, anonymous: bool = False) -> str:
             f"{len(name)} characters ({shown!r}). Choose a "
             f"{'shorter' if name else 'non-empty'} name."
         )
-    if any(unicodedata.category(ch)[0] == "C" for ch in name):
-        raise InputValidationError(
-            f"a person's name may not contain control characters: {name[:40]!r}."
-        )
+    validate_person_name(name, "person")  # the one character rule for names
     key = name_key(name)
     if key == OWNER:
         raise InputValidationError(

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
-from retest._validation import check_labels
+from retest._validation import check_batch_size, check_labels
 from retest.errors import ConfigError, InputValidationError
 from retest.records import Predictions
 from retest.registry import Registry
@@ -254,9 +254,7 @@ class BatchedRunner(ABC):
     ) -> Predictions:
         """Predict in batches of ``batch_size``; top-5 ids and scores per image."""
         x = _check_images(images, self.name)
-        bs = int(batch_size or self.default_batch_size)
-        if bs < 1:
-            raise ConfigError(f"batch_size must be >= 1. Got {batch_size!r}.")
+        bs = check_batch_size(batch_size) or self.default_batch_size
         n = x.shape[0]
         task = f"predict {self.name} on {dataset}"
         chunks: list[NDArray[Any]] = []

@@ -16,13 +16,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.errors import ConfigError, DataIntegrityError, InputValidationError
+from retest.errors import (
+    ConfigError,
+    DataIntegrityError,
+    InputValidationError,
+    MissingDependencyError,
+)
 from retest.models.base import RUNNER_KINDS, BatchedRunner, softmax
 
 __all__ = ["OnnxRunner"]
 
-_HINT = "onnxruntime is needed for ONNX models: pip install 'retest[onnx]'"
-_LAYOUTS = ("NCHW", "NHWC", "flat")
+_HINT = (
+    "onnxruntime is needed for ONNX models: pip install 'retest[onnx]' "
+    "(or bash scripts/install.sh dev)"
+)
+ONNX_LAYOUTS = ("NCHW", "NHWC", "flat")
+_LAYOUTS = ONNX_LAYOUTS
 
 
 def import_onnxruntime() -> Any:
@@ -30,7 +39,7 @@ def import_onnxruntime() -> Any:
     try:
         return importlib.import_module("onnxruntime")
     except ImportError as err:  # pragma: no cover - installed in CI
-        raise ImportError(_HINT) from err
+        raise MissingDependencyError(f"{_HINT} ({err}).") from err
 
 
 class OnnxRunner(BatchedRunner):

@@ -21,7 +21,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._progress import ProgressCallback, report
-from retest.errors import ConfigError, DataIntegrityError, InputValidationError
+from retest.errors import (
+    ConfigError,
+    DataIntegrityError,
+    InputValidationError,
+    MissingDependencyError,
+)
 from retest.models.base import (
     RUNNER_KINDS,
     BatchedRunner,
@@ -40,7 +45,7 @@ def import_torch() -> Any:
     try:
         return importlib.import_module("torch")
     except ImportError as err:  # pragma: no cover - torch is installed in CI
-        raise ImportError(_HINT) from err
+        raise MissingDependencyError(f"{_HINT} ({err}).") from err
 
 
 def torch_available() -> bool:

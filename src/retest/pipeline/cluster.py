@@ -31,6 +31,7 @@ again from the client (up to ``retries`` times per shard and call).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import mmap
 import os
@@ -44,6 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
+from retest._validation import check_cluster_address
 from retest.dedup._knn_inputs import validate_knn_inputs
 from retest.dedup.knn import DEFAULT_MEMORY_BUDGET, Backend, KnnResult, knn, merge_knn
 from retest.errors import ConfigError, StageError
@@ -81,7 +83,9 @@ def cluster_client(
     Parameters
     ----------
     address : str, optional
-        Scheduler address such as ``tcp://10.0.0.5:8786``.
+        Scheduler address such as ``tcp://10.0.0.5:8786``, or the path of a
+        scheduler file (``dask scheduler --scheduler-file PATH``); checked by
+        :func:`retest._validation.check_cluster_address`.
     workers : int, optional
         Start a ``LocalCluster`` on 127.0.0.1 with this many workers (default 1
         when no address is given). Giving both is an error.
@@ -96,10 +100,13 @@ def cluster_client(
         )
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be a positive integer. Got {workers}.")
-    if address:
+    if address is not None:
+        check_cluster_address(address)
+        if os.path.isfile(address):
+            address = _scheduler_file_address(address)
         try:
             client = Client(address, timeout="10s")
-        except OSError as err:
+        except (OSError, ValueError) as err:
             raise StageError(
                 f"cannot reach the Dask scheduler at {address}: {err}. Start it with "
                 "`dask scheduler` or use --workers N for a local cluster."
@@ -124,6 +131,24 @@ def cluster_client(
     finally:
         client.close()
         cluster.close()
+
+
+def _scheduler_file_address(path: str) -> str:
+    """The address in a scheduler file (the JSON ``dask scheduler
+    --scheduler-file`` writes), checked like an address given directly."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+        address = info["address"]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
+        raise ConfigError(
+            f"{path} is not a Dask scheduler file ({type(err).__name__}: {err}); "
+            "expected the JSON `dask scheduler --scheduler-file PATH` writes, with "
+            "an 'address'."
+        ) from None
+    if not isinstance(address, str) or os.path.isfile(address):
+        raise ConfigError(f"{path}: its 'address' {address!r} is not an address.")
+    return check_cluster_address(address, f"the address in {path}")
 
 
 class ShardUnreadableError(OSError):

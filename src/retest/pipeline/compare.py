@@ -18,7 +18,11 @@ from numpy.typing import NDArray
 
 from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback
-from retest._validation import looks_one_based, one_based_message
+from retest._validation import (
+    check_not_shifted,
+    looks_one_based,
+    one_based_message,
+)
 from retest.datasets.predictions import (
     list_prediction_files,
     read_labels,
@@ -122,15 +126,13 @@ def _check_not_shifted(
     among the labels, and the largest label is one more than the largest
     predicted class.
     """
-    pred_max = max((int(p.topk.max()) for p in testbed.values()), default=-1)
-    if pred_max < 0 or int(labels.min()) != 1 or int(labels.max()) != pred_max + 1:
-        return
     if int(labels.max()) < n_classes - 1:  # K given: labels fit 0..K-1 as they are
         return
-    raise InputValidationError(
-        one_based_message(f"labels in {labels_path}", pred_max + 1)[:-1]
-        + f" (the predictions use classes 0..{pred_max}). If class 0 really never "
-        "occurs, pass --num-classes."
+    check_not_shifted(
+        labels,
+        max((int(p.topk.max()) for p in testbed.values()), default=-1),
+        f"labels in {labels_path}",
+        hint=" If class 0 really never occurs, pass --num-classes.",
     )
 
 
@@ -224,7 +226,9 @@ def run_compare(
         _check_not_shifted(y_n, lp_n, tb_n, k)
     _check_classes(k, [(y_o, lp_o), (y_n, lp_n)], f_o, [tb_o])
     _check_classes(k, [], f_n, [tb_n])
-    table = compare(y_o, y_n, tb_o, tb_n, metric=metric, confidence=confidence)
+    table = compare(
+        y_o, y_n, tb_o, tb_n, metric=metric, confidence=confidence, n_classes=k
+    )
     unknown = sorted(set(label_models) - set(table.models))
     if unknown:
         raise InputValidationError(

@@ -720,6 +720,21 @@ def _row_events(
     return events, selected
 
 
+def _check_class_name(
+    row: Mapping[str, str], task: TaskRow, names: Mapping[int, str]
+) -> None:
+    """The class the worker was asked about (``Input.class_name``, exported with
+    the task) must be the task's class: otherwise the answers mean another class."""
+    shown = row.get("Input.class_name")
+    want = names.get(task.class_id, str(task.class_id))
+    if shown is not None and shown.strip() != want:
+        raise InputValidationError(
+            f"Input.class_name {shown.strip()!r} differs from task {task.id!r}'s class "
+            f"{want!r}; the answers would be counted for the wrong class (was the "
+            "batch input edited?)"
+        )
+
+
 def _check_same_assignment(
     aid: str, stored: Sequence[AnnotationEvent], new: Sequence[AnnotationEvent]
 ) -> None:
@@ -826,6 +841,7 @@ def import_mturk(
     events: list[AnnotationEvent] = []
     first_line: dict[str, int] = {}
     task_cache: dict[str, TaskRow] = {}
+    class_names = {c.id: c.name for c in store.classes.list()}
     for lineno, row in rows:
         aid = (row.get("AssignmentId") or "").strip()
         try:
@@ -843,6 +859,7 @@ def import_mturk(
                 except LookupError:
                     raise InputValidationError(f"unknown task id {tid!r}") from None
             task = task_cache[tid]
+            _check_class_name(row, task, class_names)
             tokens = {image_token(f"{task.id}|{i}", secret): i for i in task.items}
             row_events, selected = _row_events(row, task, secret, tokens, status)
             stored = store.annotations.list(kind="task", assignment_id=aid)
@@ -868,9 +885,15 @@ def import_mturk(
             result.assignment_control_accuracy[aid] = acc
     result.rejected_rows.sort()
     _refuse_foreign_file(store, path, rows, task_cache)
-    store.annotations.record_import(
+    raced = store.annotations.record_import(
         events, {c.assignment_id: c.new for c in result.status_changes}
     )
+    if raced:  # imported meanwhile by another process: not new after all
+        result.assignments -= len(raced)
+        result.unchanged += len(raced)
+        for aid in raced:
+            result.assignment_control_accuracy.pop(aid, None)
+        events = [e for e in events if e.assignment_id not in raced]
     result.events = len(events)
     return result
 

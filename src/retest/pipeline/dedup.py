@@ -57,6 +57,7 @@ from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
+from retest.names import validate_person_name
 from retest.pipeline.checkpoint import Checkpoint, list_states, load_state, save_state
 from retest.pipeline.cluster import SHARD_TRANSFERS, ClusterReferences
 from retest.pipeline.dedup_metrics import (
@@ -679,11 +680,15 @@ def record_review(
 ) -> None:
     """Append a verdict per shown reference and a review mark (both append-only).
 
+    Candidate ids may be given as unique prefixes, as ``retest dedup-queue``
+    prints them (:func:`retest.pipeline.status.resolve_candidate`).
+
     Parameters
     ----------
     project : Project
     candidate_id, metric : str
     reviewer : str
+        Checked by :func:`retest.names.validate_person_name`.
     shown : sequence of str
         References shown to the reviewer.
     duplicates : sequence of str
@@ -692,8 +697,17 @@ def record_review(
     Raises
     ------
     InputValidationError
-        A duplicate that was not shown.
+        A duplicate that was not shown, an ambiguous id prefix or a reviewer name
+        that is not one line of text.
+    NotFoundError
+        An unknown candidate.
     """
+    from retest.pipeline.status import resolve_candidate, resolve_item
+
+    validate_person_name(reviewer)
+    candidate_id = resolve_candidate(project, candidate_id)
+    shown = [resolve_item(project, r) for r in shown]
+    duplicates = [resolve_item(project, r) for r in duplicates]
     bad = set(duplicates) - set(shown)
     if bad:
         raise InputValidationError(

@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback, report
+from retest._validation import check_applies, check_choice
 from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable, compare
@@ -636,12 +637,8 @@ def revision_set(
     return LabeledSet(revision, labels, project.class_names, x)
 
 
-def _model_file(
-    spec: str, n_classes: int, options: Mapping[str, Any], channels: int | None = None
-) -> ModelRunner:
-    from retest.models.adapters import ChannelAdapter
-    from retest.models.base import load_model
-
+def _model_file_kind(spec: str) -> tuple[str, Path]:
+    """The runner kind and path of a ``[KIND:]PATH`` model file."""
     kind, sep, path = spec.partition(":")
     if not sep or len(kind) == 1:  # no kind, or a Windows drive letter
         kind, path = "", spec
@@ -654,6 +651,16 @@ def _model_file(
                 f"{p.suffix!r}; write KIND:PATH with KIND one of torchscript, onnx, "
                 "sklearn."
             )
+    return kind, p
+
+
+def _model_file(
+    spec: str, n_classes: int, options: Mapping[str, Any], channels: int | None = None
+) -> ModelRunner:
+    from retest.models.adapters import ChannelAdapter
+    from retest.models.base import load_model
+
+    kind, p = _model_file_kind(spec)
     if not p.is_file():
         raise InputValidationError(f"--model-file {spec}: {p} does not exist.")
     opts = dict(options) if kind == "onnx" else {}
@@ -690,6 +697,13 @@ def project_models(
     """
     from retest.models.testbed import build_testbed
 
+    if onnx_options:  # an ONNX option without an ONNX model would be ignored
+        from retest.models.onnx_runner import ONNX_LAYOUTS
+
+        if "layout" in onnx_options:
+            check_choice(onnx_options["layout"], ONNX_LAYOUTS, "--onnx-layout")
+        kinds = [_model_file_kind(f)[0] for f in files]
+        check_applies("--onnx-layout", "an ONNX --model-file", "onnx" in kinds)
     k = len(project.class_names)
     out: list[ModelRunner] = []
     if preset is not None or names:

@@ -72,6 +72,7 @@ from numpy.typing import NDArray
 from retest._atomic import pid_alive
 from retest._output import RULES, check_location
 from retest._progress import ProgressCallback, report
+from retest._validation import check_batch_size
 from retest.config import CONFIG_NAME
 from retest.errors import (
     ConfigError,
@@ -754,8 +755,7 @@ def export_revision(
     """
     if format not in _WRITERS:
         raise UnknownNameError("export format", format, [], list(EXPORT_FORMATS))
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be a positive integer. Got {batch_size}.")
+    check_batch_size(batch_size)
     if format == "parquet" and not _has_pyarrow():
         raise ConfigError(
             "--format parquet needs pyarrow, which is not installed: "

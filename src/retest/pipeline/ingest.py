@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from retest._progress import ProgressCallback, report
-from retest._validation import check_labels
+from retest._validation import check_batch_size, check_labels
 from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
@@ -424,7 +424,7 @@ def _ingest(
         return rep
 
     _report(False)
-    bs = batch_size or source.default_batch_size
+    bs = check_batch_size(batch_size) or source.default_batch_size
     bs = bs or (16_384 if source.storage == "array" else 256)
     task = f"ingest {name}"
     report(progress, task, resume, total)

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output, claim_output_dir
+from retest._validation import check_class_names, check_labels
 from retest.datasets.npy import load_npy
 from retest.datasets.predictions import read_labels, read_testbed
 from retest.errors import InputValidationError, StageError
@@ -137,6 +138,8 @@ def load_label_error_inputs(
             "give exactly one of pred_probs (an (N, K) .npy file) or predictions_dir "
             "(a folder of per-model prediction files)."
         )
+    if class_names is not None:
+        class_names = check_class_names(class_names)
     k = len(class_names) if class_names else None
     y = read_labels(labels, n_classes=k)
     source: dict[str, Any] = {"labels": str(labels)}
@@ -158,6 +161,8 @@ def load_label_error_inputs(
             models=list(ens.models),
         )
     y_true = read_labels(true_labels, n_classes=k) if true_labels is not None else None
+    if true_labels is not None:
+        source["true_labels"] = str(true_labels)
     if y_true is not None and y_true.shape != y.shape:
         raise InputValidationError(
             f"{true_labels}: {y_true.size} true labels but {y.size} given labels."
@@ -251,6 +256,12 @@ def run_label_errors(
         )
     if min_examples_per_class is None:  # 5 for the paper's names, 1 for cleanlab's
         min_examples_per_class = resolve_method(method)[1]
+    y_true = inputs.true_labels
+    if y_true is not None:  # 1-based true labels would score every flag as wrong
+        where = inputs.source.get("true_labels", "true_labels")
+        y_true = check_labels(
+            y_true, n_classes=probs.shape[1], name=f"true labels in {where}"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProbabilitySumWarning)  # warned just above
         mask = find_label_errors(
@@ -258,11 +269,7 @@ def run_label_errors(
         )
         ranked = rank_label_errors(y, probs, mask, rank_by=rank_by)
         noise = estimate_noise(y, probs)
-    det = (
-        detection_report(mask, inputs.true_labels != y)
-        if inputs.true_labels is not None
-        else None
-    )
+    det = detection_report(mask, y_true != y) if y_true is not None else None
     names = inputs.class_names
     rows = [e.as_dict(names) for e in ranked]
     report = {

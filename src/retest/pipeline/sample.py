@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import compress, repeat
 
+from retest._validation import check_seed
 from retest.errors import ConfigError, StageError
 from retest.labeling.keyword_plan import SharedImage, assign_verified
 from retest.pipeline.eligibility import Eligibility, selection_frequencies
@@ -309,6 +310,7 @@ def draw_sample(
     StageError
         The project has no classes.
     """
+    check_seed(seed)
     spec = sampler_spec(strategy)  # unknown names fail with suggestions
     if not spec.revision:
         raise ConfigError(

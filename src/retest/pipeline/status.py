@@ -181,6 +181,15 @@ def resolve_candidate(project: Project, given: str) -> str:
     raise NotFoundError(f"candidate {given!r} is not in the project.")
 
 
+def resolve_item(project: Project, given: str) -> str:
+    """An original's id (``SPLIT:INDEX``) as given, else :func:`resolve_candidate`."""
+    return (
+        given
+        if split_reference_id(given) is not None
+        else resolve_candidate(project, given)
+    )
+
+
 def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
     """One candidate (its id or a unique prefix, :func:`resolve_candidate`): class,
     source, annotations, and its eligibility reasons."""

@@ -206,13 +206,29 @@ class _Annotations(_Repo, AnnotationRepo):
 
     def record_import(
         self, events: Iterable[AnnotationEvent], statuses: Mapping[str, str]
-    ) -> None:
+    ) -> set[str]:
+        events = list(events)
+        ids = sorted({e.assignment_id for e in events if e.assignment_id})
+        # BEGIN IMMEDIATE: the check and the insert see no other import between them
         with self._db.tx() as c:
-            c.executemany(self._INSERT, self._data(events))
+            stored: set[str] = set()
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                stored.update(
+                    r[0]
+                    for r in c.execute(
+                        "SELECT DISTINCT assignment_id FROM annotations WHERE kind = "
+                        f"'task' AND assignment_id IN ({','.join('?' * len(part))})",
+                        part,
+                    )
+                )
+            fresh = [e for e in events if e.assignment_id not in stored]
+            c.executemany(self._INSERT, self._data(fresh))
             c.executemany(
                 "UPDATE annotations SET assignment_status = ? WHERE assignment_id = ?",
                 [(st, aid) for aid, st in statuses.items()],
             )
+        return stored
 
     def list(
         self,

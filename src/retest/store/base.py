@@ -373,12 +373,21 @@ class AnnotationRepo(ABC):
 
     def record_import(
         self, events: Iterable[AnnotationEvent], statuses: Mapping[str, str]
-    ) -> None:
+    ) -> set[str]:
         """Add ``events`` and set ``statuses`` (assignment id → status) as one
-        unit: a crowd import is applied whole or not at all."""
-        self.add(events)
+        unit: a crowd import is applied whole or not at all.
+
+        Whether an assignment is new is decided again inside the write: events of
+        an assignment already stored (another import got there first) are not
+        added, and their assignment ids are returned.
+        """
+        events = list(events)
+        ids = {e.assignment_id for e in events if e.assignment_id is not None}
+        stored = {aid for aid in ids if self.list(kind="task", assignment_id=aid)}
+        self.add(e for e in events if e.assignment_id not in stored)
         for aid, status in statuses.items():
             self.set_assignment_status(aid, status=status)
+        return stored
 
     @abstractmethod
     def item_counts(

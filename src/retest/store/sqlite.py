@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import shutil
 import sqlite3
 import tempfile
 import threading
@@ -79,7 +80,11 @@ QUICK_CHECK_MAX_BYTES = 256 << 20
 """Databases up to this size get ``PRAGMA quick_check`` when opened."""
 
 _MAGIC = b"SQLite format 3\0"
-_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_NOTADB = 8, 11, 26
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL = 8, 10, 11, 13
+_SQLITE_NOTADB = 26
+#: Free bytes below which an I/O error of SQLite is taken for a full disk (it
+#: reports one when the -wal / -shm files cannot grow).
+_NEARLY_FULL = 1 << 20
 
 
 def damage_message(path: Path, what: str) -> str:
@@ -168,7 +173,20 @@ def _translate(path: Path, err: sqlite3.Error) -> Exception:
         return DamagedDatabaseError(damage_message(path, f"SQLite reports {err}"))
     if code == _SQLITE_READONLY:
         return StoreError(_read_only_message(path))
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _nearly_full(path.parent)):
+        return StoreError(
+            f"{path}: the disk is full (SQLite: {err}); the unfinished write was "
+            f"rolled back, nothing of it was kept. Free space on the disk holding "
+            f"{path.parent} and rerun the command: finished steps are kept."
+        )
     return err
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
 
 
 def _read_only_message(path: Path) -> str:
@@ -227,7 +245,12 @@ class _DB:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:  # e.g. a full disk: leave no open transaction
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self.lock, self._damage():
