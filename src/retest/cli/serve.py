@@ -85,6 +85,7 @@ def register(app: typer.Typer) -> None:
                 "--admin-token must differ from --token: the owner's token grants "
                 "more than the public link."
             )
+        _check_can_listen(host, port)
         proj = Project.open(project)
         hosts = {f"{host}:{port}"}
         if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
@@ -133,3 +134,31 @@ def register(app: typer.Typer) -> None:
             )  # fmt: skip
         finally:
             proj.close()
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Refuse, in one line, an address this machine cannot listen on (a port in
+    use, a host that is not one of its addresses) before the project is opened;
+    uvicorn would log its own error and exit 3 after start-up."""
+    import socket
+
+    from retest.errors import ConfigError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+    except (OSError, UnicodeError) as err:
+        raise ConfigError(
+            f"--host {host!r} is not an address of this machine ({err}); use "
+            "127.0.0.1, 0.0.0.0 or one of its interfaces."
+        ) from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {err.strerror or err}; choose "
+                "another --port (or stop what uses it) or another --host."
+            ) from None

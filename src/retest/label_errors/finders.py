@@ -787,6 +787,10 @@ def _check_prune_options(
     return opts
 
 
+_MAX_MIN_EXAMPLES = 2**31 - 1
+"""Above it numpy's int64 arithmetic inside the pruners overflows (cleanlab's too)."""
+
+
 def find_label_errors(
     labels: ArrayLike,
     pred_probs: Any,
@@ -872,9 +876,10 @@ def find_label_errors(
     fn = LABEL_ERROR_METHODS.get(name)
     if min_examples_per_class is None:
         min_examples_per_class = default_min
-    if min_examples_per_class < 0:
+    if not 0 <= min_examples_per_class <= _MAX_MIN_EXAMPLES:
         raise ConfigError(
-            f"min_examples_per_class must be >= 0. Got {min_examples_per_class}."
+            f"min_examples_per_class must be between 0 and {_MAX_MIN_EXAMPLES} (a "
+            f"class's example count). Got {min_examples_per_class}."
         )
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be >= 1. Got {chunk_rows}.")
