@@ -54,6 +54,7 @@ WRITERS = {
     "dedup", "dedup-verdict", "sample", "split", "export", "init", "evaluate",
     "crowd tasks", "crowd export", "crowd import", "reference add",
     "reference keywords", "review queue-label-errors", "source add", "plan",
+    "people add", "people link", "people revoke", "people exclude", "people include",
 }  # fmt: skip
 #: Parameters naming a place to write.
 OUTPUTS = {"--out", "--dir", "directory"}

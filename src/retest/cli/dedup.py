@@ -108,13 +108,18 @@ def dedup(
     )
     from retest.dedup.ssim import SSIMParams
     from retest.pipeline.cluster import cluster_client
-    from retest.pipeline.dedup import dedup_report, review_targets, run_dedup
+    from retest.pipeline.dedup import (
+        check_resize,
+        dedup_report,
+        review_targets,
+        run_dedup,
+    )
     from retest.pipeline.project import Project
 
+    check_resize(resize)
     if cluster and workers:
         raise ConfigError("pass either --cluster or --workers, not both.")
     _positive(k, "--k", "number of neighbours")
-    _positive(resize, "--resize", "size in pixels")
     _positive(chunk_size, "--chunk-size", "number of candidates")
     _positive(memory_gib, "--memory-gib", "number of GiB")
     _positive(workers, "--workers", "number of workers")

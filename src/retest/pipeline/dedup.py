@@ -87,8 +87,10 @@ __all__ = [
     "BUILTIN_METRICS",
     "DEDUP_STAGE",
     "DEFAULT_EMBEDDER",
+    "MAX_RESIZE",
     "DedupResult",
     "candidate_infos",
+    "check_resize",
     "dedup_image_shape",
     "dedup_report",
     "dedup_review_queue",
@@ -141,6 +143,18 @@ def _check_metrics(project: Project, metrics: Sequence[str]) -> list[str]:
     return [m for m in names if m in metrics]  # exact metrics first
 
 
+MAX_RESIZE = 4096
+"""The largest side ``--resize`` compares images at (far above any benchmark's)."""
+
+
+def check_resize(resize: int | None) -> None:
+    """Refuse a ``--resize`` that is not an image side of 1 to :data:`MAX_RESIZE`."""
+    if resize is not None and not 1 <= resize <= MAX_RESIZE:
+        raise ConfigError(
+            f"--resize must be an image side in pixels, 1 to {MAX_RESIZE}. Got {resize}."
+        )
+
+
 def _check_options(
     against: Sequence[str],
     k: int,
@@ -166,8 +180,7 @@ def _check_options(
         raise ConfigError(
             f"the kNN memory budget must be at least 1 MiB. Got {memory_budget} bytes."
         )
-    if resize is not None and resize < 1:
-        raise ConfigError(f"--resize must be a positive size in pixels. Got {resize}.")
+    check_resize(resize)
     parse_embedder_spec(embedder)
 
 
