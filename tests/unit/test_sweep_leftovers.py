@@ -64,3 +64,22 @@ def test_a_huge_min_examples_per_class_is_refused(tmp_path: Path) -> None:
         find_label_errors(labels, probs, min_examples_per_class=2**40)
     # the bound itself is still a count a class could have
     assert find_label_errors(labels, probs, min_examples_per_class=2**31 - 1).sum() == 0
+
+
+def test_a_rerun_without_images_leaves_no_stale_contact_sheet(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    labels = np.arange(60) % 3
+    probs = rng.dirichlet(np.ones(3), 60)
+    probs[np.arange(60), (labels + 1) % 3] += 2  # every given label looks wrong
+    probs /= probs.sum(1, keepdims=True)
+    np.save(tmp_path / "labels.npy", labels)
+    np.save(tmp_path / "probs.npy", probs)
+    np.save(tmp_path / "images.npy", rng.integers(0, 256, (60, 8, 8), np.uint8))
+    common = ["label-errors", "--out", "out", "--labels", "labels.npy",
+              "--pred-probs", "probs.npy"]  # fmt: skip
+    first = _run(*common, "--images", "images.npy", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "out" / "contact_sheet.png").is_file()
+    again = _run(*common, cwd=tmp_path)  # the same folder, no images this time
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "out" / "contact_sheet.png").exists()

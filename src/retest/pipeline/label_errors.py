@@ -197,6 +197,8 @@ def _contact_sheet(
     inputs: LabelErrorInputs, ranked: tuple[LabelError, ...], top: int, path: Path
 ) -> Path | None:
     if inputs.images is None or not ranked:
+        # a sheet from an earlier run into this folder would show other suspects
+        path.unlink(missing_ok=True)
         return None
     from retest.pipeline.contact_sheet import save_contact_sheet
 
