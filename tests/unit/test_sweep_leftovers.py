@@ -83,3 +83,21 @@ def test_a_rerun_without_images_leaves_no_stale_contact_sheet(tmp_path: Path) ->
     again = _run(*common, cwd=tmp_path)  # the same folder, no images this time
     assert again.returncode == 0, again.stderr
     assert not (tmp_path / "out" / "contact_sheet.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("--num-classes", "99999999999999999999", "num_classes"),
+        ("--name-new", "a\nb", "name_new"),
+        ("--metric", "top7", "top7"),
+        ("--confidence", "0", "confidence"),
+    ],
+)
+def test_compare_refuses_bad_options_before_any_work(
+    tmp_path: Path, option: str, value: str, named: str
+) -> None:
+    res = _run("compare", "--example", "--out", "ex", option, value, cwd=tmp_path)
+    assert res.returncode in (1, 2)
+    assert named in _one_error_line(res)
+    assert not (tmp_path / "ex").exists()  # refused before the testbed was made

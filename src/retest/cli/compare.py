@@ -75,7 +75,12 @@ def _render(result: Any, out: Path, as_json: bool) -> None:
 
 def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any:
     from retest._output import RULES, check_output, claim_output_dir
+    from retest.pipeline.compare import check_compare_options
 
+    check_compare_options(
+        **{k: kwargs[k] for k in ("metric", "axes", "confidence", "num_classes",
+                                  "name_orig", "name_new")}
+    )  # fmt: skip
     check_output(out, RULES["compare"])
     if example:
         from retest.demo.example import run_example

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback
 from retest._validation import (
+    check_fraction,
     check_not_shifted,
     looks_one_based,
     one_based_message,
@@ -29,8 +30,8 @@ from retest.datasets.predictions import (
     read_model_names,
     read_predictions,
 )
-from retest.errors import InputValidationError, StageError
-from retest.evaluate.fits import LinearFit, fit_new_vs_orig
+from retest.errors import ConfigError, InputValidationError, StageError
+from retest.evaluate.fits import AXES, LinearFit, fit_new_vs_orig
 from retest.evaluate.metrics import METRICS
 from retest.evaluate.table import ComparisonTable, compare
 from retest.pipeline.report import write_report
@@ -173,6 +174,35 @@ def fit_table(
     )
 
 
+MAX_CLASSES = 1_000_000
+"""More classes than any benchmark has (ImageNet-21k: 21,841)."""
+
+
+def check_compare_options(
+    *,
+    metric: str = "top1",
+    axes: str = "probit",
+    confidence: float = 0.95,
+    num_classes: int | None = None,
+    name_orig: str | None = None,
+    name_new: str | None = None,
+) -> None:
+    """Refuse a bad option before any work: the CLI calls it before ``--example``
+    computes its testbed, :func:`run_compare` before reading files."""
+    from retest.names import validate_person_name
+
+    METRICS.get(metric)
+    AXES.get(axes)
+    check_fraction(confidence, "confidence", closed="neither")
+    if num_classes is not None and not 1 <= num_classes <= MAX_CLASSES:
+        raise ConfigError(
+            f"num_classes must be 1 to {MAX_CLASSES:,}. Got {num_classes}."
+        )
+    for flag, name in (("name_orig", name_orig), ("name_new", name_new)):
+        if name is not None:  # shown in the table and the figure: one line of text
+            validate_person_name(name, f"{flag} (a test set's)")
+
+
 def run_compare(
     *,
     labels_orig: PathLike,
@@ -207,7 +237,10 @@ def run_compare(
     CompareResult
         The table, the fit and the written paths (see ``write_report``).
     """
-    METRICS.get(metric)
+    check_compare_options(
+        metric=metric, axes=axes, confidence=confidence, num_classes=num_classes,
+        name_orig=name_orig, name_new=name_new,
+    )  # fmt: skip
     check_output(out, RULES["compare"])
     lp_o, lp_n = Path(labels_orig), Path(labels_new)
     y_o, y_n = read_labels(lp_o), read_labels(lp_n)
