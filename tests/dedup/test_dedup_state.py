@@ -172,7 +172,7 @@ def test_no_training_originals_one_line(
     [
         (["--chunk-size", "0"], "--chunk-size must be a positive"),
         (["--k", "0"], "--k must be a positive"),
-        (["--resize", "-3"], "--resize must be a positive"),
+        (["--resize", "-3"], "--resize must be an image side in pixels"),
         (["--memory-gib", "0"], "--memory-gib must be a positive"),
         (["--workers", "0"], "--workers must be a positive"),
         (["--win-size", "0"], "--win-size must be a positive"),
