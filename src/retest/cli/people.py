@@ -138,16 +138,16 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
 
 def _exclusion(worker: str, project: ProjectOpt, reason: str, excluded: bool) -> None:
     from retest.cli._console import console, escape
-    from retest.pipeline.people import set_exclusion
+    from retest.pipeline.people import resolve_worker, set_exclusion
     from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
-        changed = set_exclusion(
-            proj, worker, excluded=excluded, by=_by(), reason=reason
-        )
+        key = resolve_worker(proj, worker)
+        changed = set_exclusion(proj, key, excluded=excluded, by=_by(), reason=reason)
     state = "excluded from" if excluded else "counted in"
     console.print(
-        f"{escape(worker)} {'is now' if changed else 'was already'} {state} the counts.",
+        f"Worker {escape(key)}'s answers {'are now' if changed else 'were already'} "
+        f"{state} the counts.",
         soft_wrap=True,
     )
 
@@ -157,13 +157,16 @@ def exclude_cmd(
     worker: Annotated[
         str,
         typer.Argument(
-            help="Worker id: local:NAME for a web labeler, the crowd worker id else."
+            help="A person's name (any case; local:NAME alike), or a crowd "
+            "worker's id as `retest crowd workers` prints it, or their MTurk WorkerId."
         ),
     ],
     project: ProjectOpt = None,
     reason: Annotated[str, typer.Option(help="Why (kept in the audit log).")] = "",
 ) -> None:
-    """Leave a worker's answers out of every count (audited; `include` undoes it)."""
+    """Leave a worker's answers out of every count (audited; `include` undoes it).
+
+    A value naming no worker of the project is refused."""
     _exclusion(worker, project, reason, True)
 
 

@@ -10,19 +10,24 @@ change is an audited event.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from retest.errors import ConfigError
+from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.labeling.people import (
+    MAX_NAME,
     ROLES,
     name_key,
     new_token,
     person_name,
     token_hash,
+    worker_id,
 )
+from retest.labeling.tasks import hash_worker_id
 from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import latest_assignments
 from retest.store.base import Store
@@ -34,7 +39,9 @@ __all__ = [
     "add_person",
     "control_scores",
     "excluded_workers",
+    "find_person",
     "new_link",
+    "resolve_worker",
     "revoke_person",
     "set_exclusion",
     "sign_in_link",
@@ -68,10 +75,22 @@ def add_person(project: Project, name: str, role: str, *, by: str) -> Invitation
     return Invitation(person, token)
 
 
+def find_person(project: Project, name: str) -> PersonRow:
+    """The person named ``name`` (any case, NFC); NotFoundError naming the value
+    (cut to 40 characters) when nobody is, also for a name no person can have."""
+    key = name_key(name)
+    if not key or len(key) > MAX_NAME or not key.isprintable():
+        shown = name[:40] + ("…" if len(name) > 40 else "")
+        raise NotFoundError(
+            f"no person named {shown!r} in this project (see `retest people list`)."
+        )
+    return project.store.people.get(key)
+
+
 def new_link(project: Project, name: str, *, by: str) -> Invitation:
     """A new link for a person: the old one stops working, their sessions end,
     and a revoked person is reinstated."""
-    person = project.store.people.get(name_key(name))
+    person = find_person(project, name)
     token = new_token()
     project.store.people.set_token(person.id, token_hash(token))
     project.store.people.log([PersonEvent(person.name, "link", by)])
@@ -80,7 +99,7 @@ def new_link(project: Project, name: str, *, by: str) -> Invitation:
 
 def revoke_person(project: Project, name: str, *, by: str) -> PersonRow:
     """End the person's link and sessions; their answers stay stored and counted."""
-    person = project.store.people.get(name_key(name))
+    person = find_person(project, name)
     project.store.people.revoke(person.id)
     project.store.people.log([PersonEvent(person.name, "revoke", by)])
     return person
@@ -101,11 +120,75 @@ def excluded_workers(store: Store) -> frozenset[str]:
     return frozenset(w for w, out in state.items() if out)
 
 
+LOCAL = "local:"
+"""The prefix of web workers' ids (:func:`retest.labeling.people.worker_id`)."""
+_HEX_PREFIX = re.compile(r"[0-9a-f]{8,64}")
+"""A crowd worker's hashed id or its start (`retest crowd workers` prints 8 characters)."""
+
+
+def resolve_worker(project: Project, raw: str) -> str:
+    """The worker id ``raw`` names, as the counts key it; refused in one line
+    naming the value and where valid ones are listed when it names nobody.
+
+    A web person (named or a public link's anonymous worker) is named by their
+    name, with or without ``local:``, in any case (:func:`name_key`). An imported
+    crowd worker is named by their stored hashed id, a start of it of 8 or more
+    characters (as ``retest crowd workers`` and ``crowd report`` print it), or
+    their raw MTurk WorkerId (hashed with the project's secret). A worker seen
+    only in the answers or the exclusion log is named by their exact id.
+    """
+    text = unicodedata.normalize("NFC", raw).strip()
+    if not text:
+        raise InputValidationError(
+            "no worker given: name a person (`retest people list`) or a crowd "
+            "worker (`retest crowd workers`)."
+        )
+    store = project.store
+    local = text[: len(LOCAL)].lower() == LOCAL
+    name = text[len(LOCAL) :] if local else text
+    try:
+        return worker_id(find_person(project, name).name)
+    except NotFoundError:
+        pass
+    known = store.annotations.workers() | excluded_workers(store)
+    if text in known:
+        return text
+    typed = [  # answers from before people had links: a name typed on the page
+        w for w in known if w.startswith(LOCAL) and name_key(w[len(LOCAL) :]) == name_key(name)
+    ]  # fmt: skip
+    if len(typed) == 1:
+        return typed[0]
+    crowd = {w for w in known if not w.startswith(LOCAL)}
+    if crowd and text.isprintable():  # else not UTF-8: nobody's id, no hash input
+        low = text.lower()
+        hits = sorted(w for w in crowd if w.startswith(low))
+        if _HEX_PREFIX.fullmatch(low) and len(hits) > 1:
+            raise InputValidationError(
+                f"{text!r} starts the ids of {len(hits)} crowd workers "
+                f"({', '.join(h[:12] + '…' for h in hits[:3])}); give more characters."
+            )
+        if _HEX_PREFIX.fullmatch(low) and hits:
+            return hits[0]
+        from retest.pipeline.crowd import project_secret  # it imports this module
+
+        hashed = hash_worker_id(text, project_secret(project))
+        if hashed in crowd:
+            return hashed
+    shown = text[:40] + ("…" if len(text) > 40 else "")
+    raise NotFoundError(
+        f"no worker {shown!r} in this project: name a person as `retest people "
+        "list` shows them, or a crowd worker by the id `retest crowd workers` (or "
+        "the /quality page) prints or their MTurk WorkerId."
+    )
+
+
 def set_exclusion(
     project: Project, worker: str, *, excluded: bool, by: str, reason: str = ""
 ) -> bool:
     """Exclude a worker's answers from the counts, or include them again (an
-    audited event; reversible). Returns whether anything changed."""
+    audited event; reversible). ``worker`` is resolved by :func:`resolve_worker`
+    (an id naming nobody is refused). Returns whether anything changed."""
+    worker = resolve_worker(project, worker)
     if (worker in excluded_workers(project.store)) == excluded:
         return False
     action = EXCLUDE if excluded else INCLUDE

@@ -281,6 +281,13 @@ class _Annotations(_Repo, AnnotationRepo):
         where, params = _where(kind=kind)
         return int(self._db.one(f"SELECT COUNT(*) FROM annotations{where}", params)[0])
 
+    def workers(self) -> set[str]:
+        rows = self._db.rows(
+            "SELECT DISTINCT worker FROM annotations "
+            "WHERE kind = 'task' AND worker IS NOT NULL AND worker <> ''"
+        )
+        return {str(r[0]) for r in rows}
+
     def set_assignment_status(self, assignment_id: str, *, status: str) -> int:
         with self._db.tx() as c:
             cur = c.execute(

@@ -366,6 +366,10 @@ class AnnotationRepo(ABC):
     @abstractmethod
     def count(self, *, kind: str | None = None) -> int: ...
 
+    def workers(self) -> set[str]:
+        """Every worker id of the grid answers (``kind="task"``) stored."""
+        return {e.worker for e in self.list(kind="task") if e.worker}
+
     @abstractmethod
     def set_assignment_status(self, assignment_id: str, *, status: str) -> int:
         """Record a crowd assignment's status on its events (the one mutable field,
