@@ -10,10 +10,12 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retest._progress import ProgressCallback
@@ -32,6 +34,7 @@ from retest.web.images import ItemImages
 from retest.web.live import Live
 from retest.web.pages import include_pages
 from retest.web.routes.pages import warm_up_steps
+from retest.web.views import error_page, is_page
 
 __all__ = ["MAX_BODY", "create_app", "new_token"]
 
@@ -315,17 +318,29 @@ def create_app(
         )
         return JSONResponse({"detail": detail}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, err: StarletteHTTPException) -> Response:
+        if is_page(request) and 400 <= err.status_code < 500:
+            resp = error_page(request, err.status_code, str(err.detail))
+            resp.headers.update(err.headers or {})
+            return resp
+        return await http_exception_handler(request, err)
+
     @app.exception_handler(RetestError)
-    def _retest_error(request: Request, err: RetestError) -> JSONResponse:
+    def _retest_error(request: Request, err: RetestError) -> Response:
         status = (
             404
             if isinstance(err, NotFoundError)
             else (422 if isinstance(err, InputValidationError) else 400)
         )
+        if is_page(request):
+            return error_page(request, status, str(err))
         return JSONResponse({"detail": str(err)}, status_code=status)
 
     @app.exception_handler(LookupError)
-    def _lookup_error(request: Request, err: LookupError) -> JSONResponse:
+    def _lookup_error(request: Request, err: LookupError) -> Response:
+        if is_page(request):
+            return error_page(request, 404, "Not found.")
         return JSONResponse({"detail": "Not found."}, status_code=404)
 
     @app.on_event("startup")

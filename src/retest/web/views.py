@@ -79,6 +79,30 @@ def render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
     return resp
 
 
+_TITLES = {403: "Not for your role", 404: "Not found", 413: "Too large"}
+
+
+def is_page(request: Request) -> bool:
+    """Whether a browser opened this address as a page (not a script's API
+    call or an image), so an error is shown as a page rather than JSON."""
+    return request.method in ("GET", "HEAD") and not request.url.path.startswith(
+        ("/api/", "/img/", "/static/")
+    )
+
+
+def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
+    """An error on a page, as a page: what happened and what to do (a labeler
+    opening a reviewer's page, an unknown task, a bad address)."""
+    resp = render(
+        request,
+        "message.html",
+        title=_TITLES.get(status, "Cannot show this page"),
+        message=detail,
+    )
+    resp.status_code = status
+    return resp
+
+
 def instructions_for(
     config: ProjectConfig, class_name: str, keyword: str | None = None
 ) -> Markup | None:
