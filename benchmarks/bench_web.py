@@ -700,8 +700,10 @@ def run(
             a for ph in phases.values() for a in ph["write_load"].pop("accepted_list")
         ]
         db = check_db(root, info, before, accepted, 0)
-        return {"server": "baseline" if src else "current", "idle_pages": idle,
-                "loadavg_idle": load_idle, "phases": phases, "database": db}  # fmt: skip
+        sign_in = "personal links" if PEOPLE else "shared token, typed names"
+        return {"server": "baseline" if src else "current", "sign_in": sign_in,
+                "idle_pages": idle, "loadavg_idle": load_idle, "phases": phases,
+                "database": db}  # fmt: skip
     finally:
         proc.terminate()
         try:
@@ -757,7 +759,8 @@ def baseline_src(commit: str) -> Path:
 
 
 def _table(res: dict[str, Any]) -> str:
-    lines = [f"load average before the idle pages: {res['loadavg_idle']}",
+    lines = [f"sign-in: {res['sign_in']}; load average before the idle pages: "
+             f"{res['loadavg_idle']}",
              "| page | p50 ms | p95 ms | first ms | ready after start s |",
              "|---|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in res["idle_pages"].items():
