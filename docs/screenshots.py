@@ -22,7 +22,7 @@ import numpy as np
 import uvicorn
 
 from retest.pipeline.checkpoint import save_state
-from retest.pipeline.crowd import create_tasks, project_secret
+from retest.stages.crowd import create_tasks, project_secret
 from retest.pipeline.people import add_person
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from retest.errors import ConfigError, InputValidationError
 from retest.labeling.tasks import compose_tasks, control_accuracy, image_token
-from retest.pipeline.crowd import (
+from retest.stages.crowd import (
     create_tasks,
     export_mturk,
     import_mturk,

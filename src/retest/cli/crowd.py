@@ -71,7 +71,7 @@ def tasks_cmd(
     every candidate gets a task, with a warning.
     """
     from retest.cli._console import console, print_json, print_warning
-    from retest.pipeline.crowd import create_task_batch, pending_task_candidates
+    from retest.stages.crowd import create_task_batch, pending_task_candidates
     from retest.pipeline.project import Project
 
     if images_per_task < 1:
@@ -190,7 +190,7 @@ _COPY_KINDS = {
     "near_original": "near-originals by the automatic rule",
     "near_duplicate": "in a near-duplicate group with an original",
 }
-"""How the count line names each reason of ``retest.pipeline.crowd.COPY_REASONS``."""
+"""How the count line names each reason of ``retest.stages.crowd.COPY_REASONS``."""
 
 
 def _read_nearest(path: Path) -> dict[str, object]:
@@ -256,7 +256,7 @@ def export_cmd(
 
     from retest._output import RULES, check_output
     from retest.cli._console import console
-    from retest.pipeline.crowd import (
+    from retest.stages.crowd import (
         export_mturk,
         exported_task_ids,
         project_secret,
@@ -317,7 +317,7 @@ def import_cmd(
     a newer AssignmentStatus), unchanged, or rejected with its line number.
     """
     from retest.cli._console import console, print_json
-    from retest.pipeline.crowd import (
+    from retest.stages.crowd import (
         import_mturk,
         project_secret,
         worker_ids_from_results,
@@ -435,7 +435,7 @@ def workers_cmd(
     each hashed worker's MTurk WorkerId, to approve or reject them on MTurk.
     """
     from retest.cli._console import print_json
-    from retest.pipeline.crowd import (
+    from retest.stages.crowd import (
         project_secret,
         worker_ids_from_results,
         worker_report,
