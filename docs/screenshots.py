@@ -22,10 +22,10 @@ import numpy as np
 import uvicorn
 
 from retest.pipeline.checkpoint import save_state
-from retest.stages.crowd import create_tasks, project_secret
 from retest.pipeline.people import add_person
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors
+from retest.stages.crowd import create_tasks, project_secret
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (
     AnnotationEvent,

@@ -71,8 +71,8 @@ def tasks_cmd(
     every candidate gets a task, with a warning.
     """
     from retest.cli._console import console, print_json, print_warning
-    from retest.stages.crowd import create_task_batch, pending_task_candidates
     from retest.pipeline.project import Project
+    from retest.stages.crowd import create_task_batch, pending_task_candidates
 
     if images_per_task < 1:
         raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")
@@ -256,12 +256,12 @@ def export_cmd(
 
     from retest._output import RULES, check_output
     from retest.cli._console import console
+    from retest.pipeline.project import Project
     from retest.stages.crowd import (
         export_mturk,
         exported_task_ids,
         project_secret,
     )
-    from retest.pipeline.project import Project
 
     if not base_url.startswith(("https://", "http://")):
         raise ConfigError(
@@ -317,13 +317,13 @@ def import_cmd(
     a newer AssignmentStatus), unchanged, or rejected with its line number.
     """
     from retest.cli._console import console, print_json
+    from retest.pipeline.project import Project
     from retest.stages.crowd import (
         import_mturk,
         project_secret,
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
         secret = project_secret(proj)
@@ -435,12 +435,12 @@ def workers_cmd(
     each hashed worker's MTurk WorkerId, to approve or reject them on MTurk.
     """
     from retest.cli._console import print_json
+    from retest.pipeline.project import Project
     from retest.stages.crowd import (
         project_secret,
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
 
     if not 0.0 <= min_accuracy <= 1.0:
         raise ConfigError(f"--min-accuracy must be in [0, 1]. Got {min_accuracy}.")
