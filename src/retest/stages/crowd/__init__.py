@@ -7,7 +7,12 @@ annotation events), ``_workers`` (control accuracy per worker) and ``_secret``
 (the key of image tokens and worker-id hashes).
 """
 
-from retest.stages.crowd._export import EXPORT_STAGE, export_mturk, exported_task_ids
+from retest.stages.crowd._export import (
+    EXPORT_STAGE,
+    export_mturk,
+    exported_task_ids,
+    task_instructions,
+)
 from retest.stages.crowd._import import CrowdImport, StatusChange, import_mturk
 from retest.stages.crowd._secret import project_secret
 from retest.stages.crowd._tasks import (
@@ -43,6 +48,7 @@ __all__ = [
     "pending_task_candidates",
     "project_secret",
     "task_from_row",
+    "task_instructions",
     "worker_ids_from_results",
     "worker_report",
 ]

@@ -9,14 +9,19 @@ from pathlib import Path
 from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output, claim_output_dir
 from retest.errors import InputValidationError
+from retest.labeling.instructions import (
+    GRID_INSTRUCTIONS,
+    pick_instructions,
+    render_markdown,
+)
 from retest.labeling.tasks import image_token
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
 from retest.pipeline.project import Project
 from retest.stages.crowd._secret import project_secret
 from retest.stages.crowd.mturk import BatchRow, batch_input_csv, question_html
-from retest.store.rows import TaskRow
+from retest.store.rows import ClassRow, TaskRow
 
-__all__ = ["EXPORT_STAGE", "export_mturk", "exported_task_ids"]
+__all__ = ["EXPORT_STAGE", "export_mturk", "exported_task_ids", "task_instructions"]
 
 
 EXPORT_STAGE = "crowd-export"
@@ -37,6 +42,20 @@ def exported_task_ids(project: Project) -> set[str]:
     return {r.key for r in stage_runs(project, EXPORT_STAGE) if r.done}
 
 
+def task_instructions(instructions: Mapping[str, str], cls: ClassRow) -> str:
+    """The HTML a class's tasks show under the question, on one line.
+
+    The class's definition (its stored description) when it has one, then the
+    most specific ``[instructions]`` entry for the class
+    (:func:`~retest.labeling.instructions.pick_instructions`, the web pages' rule),
+    else the built-in :data:`~retest.labeling.instructions.GRID_INSTRUCTIONS`.
+    """
+    text = pick_instructions(instructions, cls.name)
+    parts = [f"**Definition:** {cls.description}"] if cls.description else []
+    parts.append(GRID_INSTRUCTIONS if text is None else text)
+    return render_markdown("\n\n".join(parts)).replace("\n", "")
+
+
 def export_mturk(
     project: Project,
     tasks: Sequence[TaskRow],
@@ -45,13 +64,15 @@ def export_mturk(
     base_url: str,
     secret: bytes | None = None,
     image_bytes: Callable[[str], bytes] | None = None,
-    descriptions: Mapping[int, str] | None = None,
+    instructions: Mapping[str, str] | None = None,
 ) -> dict[str, Path]:
     """Write ``question.html``, ``batch_input.csv`` and ``images/<token>.jpg``.
 
     Tokens are an HMAC of task and image id under the project secret, so the same
     project and secret always produce the same files. Each task written is marked
-    exported (:func:`exported_task_ids`) once the files are in place.
+    exported (:func:`exported_task_ids`) once the files are in place. Under the
+    question each task shows its class's :func:`task_instructions` (a column of
+    the batch input), so the template itself says nothing about any project.
 
     Parameters
     ----------
@@ -66,8 +87,10 @@ def export_mturk(
         Token key (default: :func:`project_secret`).
     image_bytes : callable, optional
         Item id → JPEG bytes; without it no image files are written.
-    descriptions : mapping of class id to str, optional
-        Class definitions shown to workers (default: the stored descriptions).
+    instructions : mapping of str to str, optional
+        Markdown per class name or ``default`` (default: the project's
+        ``[instructions]``, which the web pages show too); see
+        :func:`task_instructions`.
 
     Returns
     -------
@@ -91,8 +114,10 @@ def export_mturk(
         )
     claim_output_dir(out, rule)
     (out / "images").mkdir(exist_ok=True)
-    names = {c.id: c.name for c in store.classes.list()}
-    desc = descriptions or {c.id: c.description for c in store.classes.list()}
+    classes = {c.id: c for c in store.classes.list()}
+    for t in tasks:
+        classes.setdefault(t.class_id, ClassRow(t.class_id, str(t.class_id)))
+    text = project.config.instructions if instructions is None else instructions
     base = base_url.rstrip("/")
     rows = []
     for t in tasks:
@@ -100,8 +125,8 @@ def export_mturk(
         rows.append(
             BatchRow(
                 t.id,
-                names.get(t.class_id, str(t.class_id)),
-                desc.get(t.class_id, ""),
+                classes[t.class_id].name,
+                task_instructions(text, classes[t.class_id]),
                 [f"{base}/{tok}.jpg" for tok in tokens],
                 tokens,
             )

@@ -349,7 +349,7 @@ class BatchRow:
     task_id: str
     class_name: str
     instructions: str
-    """HTML put into the template as is (the caller escapes what must be)."""
+    """HTML that MTurk puts into the template as is (the caller escapes the text)."""
     image_urls: Sequence[str]
     tokens: Sequence[str]
 
@@ -358,11 +358,7 @@ _TEMPLATE = """<!-- retest MTurk question template: one task per row of batch_in
 <script src="https://assets.crowd.aws/crowd-html-elements.js"></script>
 <crowd-form>
 <h3>Which of these images contain at least one object of type <b>${class_name}</b>?</h3>
-<p>Definition: ${definition}</p>
-<p>Check the box next to an image if it contains at least one object of type
-${class_name}. Select an image if it contains the object regardless of occlusions,
-other objects, and clutter or text in the scene. Only select images that are
-photographs (no drawings or paintings).</p>
+<div>${instructions}</div>
 <input type="hidden" name="task_id" value="${task_id}">
 <div style="display:flex;flex-wrap:wrap">
 %s
@@ -376,14 +372,16 @@ _CELL = (
 
 
 def question_html(width: int) -> str:
-    """The question template for tasks of up to ``width`` images."""
+    """The question template for tasks of up to ``width`` images: the question,
+    the row's ``instructions`` and the grid; every task-specific text comes from
+    the batch input's columns (:func:`batch_input_csv`)."""
     return _TEMPLATE % "\n".join(_CELL % (i, i) for i in range(width))
 
 
 def batch_input_csv(rows: Sequence[BatchRow]) -> str:
     """The batch input CSV: one row per task, padded to the widest task."""
     width = max((len(r.tokens) for r in rows), default=0)
-    header = ["task_id", "class_name", "definition"]
+    header = ["task_id", "class_name", "instructions"]
     for i in range(width):
         header += [f"image_url_{i}", f"token_{i}"]
     buf = io.StringIO()
