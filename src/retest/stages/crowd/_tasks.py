@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import Task, compose_tasks
@@ -70,12 +72,21 @@ class TaskBatch:
     unchecked : int
         Candidates given a task that arrived after the last dedup run, so only
         their exact copies could be told.
+    for_originals : int
+        Of ``rows``, the tasks added only to show more originals of a class
+        (``min_originals``).
+    originals_short : dict of int to int
+        Classes whose tasks still show fewer than ``min_originals`` originals
+        (class id → how many they show): the control split has no more, or the
+        class has no candidate to show them with.
     """
 
     rows: list[TaskRow]
     left_out: dict[str, int] = field(default_factory=dict)
     copies_checked: bool = True
     unchecked: int = 0
+    for_originals: int = 0
+    originals_short: dict[int, int] = field(default_factory=dict)
 
 
 def original_copies(project: Project) -> dict[str, str] | None:
@@ -114,6 +125,7 @@ def create_tasks(
     seed: int = 0,
     control_split: str = "test",
     include_copies: bool = False,
+    min_originals: int = 0,
 ) -> list[TaskRow]:
     """The tasks :func:`create_task_batch` adds (same parameters)."""
     return create_task_batch(
@@ -126,6 +138,7 @@ def create_tasks(
         seed=seed,
         control_split=control_split,
         include_copies=include_copies,
+        min_originals=min_originals,
     ).rows
 
 
@@ -140,6 +153,7 @@ def create_task_batch(
     seed: int = 0,
     control_split: str = "test",
     include_copies: bool = False,
+    min_originals: int = 0,
     dry_run: bool = False,
 ) -> TaskBatch:
     """Make grid tasks for candidates that still need annotations and store them.
@@ -161,6 +175,14 @@ def create_task_batch(
     The tasks of the candidates that remain are those the same seed gives a pool
     without the copies.
 
+    Then each class whose tasks (stored and new) show fewer than ``min_originals``
+    distinct originals as positive controls gets tasks that show originals not
+    shown yet (matched-frequency needs 20 per class for its target histogram,
+    :func:`retest.pipeline.feasibility.originals_needed`), their other cells
+    filled with the class's candidates shown least so far. So running this again
+    with a larger ``min_originals`` extends the project's tasks: stored tasks,
+    exported or not, are never changed, and no task is made twice.
+
     Parameters
     ----------
     project : Project
@@ -174,6 +196,8 @@ def create_task_batch(
     control_split : str
     include_copies : bool
         Give copies of originals tasks too (nothing is left out).
+    min_originals : int
+        Distinct originals each class's tasks should show as positive controls.
     dry_run : bool
         Compose the tasks but store nothing (to see what settings allow).
 
@@ -204,15 +228,19 @@ def create_task_batch(
     copies = None if include_copies else original_copies(project)
     left_out: dict[str, int] = defaultdict(int)
     by_class: dict[int, list[str]] = defaultdict(list)
+    pool: dict[int, list[str]] = defaultdict(list)  # may still be sampled
     for cand in store.candidates.iter():
-        if cand.class_id is None or cand.id in black or cand.id in pending:
+        if cand.class_id is None or cand.id in black:
             continue
-        if counts.get(cand.id, 0) < min_assignments:
-            why = copies.get(cand.id) if copies else None
-            if why is None:
-                by_class[cand.class_id].append(cand.id)
-            else:
-                left_out[why] += 1
+        why = copies.get(cand.id) if copies else None
+        if why is None:
+            pool[cand.class_id].append(cand.id)
+        if cand.id in pending or counts.get(cand.id, 0) >= min_assignments:
+            continue
+        if why is None:
+            by_class[cand.class_id].append(cand.id)
+        else:
+            left_out[why] += 1
     unchecked = 0
     if copies is not None:
         stale = set(stale_candidates(project))
@@ -235,20 +263,20 @@ def create_task_batch(
         neg_controls=neg_controls,
         random_state=seed,
     )
-    rows = [
-        TaskRow(
-            id=t.task_id,
-            class_id=t.class_id,
-            items=t.items,
-            controls={"pos": t.pos_controls, "neg": t.neg_controls},
-            seed=seed,
-            kind="grid",
-            extra={"neg_class_id": t.neg_class_id},
-        )
-        for t in tasks
-    ]
     known = {t.id for t in existing}
-    rows = [r for r in rows if r.id not in known]
+    rows = [_row(t, seed) for t in tasks if t.task_id not in known]
+    extra, short = _originals_tasks(
+        [*existing, *rows],
+        {c: sorted(pool[c]) for c in classes},
+        originals,
+        near,
+        min_originals=min_originals,
+        images_per_task=images_per_task,
+        pos_controls=max(pos_controls, 1),
+        neg_controls=neg_controls,
+        seed=seed,
+    )
+    rows += [_row(t, seed) for t in extra if t.task_id not in known]
     if not dry_run:
         store.tasks.add(rows)
     return TaskBatch(
@@ -256,7 +284,70 @@ def create_task_batch(
         {r: left_out[r] for r in COPY_REASONS if left_out[r]},
         copies_checked=copies is not None,
         unchecked=unchecked,
+        for_originals=len(extra),
+        originals_short=short,
     )
+
+
+def _row(t: Task, seed: int) -> TaskRow:
+    return TaskRow(
+        id=t.task_id,
+        class_id=t.class_id,
+        items=t.items,
+        controls={"pos": t.pos_controls, "neg": t.neg_controls},
+        seed=seed,
+        kind="grid",
+        extra={"neg_class_id": t.neg_class_id},
+    )
+
+
+def _originals_tasks(
+    tasks: Sequence[TaskRow],
+    pool: Mapping[int, Sequence[str]],
+    originals: Mapping[int, Sequence[str]],
+    near: Mapping[int, int],
+    *,
+    min_originals: int,
+    images_per_task: int,
+    pos_controls: int,
+    neg_controls: int,
+    seed: int,
+) -> tuple[list[Task], dict[int, int]]:
+    """Tasks that show each class's originals not shown in ``tasks`` until the
+    class shows ``min_originals`` (one task at a time, each with fresh positive
+    controls), and the classes left short → how many they show."""
+    shown: dict[int, set[str]] = defaultdict(set)
+    times: Counter[str] = Counter()
+    for row in tasks:
+        shown[row.class_id].update(row.controls.get("pos", ()))
+        times.update(task_from_row(row).candidates)
+    rng = np.random.default_rng([seed, 1])  # apart from the candidates' tasks
+    out: list[Task] = []
+    short: dict[int, int] = {}
+    for c, ids in pool.items():
+        rank = {i: k for k, i in enumerate(rng.permutation(len(ids)).tolist())}
+        while len(shown[c]) < min_originals:
+            fresh = [o for o in originals.get(c, ()) if o not in shown[c]]
+            if not fresh or not ids:
+                short[c] = len(shown[c])
+                break
+            n_pos = min(pos_controls, len(fresh))
+            order = sorted(range(len(ids)), key=lambda k: (times[ids[k]], rank[k]))
+            line = [ids[k] for k in order[: images_per_task - n_pos - neg_controls]]
+            neg = near.get(c)  # compose_tasks says what is wrong with it
+            (task,) = compose_tasks(
+                {c: line},
+                {c: fresh} if neg is None else {neg: originals.get(neg, ()), c: fresh},
+                {} if neg is None else {c: neg},
+                images_per_task=len(line) + n_pos + neg_controls,
+                pos_controls=n_pos,
+                neg_controls=neg_controls,
+                random_state=rng,
+            )
+            shown[c].update(task.pos_controls)
+            times.update(line)
+            out.append(task)
+    return out, short
 
 
 def _pending_candidates(
