@@ -27,7 +27,6 @@ import uvicorn
 
 from retest.labeling.tasks import hash_worker_id
 from retest.pipeline.checkpoint import save_state
-from retest.pipeline.crowd import create_tasks, project_secret
 from retest.pipeline.people import (
     add_person,
     revoke_person,
@@ -36,6 +35,7 @@ from retest.pipeline.people import (
 )
 from retest.pipeline.project import Project
 from retest.pipeline.review_queue import Suspect, queue_label_errors
+from retest.stages.crowd import create_tasks, project_secret
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (
     AnnotationEvent,

@@ -41,7 +41,7 @@ silently unused. Layout::
     tasks = 0                   # retest crowd tasks: grid composition and shuffles
     dedup = 0                   # which image of a near-duplicate group is kept
 
-    [instructions]              # Markdown shown to labelers (the web app)
+    [instructions]              # Markdown shown to labelers (web pages, MTurk question)
     default = "Check every **photograph** of the class."
     airplane = "Toy planes count."  # per class name, or per keyword
     airbus = "Only the aircraft, not the company's logo."
@@ -100,7 +100,8 @@ TOP_LEVEL_KEYS: dict[str, str] = {
     "sources": "tables [sources.NAME]: sources `retest source add NAME` ingests",
     "thresholds": "table: named numbers (THRESHOLD_KEYS)",
     "seeds": "table: named seeds (SEED_KEYS)",
-    "instructions": "table: Markdown shown to labelers: `default`, per class name "
+    "instructions": "table: Markdown shown to labelers (web pages and the MTurk "
+    "question): `default`, per class name "
     "or per keyword",
     "quality": "table: labelers' quality on the controls (QUALITY_KEYS)",
 }

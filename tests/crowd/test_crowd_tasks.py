@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from retest.errors import ConfigError, InputValidationError
 from retest.labeling.tasks import compose_tasks, control_accuracy, image_token
-from retest.pipeline.crowd import (
+from retest.pipeline.project import Project
+from retest.stages.crowd import (
     create_tasks,
     export_mturk,
     import_mturk,
     worker_report,
 )
-from retest.pipeline.project import Project
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 
@@ -134,7 +134,14 @@ def _results(path: Path, rows: list[dict[str, str]], drop: str | None = None) ->
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({"HITId": "H", "AcceptTime": "t0", "SubmitTime": "t1", **r})
+            w.writerow(
+                {
+                    "HITId": "H",
+                    "AcceptTime": "Wed Mar 04 10:10:01 PST 2026",
+                    "SubmitTime": "Wed Mar 04 10:12:31 PST 2026",
+                    **r,
+                }
+            )
     return path
 
 

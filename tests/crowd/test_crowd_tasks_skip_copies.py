@@ -22,9 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.crowd import COPY_REASONS, task_from_row
 from retest.pipeline.eligibility import REASONS
 from retest.pipeline.project import Project
+from retest.stages.crowd import COPY_REASONS, task_from_row
 from retest.store.rows import content_id
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

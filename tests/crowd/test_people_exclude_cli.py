@@ -26,9 +26,9 @@ from test_crowd_reimport import (  # noqa: F401  (crowd: a fixture)
 )
 
 from retest.labeling.tasks import hash_worker_id, image_token
-from retest.pipeline.crowd import project_secret
 from retest.pipeline.people import excluded_workers
 from retest.pipeline.project import Project
+from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 
 RAW = "A3RAWMTURKW0RK1"  # an MTurk WorkerId as the results CSV has it

@@ -269,7 +269,7 @@ def test_each_pool_group_gives_at_most_one_image(rep: Replication) -> None:
 def _token_map(rep: Replication) -> dict[tuple[str, str], tuple[str, int]]:
     """(task id, token) → (item id, class id), read from the project."""
     from retest.labeling.tasks import image_token
-    from retest.pipeline.crowd import project_secret
+    from retest.stages.crowd import project_secret
 
     out = {}
     with _project(rep) as proj:

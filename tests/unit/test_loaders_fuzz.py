@@ -36,9 +36,9 @@ from retest.datasets.idx import write_idx
 from retest.errors import RetestError
 from retest.labeling.tasks import image_token
 from retest.models.prediction_files import runners_from_folders
-from retest.pipeline.crowd import create_tasks, import_mturk
 from retest.pipeline.project import Project
 from retest.sources.arrays import ArraySource, CifarSource, IdxSource
+from retest.stages.crowd import create_tasks, import_mturk
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 
@@ -374,7 +374,8 @@ def crowd_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes
         w.writerow(
             {
                 "HITId": f"H{i}", "AssignmentId": f"A{i}", "WorkerId": f"W{i}",
-                "AssignmentStatus": "Submitted", "AcceptTime": "t0", "SubmitTime": "t1",
+                "AssignmentStatus": "Submitted", "AcceptTime": "Wed Mar 04 10:10:01 PST 2026",
+                "SubmitTime": "Wed Mar 04 10:12:31 PST 2026",
                 "Input.task_id": t.id,
                 "Answer.selected": "|".join(
                     image_token(f"{t.id}|{item}", SECRET) for item in chosen

@@ -264,7 +264,7 @@ def test_the_source_ingests_through_retest_source_add(tmp_path: Path) -> None:
 
 
 def _web_app(root: Path, npz: Path) -> tuple[Project, TestClient]:
-    from retest.pipeline.crowd import project_secret
+    from retest.stages.crowd import project_secret
     from retest.web.app import create_app
 
     _init(root, "shirt,bag")
@@ -314,7 +314,7 @@ def test_the_web_page_is_served_and_linked_in_the_nav(tmp_path: Path) -> None:
 def test_a_page_may_not_take_over_a_built_in_url(tmp_path: Path) -> None:
     from fastapi import APIRouter
 
-    from retest.pipeline.crowd import project_secret
+    from retest.stages.crowd import project_secret
     from retest.web.app import create_app
 
     router = APIRouter()

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 from web_helpers import REVIEWER, WebProject, _free_port, build_project
 
-from retest.pipeline.crowd import project_secret
+from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
-from retest.pipeline.crowd import project_secret
+from retest.stages.crowd import project_secret
 from retest.store.rows import CandidateRow
 
 TOKEN = "test-token-123"  # the web conftest's tokens

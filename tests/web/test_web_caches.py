@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
-from retest.pipeline.crowd import project_secret
+from retest.stages.crowd import project_secret
 from retest.store.base import Store
 from retest.store.rows import AnnotationEvent
 from retest.web.live import EventWriter, Live, NotReady

@@ -11,7 +11,7 @@ from web_helpers import person
 
 from retest.config import load_config
 from retest.labeling.tasks import image_token
-from retest.pipeline.crowd import project_secret
+from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 
 

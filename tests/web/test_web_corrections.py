@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
-from retest.pipeline.crowd import project_secret
 from retest.pipeline.eligibility import selection_frequencies
+from retest.stages.crowd import project_secret
 from retest.web.live import EventAggregates
 
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from starlette.routing import Mount
 from web_helpers import build_project, person
 
-from retest.pipeline.crowd import project_secret
+from retest.stages.crowd import project_secret
 from retest.store.rows import AnnotationEvent
 from retest.web.app import CSP, create_app
 

@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import image_token
-from retest.pipeline.crowd import project_secret
 from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.people import add_person
+from retest.stages.crowd import project_secret
 from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
 

@@ -71,7 +71,7 @@ def test_an_answered_write_survives_a_killed_server(web_project, free_port) -> N
     """Answers are acknowledged only after their transaction committed: killing
     the server (no shutdown, no checkpoint) loses none of them."""
     from retest.labeling.tasks import image_token
-    from retest.pipeline.crowd import project_secret
+    from retest.stages.crowd import project_secret
     from retest.store.sqlite import SQLiteStore
 
     proj = web_project.project

@@ -47,6 +47,22 @@ def tasks_cmd(
             "sampled, so by default they are left out.",
         ),
     ] = False,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            help="The sampling strategy the tasks are for; it sets --originals "
+            "(default: the strategy of the project's newest revision, if any).",
+        ),
+    ] = None,
+    originals: Annotated[
+        int | None,
+        typer.Option(
+            help="Distinct originals each class's tasks show as positive controls; "
+            "tasks showing originals not shown yet are added until each class "
+            "shows this many (default: what --strategy needs, 20 for "
+            "matched-frequency, else 0).",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -60,8 +76,12 @@ def tasks_cmd(
 
     Each task shows --controls originals of its class (positive controls);
     matched-frequency sampling needs ≥ 20 distinct originals per class, each
-    answered by ≥ 10 valid assignments, for the class's target histogram. The
-    command says how many each class gets; try settings with --dry-run first.
+    answered by ≥ 10 valid assignments, for the class's target histogram. With
+    --strategy matched-frequency (or --originals N) tasks that show more
+    originals are added where a class shows too few. Running the command again
+    extends the project's tasks: new candidates get tasks, a larger --originals
+    adds tasks, and stored tasks (exported or not) never change. The command
+    says how many originals each class shows; try settings with --dry-run first.
 
     Candidates that the eligibility decision of `retest sample` already excludes
     as copies of original images (exact copies, near-originals by the automatic
@@ -71,8 +91,10 @@ def tasks_cmd(
     every candidate gets a task, with a warning.
     """
     from retest.cli._console import console, print_json, print_warning
-    from retest.pipeline.crowd import create_task_batch, pending_task_candidates
+    from retest.pipeline.feasibility import originals_needed, originals_shown
     from retest.pipeline.project import Project
+    from retest.sampling.base import SAMPLERS
+    from retest.stages.crowd import create_task_batch, pending_task_candidates
 
     if images_per_task < 1:
         raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")
@@ -83,8 +105,19 @@ def tasks_cmd(
             f"--images-per-task {images_per_task} leaves no room for candidates next "
             f"to 2 x --controls {controls}; raise it above {2 * controls}."
         )
+    if originals is not None and originals < 0:
+        raise ConfigError(f"--originals must be 0 or more. Got {originals}.")
+    if strategy is not None and strategy not in SAMPLERS:
+        raise ConfigError(
+            f"--strategy {strategy!r} is not a sampling strategy; use one of "
+            f"{', '.join(SAMPLERS.names())}."
+        )
     raw = _read_nearest(nearest) if nearest is not None else None
     with Project.open(project) as proj:
+        if strategy is None:
+            strategy = _targeted_strategy(proj)
+        if originals is None:
+            originals = originals_needed(strategy)
         near = (
             _nearest_ids(raw, nearest, proj.class_names)
             if raw is not None and nearest is not None
@@ -101,12 +134,12 @@ def tasks_cmd(
             neg_controls=controls,
             seed=seed,
             include_copies=include_copies,
+            min_originals=originals,
             dry_run=dry_run,
         )
         waiting = pending_task_candidates(proj)
-        from retest.pipeline.feasibility import originals_shown
-
         shown = originals_shown(proj, batch.rows if dry_run else ())
+        names = proj.class_names
     rows = batch.rows
     if not include_copies and not batch.copies_checked:
         print_warning(
@@ -128,15 +161,31 @@ def tasks_cmd(
                 "copies_checked": batch.copies_checked,
                 "unchecked": batch.unchecked,
                 "dry_run": dry_run,
+                "strategy": strategy,
+                "originals": originals,
+                "for_originals": batch.for_originals,
                 "originals_shown": shown,
             }
         )
         return
+    notes = ["dry run"] if dry_run else []
+    if batch.for_originals:
+        notes.append(f"{batch.for_originals} of them to show more originals")
     console.print(
-        f"{len(rows)} tasks {'would be created (dry run)' if dry_run else 'created'}",
+        f"{len(rows)} tasks {'would be created' if dry_run else 'created'}"
+        + (f" ({'; '.join(notes)})" if notes else ""),
         markup=False,
     )
-    _print_originals_shown(shown, controls)
+    _print_originals_shown(shown, controls, originals)
+    if batch.originals_short:
+        short = ", ".join(
+            f"{names[c]} {n}" for c, n in sorted(batch.originals_short.items())
+        )
+        print_warning(
+            f"{len(batch.originals_short)} classes cannot show {originals} originals "
+            f"({short}): their control split has no more originals, or the class "
+            "has no candidate to show them with."
+        )
     n_out = sum(batch.left_out.values())
     if n_out:
         why = ", ".join(f"{n} {_COPY_KINDS[r]}" for r, n in batch.left_out.items())
@@ -157,7 +206,13 @@ def tasks_cmd(
         )
 
 
-def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
+def _targeted_strategy(proj: Any) -> str | None:
+    """The strategy of the project's newest revision (what it samples), if any."""
+    revisions = proj.store.revisions.list()
+    return revisions[-1].strategy if revisions else None
+
+
+def _print_originals_shown(shown: dict[str, int], controls: int, target: int) -> None:
     """What the tasks allow for matched-frequency (its target histograms)."""
     from retest.cli._console import console
     from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
@@ -174,13 +229,13 @@ def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
         markup=False, soft_wrap=True,
     )  # fmt: skip
     short = sorted(c for c, n in shown.items() if n < TARGET_MIN_ORIGINALS)
-    if short:  # a note, not a warning: other strategies need no originals
+    if short and target < TARGET_MIN_ORIGINALS:  # a note: others need no originals
         console.print(
             f"note: {len(short)} classes show fewer than {TARGET_MIN_ORIGINALS} originals "
             f"({', '.join(short[:5])}{', …' if len(short) > 5 else ''}): "
             "matched-frequency cannot sample them; class-balanced and threshold "
-            f"can. Raise --controls (now {controls}) or lower --images-per-task "
-            "so that each class's tasks show more originals (try with --dry-run).",
+            f"can. --strategy matched-frequency adds tasks that show more "
+            f"originals (with --controls {controls} each); try with --dry-run.",
             markup=False, soft_wrap=True,
         )  # fmt: skip
 
@@ -190,7 +245,7 @@ _COPY_KINDS = {
     "near_original": "near-originals by the automatic rule",
     "near_duplicate": "in a near-duplicate group with an original",
 }
-"""How the count line names each reason of ``retest.pipeline.crowd.COPY_REASONS``."""
+"""How the count line names each reason of ``retest.stages.crowd.COPY_REASONS``."""
 
 
 def _read_nearest(path: Path) -> dict[str, object]:
@@ -248,6 +303,9 @@ def export_cmd(
 ) -> None:
     """Write question.html, batch_input.csv and token-named images for MTurk.
 
+    What workers are told comes from \\[instructions] in retest.toml (the class's
+    entry, else `default`), the same text the web pages show.
+
     Only tasks not exported before go in the batch unless --all is given.
     """
     import io
@@ -256,12 +314,12 @@ def export_cmd(
 
     from retest._output import RULES, check_output
     from retest.cli._console import console
-    from retest.pipeline.crowd import (
+    from retest.pipeline.project import Project
+    from retest.stages.crowd import (
         export_mturk,
         exported_task_ids,
         project_secret,
     )
-    from retest.pipeline.project import Project
 
     if not base_url.startswith(("https://", "http://")):
         raise ConfigError(
@@ -315,15 +373,16 @@ def import_cmd(
 
     Every data row is reported as new, a status change (Approve / Reject marks or
     a newer AssignmentStatus), unchanged, or rejected with its line number.
+    The columns, statuses, time format and encodings read are in docs/mturk.md.
     """
     from retest.cli._console import console, print_json
-    from retest.pipeline.crowd import (
+    from retest.pipeline.project import Project
+    from retest.stages.crowd import (
         import_mturk,
         project_secret,
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
 
     with Project.open(project) as proj:
         secret = project_secret(proj)
@@ -435,12 +494,12 @@ def workers_cmd(
     each hashed worker's MTurk WorkerId, to approve or reject them on MTurk.
     """
     from retest.cli._console import print_json
-    from retest.pipeline.crowd import (
+    from retest.pipeline.project import Project
+    from retest.stages.crowd import (
         project_secret,
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
 
     if not 0.0 <= min_accuracy <= 1.0:
         raise ConfigError(f"--min-accuracy must be in [0, 1]. Got {min_accuracy}.")

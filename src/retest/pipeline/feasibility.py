@@ -39,6 +39,7 @@ __all__ = [
     "STRATEGIES",
     "ClassFeasibility",
     "class_feasibility",
+    "originals_needed",
     "originals_shown",
 ]
 
@@ -158,3 +159,14 @@ def originals_shown(project: Project, extra: Sequence[TaskRow] = ()) -> dict[str
     for t in (*project.store.tasks.list(), *extra):
         shown.setdefault(t.class_id, set()).update(t.controls.get("pos", ()))
     return {c.name: len(shown.get(c.id, ())) for c in project.store.classes.list()}
+
+
+def originals_needed(strategy: str | None) -> int:
+    """Distinct originals per class that ``strategy`` needs answered by ≥
+    :data:`TARGET_MIN_ANNOTATIONS` valid assignments: its target histogram's
+    (matched-frequency; 0 for the others, which sample candidates only).
+
+    >>> originals_needed("matched-frequency"), originals_needed("class-balanced")
+    (20, 0)
+    """
+    return TARGET_MIN_ORIGINALS if strategy == "matched-frequency" else 0

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from retest.config import ProjectConfig
+from retest.labeling.instructions import pick_instructions, render_markdown
 from retest.labeling.keyword_plan import assign_verified
 from retest.labeling.tasks import image_token
 from retest.pipeline.eligibility import candidate_eligibility, copies
@@ -31,7 +32,6 @@ from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
 from retest.store.rows import split_reference_id
-from retest.web.markdown import render_markdown
 
 __all__ = [
     "BIN_LABELS",
@@ -104,16 +104,18 @@ def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
 
 
 def instructions_for(
-    config: ProjectConfig, class_name: str, keyword: str | None = None
+    config: ProjectConfig,
+    class_name: str,
+    keyword: str | None = None,
+    *,
+    default: str | None = None,
 ) -> Markup | None:
-    """The project's instructions for a keyword's or class's pages (the most
-    specific of ``[instructions]``: keyword, class, ``default``), as safe HTML;
-    None when the project has none."""
-    text = config.instructions
-    for key in (keyword, class_name, "default"):
-        if key is not None and key in text:
-            return render_markdown(text[key])
-    return None
+    """The project's instructions for a keyword's or class's pages
+    (:func:`~retest.labeling.instructions.pick_instructions`), else ``default``, as
+    safe HTML; None when there is neither."""
+    text = pick_instructions(config.instructions, class_name, keyword)
+    text = default if text is None else text
+    return None if text is None else Markup(render_markdown(text))
 
 
 def busy(request: Request, err: Exception) -> HTMLResponse:

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from retest.errors import NotFoundError
+from retest.labeling.instructions import GRID_INSTRUCTIONS
 from retest.pipeline.revisions import review_states
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
@@ -293,7 +294,9 @@ def task(
         total=total,
         done=done,
         today=today,
-        instructions=instructions_for(state.project.config, cls.name),
+        instructions=instructions_for(
+            state.project.config, cls.name, default=GRID_INSTRUCTIONS
+        ),
         next_url=f"/next/task?after={quote(t.id, safe='')}",
     )
 

@@ -1,6 +1,11 @@
-"""A tiny, safe Markdown subset for the project's instructions to labelers.
+"""The project's instructions to labelers: which text applies, and its safe HTML.
 
-Everything is HTML-escaped first, so no markup in the text reaches the page;
+One setting, ``[instructions]`` in ``retest.toml`` (Markdown under ``default``, a
+class name or a keyword), is what the web pages and the MTurk question show;
+:func:`pick_instructions` is the one rule for which entry applies, and
+:data:`GRID_INSTRUCTIONS` the built-in text of a grid task when none does.
+
+The Markdown is a tiny, safe subset. Everything is HTML-escaped first, so no markup in the text reaches the page;
 then paragraphs (blank lines), ``- `` lists, ``**bold**``, ``*italic*``,
 ```code``` and ``[text](https://…)`` links (http and https only; they open
 without a referrer) become HTML. No dependency: the instructions are a few
@@ -18,10 +23,35 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 
-from markupsafe import Markup
+__all__ = ["GRID_INSTRUCTIONS", "pick_instructions", "render_markdown"]
 
-__all__ = ["render_markdown"]
+GRID_INSTRUCTIONS = (
+    "Check every image that shows at least one object of the class, even when it "
+    "is partly hidden, small, or among other objects, clutter or text. Leave an "
+    "image unchecked when it shows none, or when you cannot tell."
+)
+"""What a grid task asks when the project sets no instructions: nothing about
+the kind of image (photographs, drawings, scans), which is the project's call."""
+
+
+def pick_instructions(
+    instructions: Mapping[str, str], class_name: str, keyword: str | None = None
+) -> str | None:
+    """The most specific entry of ``[instructions]`` for a page: the keyword's, the
+    class's, then ``default``; None when the project sets none of them.
+
+    >>> pick_instructions({"default": "d", "cat": "c"}, "cat", "tabby")
+    'c'
+    >>> pick_instructions({"default": "d"}, "dog")
+    'd'
+    """
+    for key in (keyword, class_name, "default"):
+        if key is not None and key in instructions:
+            return instructions[key]
+    return None
+
 
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
@@ -39,7 +69,7 @@ def _inline(text: str) -> str:
     return _ITALIC.sub(r"<em>\1</em>", out)
 
 
-def render_markdown(text: str) -> Markup:
+def render_markdown(text: str) -> str:
     """The HTML of ``text`` (see the module doc), safe to put in a page."""
     blocks = []
     for block in re.split(r"\n\s*\n", text.strip()):
@@ -51,4 +81,4 @@ def render_markdown(text: str) -> Markup:
             blocks.append(f"<ul>{items}</ul>")
         else:
             blocks.append(f"<p>{_inline(' '.join(lines))}</p>")
-    return Markup("\n".join(blocks))
+    return "\n".join(blocks)
