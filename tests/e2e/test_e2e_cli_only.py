@@ -499,7 +499,7 @@ def test_plugins_are_listed_and_run_from_their_registries(cp: CliProject) -> Non
     out = _json(cp.cli("sample first-n", "sample", "--strategy", "first-n",
                        "--per-class", "2", "--seed", "0", "--json", project=proj,
                        env=env))  # fmt: skip
-    assert out["name"].endswith("-fn-0") and out["valid"], out
+    assert out["name"].endswith("-first-n-0") and out["valid"], out  # one spelling
     per_class = Counter(m["class_name"] for m in out["members"])
     assert per_class == dict.fromkeys(CLASS_NAMES, 2)
     status = _json(cp.cli("status plugin", "status", "--json", project=proj))

@@ -88,10 +88,13 @@ def test_every_block_prints_what_the_tutorial_shows(run) -> None:  # type: ignor
     final = out["9"]
     assert "fm-mf: 100 images, valid" in final and "(100, 28, 28)" in final
     feasible = final.split("what each strategy needs")[1].split("└")[0]
-    assert "short" not in feasible, feasible
+    assert "+" not in feasible and feasible.count(" ok ") >= 30, feasible
     ev = out["10"]
     assert re.search(r"│ my_cnn\s+│", ev) and "predictions computed: 22" in ev
     assert "the fit rests on 11 models" in err
+    audit = out["11"]  # the new set's labels, with the predictions evaluate cached
+    assert re.search(r"\d+ of 100 labels flagged", audit), audit
+    assert "reports/label-errors/fm-mf/label_errors.json" in audit
 
 
 def test_no_planted_copy_is_released(run) -> None:  # type: ignore[no-untyped-def]

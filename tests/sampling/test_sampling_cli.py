@@ -47,7 +47,11 @@ def test_sample_resample_diff_and_list(tmp_path: Path, populate) -> None:
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert out["name"] == "demo-b-0" and out["valid"] and len(out["members"]) == 30
+    assert (
+        out["name"] == "demo-matched-frequency-0"
+        and out["valid"]
+        and len(out["members"]) == 30
+    )
     victim = next(m["id"] for m in out["members"] if m["class_name"] == "dog")
     with Project.open(root) as proj:
         proj.store.blacklist.add([BlacklistEvent(victim, "blurry", "me")])
@@ -57,40 +61,64 @@ def test_sample_resample_diff_and_list(tmp_path: Path, populate) -> None:
         "--strategy",
         "matched-frequency",
         "--from",
-        "demo-b-0",
+        "demo-matched-frequency-0",
         "--seed",
         "6",
         "--project",
         p,
     )
     assert r.exit_code == 0, r.output
-    assert "demo-b-1: 30 images, valid, from demo-b-0" in r.stdout
+    assert (
+        "demo-matched-frequency-1: 30 images, valid, from demo-matched-frequency-0"
+        in r.stdout
+    )
 
-    r = _run("diff", "demo-b-0", "demo-b-1", "--project", p, "--json")
+    r = _run(
+        "diff",
+        "demo-matched-frequency-0",
+        "demo-matched-frequency-1",
+        "--project",
+        p,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = {row["class"]: row for row in json.loads(r.stdout)}
     assert d["dog"]["removed"] == [victim] and len(d["dog"]["added"]) == 1
     assert d["cat"]["kept"] == 10 and d["cat"]["added"] == []
-    r = _run("diff", "demo-b-0", "demo-b-1", "--project", p, "--ids")
+    r = _run(
+        "diff",
+        "demo-matched-frequency-0",
+        "demo-matched-frequency-1",
+        "--project",
+        p,
+        "--ids",
+    )
     assert f"- dog {victim}" in r.stdout
 
     r = _run("revisions", "--project", p, "--json")
     rows = json.loads(r.stdout)
-    assert [x["name"] for x in rows] == ["demo-b-0", "demo-b-1"]
-    assert rows[1]["parent"] == "demo-b-0" and rows[1]["n_images"] == 30
+    assert [x["name"] for x in rows] == [
+        "demo-matched-frequency-0",
+        "demo-matched-frequency-1",
+    ]
+    assert rows[1]["parent"] == "demo-matched-frequency-0" and rows[1]["n_images"] == 30
     r = _run("revisions", "--project", p)
-    assert r.exit_code == 0 and "demo-b-1" in r.stdout
+    assert r.exit_code == 0 and "demo-matched-frequency-1" in r.stdout
 
-    r = _run("status", "demo-b-0", "--project", p, "--json")
+    r = _run("status", "demo-matched-frequency-0", "--project", p, "--json")
     assert r.exit_code == 0, r.output
     st = json.loads(r.stdout)["revision_statistics"]
-    assert st["name"] == "demo-b-0" and st["n_images"] == 30 and st["blacklisted"] == 1
+    assert (
+        st["name"] == "demo-matched-frequency-0"
+        and st["n_images"] == 30
+        and st["blacklisted"] == 1
+    )
     dog = next(c for c in st["classes"] if c["class_name"] == "dog")
     assert dog["by_bin"] == [0, 2, 2, 2, 4] and dog["blacklisted"] == 1
     assert dog["mean_frequency"] == pytest.approx(
         (2 * 0.3 + 2 * 0.5 + 2 * 0.7 + 4 * 0.9) / 10
     )
-    r = _run("status", "demo-b-1", "--project", p)
+    r = _run("status", "demo-matched-frequency-1", "--project", p)
     assert r.exit_code == 0, r.output
     assert "30 images, valid; 0 upward-sampled" in r.stdout
 

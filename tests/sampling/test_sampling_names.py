@@ -194,11 +194,11 @@ def test_concurrent_unnamed_samples_get_distinct_names(
         late = _LateRevisions(p.store.revisions, other)
         p.store.revisions = late  # type: ignore[misc]
         out = create_revision(p, strategy="matched-frequency", seed=3, per_class=5)
-        assert late.stolen == ["demo-b-0"]
-        assert out.revision.name == "demo-b-1"
+        assert late.stolen == ["demo-matched-frequency-0"]
+        assert out.revision.name == "demo-matched-frequency-1"
         names = [r.name for r in other.revisions.list()]
-        assert names == ["demo-b-0", "demo-b-1"]
-        assert len(other.revisions.members("demo-b-1")) == 15
+        assert names == ["demo-matched-frequency-0", "demo-matched-frequency-1"]
+        assert len(other.revisions.members("demo-matched-frequency-1")) == 15
 
 
 def test_explicit_name_conflict_is_not_renamed(tmp_path: Path, populate) -> None:
@@ -226,4 +226,36 @@ def test_parallel_sample_processes(tmp_path: Path, populate) -> None:
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err.decode()
     names = sorted(json.loads(o)["name"] for o, _ in outs)
-    assert names == ["demo-b-0", "demo-b-1", "demo-b-2", "demo-b-3"]
+    assert names == [
+        "demo-matched-frequency-0",
+        "demo-matched-frequency-1",
+        "demo-matched-frequency-2",
+        "demo-matched-frequency-3",
+    ]
+
+
+def test_one_spelling_of_revision_names_that_continues_the_earlier_one(
+    tmp_path: Path, populate
+) -> None:
+    """New revisions are named by the strategy as `--strategy` spells it; a
+    project's revisions named with ImageNetV2's letters keep their names, and the
+    next revision of that strategy continues their numbers."""
+    root = _project(tmp_path, populate)
+    with Project.open(root) as p:
+        first = create_revision(p, strategy="matched-frequency", seed=3, per_class=5)
+        assert first.revision.name == "demo-matched-frequency-0"
+        assert create_revision(p, strategy="class-balanced", seed=3,
+                               per_class=5).revision.name == "demo-class-balanced-0"  # fmt: skip
+        # a project sampled before: its names have the letter
+        create_revision(p, strategy="matched-frequency", seed=4, per_class=5,
+                        name="demo-b-3")  # fmt: skip
+        create_revision(p, strategy="threshold", seed=4, per_class=5, name="demo-a-1")
+        nxt = create_revision(p, strategy="matched-frequency", seed=5, per_class=5,
+                              parent="demo-b-3")  # fmt: skip
+        assert nxt.revision.name == "demo-matched-frequency-4"
+        thr = create_revision(p, strategy="threshold", seed=5, per_class=5)
+        assert thr.revision.name == "demo-threshold-2"
+        names = [r.name for r in p.store.revisions.list()]
+    assert "demo-b-3" in names and "demo-a-1" in names  # kept as they were
+    r = runner.invoke(app, ["status", "demo-b-3", "--project", root, "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["revision"] == "demo-b-3"

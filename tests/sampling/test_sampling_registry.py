@@ -23,6 +23,7 @@ from retest.sampling.base import (
     run_sampler,
     sampler_spec,
     strategy_tag,
+    strategy_tags,
 )
 from retest.sampling.basic import (
     sample_class_balanced,
@@ -64,10 +65,12 @@ def test_builtin_specs_match_what_the_pipeline_hard_codes_today() -> None:
         "keyword-count",
     }
     assert "train-test" in SAMPLERS and "train-test" not in revision_strategies()
-    assert strategy_tag("threshold") == "a"
-    assert strategy_tag("matched-frequency") == "b"
-    assert strategy_tag("top-images") == "c"
-    assert strategy_tag("class-balanced") == "class-balanced"
+    # one spelling of new revision names; ImageNetV2's letters are still read
+    assert strategy_tag("threshold") == "threshold"
+    assert strategy_tags("threshold") == ("threshold", "a")
+    assert strategy_tags("matched-frequency") == ("matched-frequency", "b")
+    assert strategy_tags("top-images") == ("top-images", "c")
+    assert strategy_tags("class-balanced") == ("class-balanced",)
     assert sampler_spec("keyword-count").verified_only
     assert not any(sampler_spec(n).verified_only for n in ("threshold", "top-images"))
     assert sampler_spec("matched-frequency").required_inputs() == ("targets",)
@@ -186,7 +189,7 @@ def test_a_new_sampler_is_one_registration() -> None:
         "first", summary="the first ids per class", revision=True, tag="f",
         inputs=("per_class", "classes"),
     )(_first)  # fmt: skip
-    assert "first" in revision_strategies() and strategy_tag("first") == "f"
+    assert "first" in revision_strategies() and strategy_tags("first") == ("first", "f")
     assert "first: the first ids per class" in describe_samplers()
     r = run_sampler("first", POOL, random_state=1, per_class=2, threshold=0.9,
                     keyword_counts=KEYWORDS)  # fmt: skip

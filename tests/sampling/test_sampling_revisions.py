@@ -62,7 +62,9 @@ def test_selection_frequencies_and_targets_from_store(project: Project) -> None:
 def test_sample_blacklist_resample_loop(store: Store, project: Project) -> None:
     first = create_revision(project, strategy="matched-frequency", seed=5)
     rev0 = first.revision
-    assert rev0.name == "demo-b-0" and rev0.valid and rev0.parent is None
+    assert (
+        rev0.name == "demo-matched-frequency-0" and rev0.valid and rev0.parent is None
+    )
     members0 = store.revisions.members(rev0.name)
     assert Counter(m.class_id for m in members0) == {0: 10, 1: 10, 2: 10}
     for cid in range(3):
@@ -94,7 +96,8 @@ def test_sample_blacklist_resample_loop(store: Store, project: Project) -> None:
         project, strategy="matched-frequency", seed=6, parent=rev0.name
     )
     rev1 = second.revision
-    assert rev1.name == "demo-b-1" and rev1.parent == "demo-b-0" and rev1.valid
+    assert rev1.name == "demo-matched-frequency-1"
+    assert rev1.parent == "demo-matched-frequency-0" and rev1.valid
     members1 = store.revisions.members(rev1.name)
     ids0 = {m.item_id for m in members0}
     ids1 = {m.item_id for m in members1}
@@ -149,7 +152,7 @@ def test_short_class_gives_invalid_revision_with_shortfall(
     assert Counter(m.class_id for m in store.revisions.members(rev.name))[2] == 4
     # other strategies: threshold at 0.7 has exactly 10 (bins 3, 4) per class, fox 0
     thr = create_revision(proj, strategy="threshold", seed=1, eligibility=elig)
-    assert thr.revision.name == "demo-a-0"
+    assert thr.revision.name == "demo-threshold-0"
     assert not thr.revision.valid and thr.revision.shortfall["fox"]["got"] == 0
 
 
@@ -168,7 +171,7 @@ def test_same_seed_identical_members_and_immutable_names(
     assert ma == store.revisions.members(b.revision.name)
     mc = store.revisions.members(c.revision.name)
     assert ma != mc and len(mc) == len(ma) == 21
-    assert next_revision_name(p, "top-images") == "p-c-0"
+    assert next_revision_name(p, "top-images") == "p-top-images-0"
     with pytest.raises(StoreError, match="immutable"):
         create_revision(p, strategy="top-images", seed=1, name=a.revision.name)
     with pytest.raises(NotFoundError):

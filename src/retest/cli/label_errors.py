@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from retest.cli._options import output_option
+from retest.cli._options import ProjectOpt, output_option
 from retest.errors import ConfigError
 
 __all__ = ["register"]
@@ -27,10 +27,29 @@ def _class_names(value: str | None) -> tuple[str, ...] | None:
 
 
 def label_errors(
-    out: Annotated[Path, output_option("label-errors", "--out", help="Output folder.")],
+    out: Annotated[
+        Path | None,
+        output_option(
+            "label-errors",
+            "--out",
+            help="Output folder (with --revision default "
+            "reports/label-errors/REV in the project).",
+        ),
+    ] = None,
     labels: Annotated[
-        Path, typer.Option("--labels", help="Given labels (.npy, .json or .csv).")
-    ],
+        Path | None,
+        typer.Option("--labels", help="Given labels (.npy, .json or .csv)."),
+    ] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision",
+            help="Audit a revision of the project (or 'original', its test set) "
+            "with the model predictions `retest evaluate` cached for it; instead "
+            "of --labels, --pred-probs, --predictions-dir, --images, --class-names.",
+        ),
+    ] = None,
+    project: ProjectOpt = None,
     pred_probs: Annotated[
         Path | None,
         typer.Option("--pred-probs", help="(N, K) out-of-sample probabilities (.npy)."),
@@ -91,31 +110,49 @@ def label_errors(
     from retest._output import RULES, check_output
     from retest.cli._console import console, print_json, print_table
     from retest.label_errors.finders import resolve_method
-    from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
+    from retest.pipeline.label_errors import load_label_error_inputs, suspect_row
+    from retest.pipeline.label_errors_project import revision_label_error_inputs
+    from retest.pipeline.project import Project
 
     resolve_method(method)  # fail fast, with suggestions, before reading files
-    check_output(out, RULES["label-errors"])
     if rank_by not in ("self_confidence", "normalized_margin"):
         raise ConfigError(
             f"--rank-by must be self_confidence or normalized_margin. Got {rank_by!r}."
         )
-    inputs = load_label_error_inputs(
-        labels=labels,
-        pred_probs=pred_probs,
-        predictions_dir=predictions_dir,
-        true_labels=true_labels,
-        images=images,
-        class_names=_class_names(class_names),
-    )
-    run = run_label_errors(
-        inputs,
-        out,
-        method=method,
-        rank_by=rank_by,  # type: ignore[arg-type]
-        top=top,
-        min_examples_per_class=min_examples_per_class,
-    )
-    shown = [e.as_dict(run.class_names) for e in run.ranked[:top]]
+    files = {"--labels": labels, "--pred-probs": pred_probs,
+             "--predictions-dir": predictions_dir, "--images": images,
+             "--class-names": class_names}  # fmt: skip
+    if revision is not None:
+        given = [flag for flag, value in files.items() if value is not None]
+        if given:
+            raise ConfigError(
+                f"{given[0]} does not go with --revision: the revision's labels, "
+                "images, class names and cached predictions come from the project."
+            )
+        with Project.open(project) as proj:
+            inputs = revision_label_error_inputs(
+                proj, revision, true_labels=true_labels
+            )
+            if out is None:
+                out = proj.reports_dir / "label-errors" / revision
+            run = _run(inputs, out, method, rank_by, top, min_examples_per_class)
+    else:
+        if labels is None or out is None:
+            raise ConfigError(
+                "give --labels FILE and --out DIR (with --pred-probs or "
+                "--predictions-dir), or --revision REV to audit a project's revision."
+            )
+        check_output(out, RULES["label-errors"])
+        inputs = load_label_error_inputs(
+            labels=labels,
+            pred_probs=pred_probs,
+            predictions_dir=predictions_dir,
+            true_labels=true_labels,
+            images=images,
+            class_names=_class_names(class_names),
+        )
+        run = _run(inputs, out, method, rank_by, top, min_examples_per_class)
+    shown = [suspect_row(e, run.class_names, inputs.item_ids) for e in run.ranked[:top]]
     if as_json:
         print_json(
             {
@@ -125,14 +162,15 @@ def label_errors(
             }
         )
         return
-    cols = ["rank", "index", "given", "suggested", "score"]
+    ids = inputs.item_ids is not None
+    # item ids first: print_table never cuts its first column
+    cols = ["item", "rank"] if ids else ["rank", "index"]
     named = run.class_names is not None
     print_table(
-        cols,
+        [*cols, "given", "suggested", "score"],
         [
             [
-                d["rank"],
-                d["index"],
+                *((d["item_id"], d["rank"]) if ids else (d["rank"], d["index"])),
                 d["given_name"] if named else d["given"],
                 d["suggested_name"] if named else d["suggested"],
                 f"{d['score']:.4f}",
@@ -150,6 +188,33 @@ def label_errors(
         )
     console.print(
         "wrote " + ", ".join(str(p) for p in run.paths.values()), soft_wrap=True
+    )
+    if revision is not None and shown:
+        queue = f" -p {project}" if project is not None else ""
+        console.print(
+            "review them in the web app: retest review queue-label-errors "
+            f"{run.paths['json']}{queue}",
+            soft_wrap=True,
+        )
+
+
+def _run(
+    inputs: Any,
+    out: Path,
+    method: str,
+    rank_by: str,
+    top: int,
+    min_examples_per_class: int | None,
+) -> Any:
+    from retest.pipeline.label_errors import run_label_errors
+
+    return run_label_errors(
+        inputs,
+        out,
+        method=method,
+        rank_by=rank_by,  # type: ignore[arg-type]
+        top=top,
+        min_examples_per_class=min_examples_per_class,
     )
 
 

@@ -40,6 +40,15 @@ def plan(
     ] = None,
     compat: CompatOpt = "exact",
     shared_class: SharedClassOpt = None,
+    per_class: Annotated[
+        int | None,
+        typer.Option(
+            "--per-class",
+            min=1,
+            help="Images per class a revision would take, for what each sampling "
+            "strategy needs (default --size / classes).",
+        ),
+    ] = None,
     project_dir: ProjectOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -47,8 +56,12 @@ def plan(
 
     Keywords come from the reference images (`retest reference keywords`); when
     they have none, from \\[keywords] in retest.toml (rule v6, equal weights).
+    A second table shows, per class, what each sampling strategy needs against
+    what the project has now (as `retest status` does).
     """
     from retest.cli._console import print_json, print_table, print_warning
+    from retest.cli._feasibility import print_feasibility
+    from retest.pipeline.feasibility import class_feasibility
     from retest.pipeline.plan import make_plan
     from retest.pipeline.project import Project
     from retest.sampling.compat import check_compat
@@ -73,8 +86,11 @@ def plan(
             compat=compat,
             shared_class=shared_classes(shared_class) or None,
         )
+        n_classes = max(1, len(project.class_names))
+        per_class = per_class or -(-size // n_classes)
+        feasible = class_feasibility(project, per_class=per_class)
     if as_json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "feasibility": [f.to_dict() for f in feasible]})
         return
     rows = [
         [r["class"], r["keyword"], r["needed"], r["available"], r["missing"] or ""]
@@ -95,6 +111,7 @@ def plan(
         print_warning(
             f"keyword {c.keyword!r} is planned in {', '.join(c.classes)}: {c.resolution}"
         )
+    print_feasibility(feasible, per_class)
 
 
 def register(app: typer.Typer) -> None:

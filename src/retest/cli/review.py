@@ -21,9 +21,19 @@ def queue_label_errors_cmd(
     ],
     project: ProjectOpt = None,
     split: Annotated[
-        str,
-        typer.Option(help="Original split the list's indices point into."),
-    ] = "test",
+        str | None,
+        typer.Option(
+            help="Original split the list's indices point into (default test)."
+        ),
+    ] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            help="Revision the list's indices point into (its members in export "
+            "order). Lists of `retest label-errors --revision` name their images "
+            "and need neither."
+        ),
+    ] = None,
     top: Annotated[
         int | None, typer.Option(min=1, help="Queue only the top N suspects.")
     ] = None,
@@ -34,6 +44,7 @@ def queue_label_errors_cmd(
     from retest.cli.reference import REFERENCE_SPLITS
     from retest.errors import ConfigError
     from retest.names import validate_name
+    from retest.pipeline.label_errors_project import revision_item_ids
     from retest.pipeline.project import Project
     from retest.pipeline.review_queue import (
         label_error_queue,
@@ -41,14 +52,21 @@ def queue_label_errors_cmd(
         queue_label_errors,
     )
 
+    if split is not None and revision is not None:
+        raise ConfigError(
+            "give --split or --revision (what the list's indices point into), not both."
+        )
+    split = split or "test"
     validate_name(split, "split")
     if split not in REFERENCE_SPLITS:
         raise ConfigError(
             f"--split must be one of {', '.join(REFERENCE_SPLITS)} (the original "
-            f"split the list's indices point into). Got {split!r}."
+            f"split the list's indices point into; a revision: --revision). "
+            f"Got {split!r}."
         )
-    suspects, method = load_suspects(file, split=split, top=top)
     with Project.open(project) as proj:
+        ids = revision_item_ids(proj, revision) if revision is not None else None
+        suspects, method = load_suspects(file, split=split, top=top, ids=ids)
         new = queue_label_errors(proj, suspects, method=method, source=str(file))
         queue = label_error_queue(proj)
     pending = sum(1 for q in queue if q.pending)

@@ -138,7 +138,12 @@ def sample(
         typer.Option("--keyword-counts", help="JSON {class: {keyword: n}}."),
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", help="Explicit revision name.")
+        str | None,
+        typer.Option(
+            "--name",
+            help="Explicit revision name (default PROJECT-STRATEGY-N, N one more "
+            "than the strategy's latest).",
+        ),
     ] = None,
     include_unreviewed: Annotated[
         bool,

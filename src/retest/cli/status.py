@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -49,8 +49,9 @@ def status(
     Columns: candidates, annotated, blacklisted, near-duplicates, unreviewed,
     eligible, sampled and reviewed (of REVISION, default the latest). A second
     table shows what each strategy needs per class against what the project has:
-    eligible candidates, those with ≥ 10 valid crowd assignments, and originals
-    with ≥ 10 valid assignments (matched-frequency needs 20 per class).
+    eligible candidates, those with ≥ 10 valid crowd assignments, originals
+    with ≥ 10 valid assignments (matched-frequency needs 20 per class) and the
+    originals its crowd tasks show; each strategy's cell is ok or what is short.
     """
     from retest.cli._console import console, print_json, print_table
     from retest.pipeline.project import Project
@@ -136,7 +137,9 @@ def status(
         f"eligible for sampling: {counts['eligible']}"
         + (f"; excluded: {why}" if why else "")
     )
-    _print_feasibility(feasible, per_class)
+    from retest.cli._feasibility import print_feasibility
+
+    print_feasibility(feasible, per_class)
     from retest.cli._console import print_warning
 
     if stale:
@@ -155,32 +158,6 @@ def status(
         from retest.cli.sample import print_revision_statistics
 
         print_revision_statistics(rev_stats)
-
-
-def _print_feasibility(feasible: list[Any], per_class: int) -> None:
-    from retest.cli._console import console, print_table
-    from retest.pipeline.feasibility import STRATEGIES
-
-    if not feasible:
-        return
-    f0 = feasible[0]
-    cols = ["class", "eligible", f"annotated ≥ {f0.min_annotations}",
-            f"originals ≥ 10 (need {f0.originals_needed})", *STRATEGIES]  # fmt: skip
-    rows = [
-        [f.class_name, f.eligible, f.annotated_eligible, f.originals_annotated,
-         *("ok" if not f.missing(s) else "short" for s in STRATEGIES)]
-        for f in feasible
-    ]  # fmt: skip
-    print_table(cols, rows, title=f"what each strategy needs, {per_class} per class")
-    for s in STRATEGIES:
-        short = [(f.class_name, f.missing(s)) for f in feasible if f.missing(s)]
-        if short:
-            cls, why = short[0]
-            more = f" (and {len(short) - 1} more classes)" if len(short) > 1 else ""
-            console.print(
-                f"{s}: {cls} needs {'; '.join(why)}{more}",
-                soft_wrap=True, markup=False, highlight=False,
-            )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -59,32 +59,61 @@ class ClassFeasibility:
     per_class: int
     originals_needed: int = TARGET_MIN_ORIGINALS
     min_annotations: int = MIN_ANNOTATIONS
+    originals_in_tasks: int | None = None
+    """Originals its crowd tasks show as positive controls (None: not counted):
+    the most that can ever reach the target histogram without new tasks."""
 
-    def missing(self, strategy: str) -> list[str]:
-        """What the class lacks for ``strategy`` (empty: it can be sampled)."""
-        out = []
+    def shortfall(self, strategy: str) -> dict[str, int]:
+        """How many more of each thing ``strategy`` needs: ``eligible``
+        (candidates), ``annotated`` (eligible candidates with enough valid
+        assignments), ``originals`` (annotated originals); empty: it can be
+        sampled. The one rule :meth:`missing` and the tables read."""
+        out = {}
         if strategy == "class-balanced":
             if self.eligible < self.per_class:
-                out.append(
-                    f"{self.per_class - self.eligible} more eligible candidates "
-                    f"(has {self.eligible} of {self.per_class})"
-                )
+                out["eligible"] = self.per_class - self.eligible
             return out
         if self.annotated_eligible < self.per_class:
-            out.append(
-                f"{self.per_class - self.annotated_eligible} more eligible candidates "
-                f"with ≥ {self.min_annotations} valid assignments (has "
-                f"{self.annotated_eligible} of {self.per_class})"
-            )
+            out["annotated"] = self.per_class - self.annotated_eligible
         if strategy == "matched-frequency" and (
             self.originals_annotated < self.originals_needed
         ):
+            out["originals"] = self.originals_needed - self.originals_annotated
+        return out
+
+    def missing(self, strategy: str) -> list[str]:
+        """What the class lacks for ``strategy``, in words (empty: it can be sampled)."""
+        short, out = self.shortfall(strategy), []
+        if "eligible" in short:
             out.append(
-                f"{self.originals_needed - self.originals_annotated} more originals "
+                f"{short['eligible']} more eligible candidates "
+                f"(has {self.eligible} of {self.per_class})"
+            )
+        if "annotated" in short:
+            out.append(
+                f"{short['annotated']} more eligible candidates "
+                f"with ≥ {self.min_annotations} valid assignments (has "
+                f"{self.annotated_eligible} of {self.per_class})"
+            )
+        if "originals" in short:
+            text = (
+                f"{short['originals']} more originals "
                 f"with ≥ {TARGET_MIN_ANNOTATIONS} valid assignments for the target "
                 f"histogram (has {self.originals_annotated} of {self.originals_needed})"
             )
+            shown = self.originals_in_tasks
+            if shown is not None and shown < self.originals_needed:
+                text += (
+                    f"; its crowd tasks show only {shown} originals: make tasks "
+                    "with more controls (`retest crowd tasks --controls N`)"
+                )
+            out.append(text)
         return out
+
+    def cell(self, strategy: str) -> str:
+        """A table cell: ``ok``, or how many more of what it needs."""
+        short = self.shortfall(strategy)
+        return ", ".join(f"+{n} {what}" for what, n in short.items()) if short else "ok"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -132,6 +161,8 @@ def class_feasibility(
         ):
             annotated[cls] += 1
     targets = target_histograms(project, stats=stats)
+    # no task yet: nothing to say about the tasks' originals
+    shown = originals_shown(project) if project.store.tasks.list() else {}
     out = []
     for c in project.store.classes.list():
         hist = targets.get(c.name)
@@ -143,6 +174,7 @@ def class_feasibility(
                 0 if hist is None else hist.n_images,
                 per_class,
                 min_annotations=min_annotations,
+                originals_in_tasks=shown.get(c.name),
             )
         )
     return out

@@ -62,6 +62,7 @@ __all__ = [
     "NpyFoldCache",
     "load_label_error_inputs",
     "run_label_errors",
+    "suspect_row",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -77,6 +78,9 @@ class LabelErrorInputs:
     true_labels: NDArray[np.int64] | None = None
     images: NDArray[np.uint8] | None = field(default=None, repr=False)
     class_names: tuple[str, ...] | None = None
+    item_ids: tuple[str, ...] | None = field(default=None, repr=False)
+    """The project's id of each example (a revision's members): written with
+    each flagged row, so ``retest review queue-label-errors`` queues them as is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +197,19 @@ def _name(c: int, names: tuple[str, ...] | None) -> str:
     return names[c] if names else str(c)
 
 
+def suspect_row(
+    e: LabelError, names: tuple[str, ...] | None, ids: tuple[str, ...] | None
+) -> dict[str, Any]:
+    """A flagged example's output row; ``item_id`` after ``index`` when known."""
+    d = e.as_dict(names)
+    if ids is None:
+        return d
+    return {k: v for k, v in d.items() if k in ("rank", "index")} | {
+        "item_id": ids[e.index],
+        **{k: v for k, v in d.items() if k not in ("rank", "index")},
+    }
+
+
 def _contact_sheet(
     inputs: LabelErrorInputs, ranked: tuple[LabelError, ...], top: int, path: Path
 ) -> Path | None:
@@ -273,7 +290,7 @@ def run_label_errors(
         noise = estimate_noise(y, probs)
     det = detection_report(mask, y_true != y) if y_true is not None else None
     names = inputs.class_names
-    rows = [e.as_dict(names) for e in ranked]
+    rows = [suspect_row(e, names, inputs.item_ids) for e in ranked]
     report = {
         "method": method,
         "rank_by": rank_by,

@@ -111,18 +111,24 @@ def _rows(path: Path) -> tuple[list[dict[str, Any]], str]:
 
 
 def load_suspects(
-    path: str | os.PathLike[str], *, split: str = "test", top: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    split: str = "test",
+    top: int | None = None,
+    ids: Sequence[str] | None = None,
 ) -> tuple[list[Suspect], str]:
     """Read ``retest label-errors`` output; returns (suspects by rank, method).
 
-    ``index`` becomes ``"<split>:<index>"`` unless a row has an ``item_id``.
+    A row's ``item_id`` names its image; otherwise ``index`` becomes
+    ``ids[index]`` (a revision's members, in its order) or, without ``ids``,
+    ``"<split>:<index>"``.
     """
     p = Path(path)
     rows, method = _rows(p)
     out = []
     for n, row in enumerate(rows, start=1):
         try:
-            item = str(row.get("item_id") or reference_id(split, int(row["index"])))
+            item = str(row.get("item_id") or _item(split, int(row["index"]), ids))
             s = Suspect(
                 item,
                 int(row["given"]),
@@ -138,6 +144,14 @@ def load_suspects(
         out.append(s)
     out.sort(key=lambda s: (s.rank, s.item_id))
     return (out[:top] if top is not None else out), method
+
+
+def _item(split: str, index: int, ids: Sequence[str] | None) -> str:
+    if ids is None:
+        return reference_id(split, index)
+    if not 0 <= index < len(ids):
+        raise ValueError(f"index {index} is not in 0..{len(ids) - 1}")
+    return ids[index]
 
 
 def _check_items(store: Store, suspects: Sequence[Suspect]) -> None:
@@ -157,12 +171,12 @@ def _check_items(store: Store, suspects: Sequence[Suspect]) -> None:
         except LookupError:
             raise NotFoundError(
                 f"{s.item_id} is not an image of the project; was the label-error "
-                "list computed on this project's images (see --split)?"
+                "list computed on this project's images (see --split, --revision)?"
             ) from None
         if row_class is not None and row_class != s.given:
             raise InputValidationError(
                 f"{s.item_id}: the list says given class {s.given} but the project "
-                f"labels it {row_class}; wrong list or wrong --split?"
+                f"labels it {row_class}; wrong list or wrong --split/--revision?"
             )
 
 

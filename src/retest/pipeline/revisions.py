@@ -2,9 +2,10 @@
 
 See docs/algorithms.md#revisions.
 
-A revision is immutable once written. Its name is ``<project>-<tag>-<r>`` with tag
-``a`` (threshold), ``b`` (matched-frequency), ``c`` (top-images) or the strategy
-name, and ``r`` one more than the highest revision of that prefix (0 first).
+A revision is immutable once written. Its name is ``<project>-<strategy>-<r>``
+with ``r`` one more than the highest revision of that strategy (0 first); names
+of the earlier spelling (``a`` threshold, ``b`` matched-frequency, ``c``
+top-images, as ImageNetV2's) keep theirs and count.
 Revision r+1 normally starts from r (``parent``): still-eligible members carry
 over and only the missing slots are drawn.
 
@@ -27,7 +28,7 @@ from retest.names import suggest_name, validate_name
 from retest.pipeline.eligibility import selection_frequencies
 from retest.pipeline.project import Project
 from retest.pipeline.sample import class_names, draw_sample
-from retest.sampling.base import SampleResult, strategy_tag
+from retest.sampling.base import SampleResult, strategy_tag, strategy_tags
 from retest.sampling.compat import check_compat
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
 from retest.store.base import Store
@@ -50,7 +51,9 @@ __all__ = [
 
 
 def next_revision_name(project: Project, strategy: str) -> str:
-    """``<project>-<tag>-<r>`` with ``r`` = 1 + the highest existing ``r`` (else 0).
+    """``<project>-<strategy>-<r>`` with ``r`` = 1 + the highest existing ``r``
+    (else 0), counting revisions named with the strategy's earlier tag too
+    (``<project>-b-3`` is followed by ``<project>-matched-frequency-4``).
 
     The project name is first made a valid name (:func:`retest.names.suggest_name`:
     other characters become ``-``). The name is only free when read: creating the
@@ -67,13 +70,15 @@ def next_revision_name(project: Project, strategy: str) -> str:
     -------
     str
     """
-    prefix = f"{suggest_name(project.config.name)}-{strategy_tag(strategy)}-"
+    base = suggest_name(project.config.name)
+    prefixes = [f"{base}-{t}-" for t in strategy_tags(strategy)]
     taken = [
-        int(r.name[len(prefix) :])
+        int(r.name[len(p) :])
         for r in project.store.revisions.list()
-        if r.name.startswith(prefix) and r.name[len(prefix) :].isdigit()
+        for p in prefixes
+        if r.name.startswith(p) and r.name[len(p) :].isdigit()
     ]
-    return f"{prefix}{max(taken) + 1 if taken else 0}"
+    return f"{base}-{strategy_tag(strategy)}-{max(taken) + 1 if taken else 0}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,9 @@ Examples
 >>> pool = [CandidateInfo(f"{k}{i}", k) for k in "ab" for i in range(5)]
 >>> SAMPLERS.get("class-balanced")(pool, per_class=2, random_state=0).class_counts()
 {'a': 2, 'b': 2}
->>> from retest.sampling.base import revision_strategies, strategy_tag
->>> "train-test" in revision_strategies(), strategy_tag("matched-frequency")
-(False, 'b')
+>>> from retest.sampling.base import revision_strategies, strategy_tags
+>>> "train-test" in revision_strategies(), strategy_tags("matched-frequency")
+(False, ('matched-frequency', 'b'))
 """
 
 # The concrete samplers register themselves on import; importing them here means

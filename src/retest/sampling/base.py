@@ -44,6 +44,7 @@ __all__ = [
     "sampler_spec",
     "seed_of",
     "strategy_tag",
+    "strategy_tags",
 ]
 
 HOW = ("carried", "sampled", "upward")
@@ -194,8 +195,10 @@ class SamplerSpec:
     revision : bool
         Makes a test-set revision (``retest sample --strategy`` offers it).
     tag : str, optional
-        The revision-name tag (``<project>-<tag>-<n>``); default the name.
-        ImageNetV2 named its three samplers ``a``, ``b`` and ``c``.
+        An earlier spelling of its revision names (``<project>-<tag>-<n>``):
+        ImageNetV2's ``a``, ``b`` and ``c``, which retest used for these three
+        samplers. New revisions are named by the sampler's name; revisions named
+        with the tag are still counted (the numbers go on).
     inputs : tuple of str
         Keys of :data:`SAMPLER_INPUTS` the sampler takes.
     verified_only : bool
@@ -211,7 +214,13 @@ class SamplerSpec:
 
     @property
     def revision_tag(self) -> str:
-        return self.tag or self.name
+        """The one spelling of new revision names: the sampler's name."""
+        return self.name
+
+    @property
+    def revision_tags(self) -> tuple[str, ...]:
+        """Every spelling its revisions may have (the name, then the earlier tag)."""
+        return (self.name,) if self.tag in (None, self.name) else (self.name, self.tag)
 
     def required_inputs(self) -> tuple[str, ...]:
         """Inputs without a default in the sampler's signature."""
@@ -253,13 +262,15 @@ def register_sampler(
             f"{', '.join(SAMPLER_INPUTS)}."
         )
     spec = SamplerSpec(name, summary, revision, tag, tuple(inputs), verified_only)
-    if revision:  # the tag becomes part of revision (and export folder) names
-        validate_name(spec.revision_tag, "revision tag")
-    taken = {s.revision_tag: s.name for s in _SPECS.values() if s.revision}
-    if revision and taken.get(spec.revision_tag, name) != name:
+    if revision:  # the tags become part of revision (and export folder) names
+        for t in spec.revision_tags:
+            validate_name(t, "revision tag")
+    taken = {t: s.name for s in _SPECS.values() if s.revision for t in s.revision_tags}
+    clash = [t for t in spec.revision_tags if taken.get(t, name) != name]
+    if revision and clash:
         raise ConfigError(
-            f"sampler {name!r}: revision tag {spec.revision_tag!r} is already used by "
-            f"{taken[spec.revision_tag]!r}; revision names would collide."
+            f"sampler {name!r}: revision tag {clash[0]!r} is already used by "
+            f"{taken[clash[0]]!r}; revision names would collide."
         )
 
     def deco(fn: Sampler) -> Sampler:
@@ -293,8 +304,15 @@ def revision_strategies() -> tuple[str, ...]:
 
 
 def strategy_tag(name: str) -> str:
-    """The tag of ``name``'s revisions (``threshold`` → ``a``); default the name."""
+    """The tag of ``name``'s new revisions: its name (one spelling for every
+    sampler; see :func:`strategy_tags` for the earlier ones)."""
     return sampler_spec(name).revision_tag
+
+
+def strategy_tags(name: str) -> tuple[str, ...]:
+    """Every tag ``name``'s revisions may carry: the name, then the earlier
+    ImageNetV2 letter (``matched-frequency`` → ``('matched-frequency', 'b')``)."""
+    return sampler_spec(name).revision_tags
 
 
 def describe_samplers(*, revision_only: bool = True) -> str:
