@@ -94,6 +94,7 @@ _LAYER = {
     "models": 2,
     "store": 2,
     "pipeline": 3,
+    "stages": 3,
     "cli": 4,
     "web": 4,
     "demo": 4,

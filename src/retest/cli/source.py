@@ -177,7 +177,7 @@ def add(
     TinyImages source without keywords takes every keyword of \\[keywords].
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
-    from retest.pipeline.ingest import add_source
+    from retest.stages.ingest import add_source
     from retest.pipeline.project import Project
 
     if name is not None:
@@ -269,7 +269,7 @@ def add(
 def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """Ingest jobs of the project with their counts."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.ingest import list_ingests
+    from retest.stages.ingest import list_ingests
     from retest.pipeline.project import Project
 
     with Project.open(project_dir) as project:

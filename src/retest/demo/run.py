@@ -65,7 +65,7 @@ from retest.pipeline.eligibility import (
 )
 from retest.pipeline.evaluate import evaluate_project, project_models
 from retest.pipeline.export import export_revision
-from retest.pipeline.ingest import add_source
+from retest.stages.ingest import add_source
 from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
 from retest.pipeline.project import Project
 from retest.pipeline.reference import register_reference_arrays
