@@ -84,6 +84,7 @@ _LAYER = {
     "_validation": 0,
     "_output": 0,
     "_progress": 0,
+    "_gc": 0,
     "dedup": 1,
     "sampling": 1,
     "labeling": 1,

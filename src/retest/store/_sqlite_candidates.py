@@ -27,7 +27,6 @@ same transaction as the statement.
 from __future__ import annotations
 
 import builtins
-import gc
 import hashlib
 import json
 import re
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from retest._gc import no_cyclic_gc
 from retest.errors import NotFoundError
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
@@ -431,9 +431,7 @@ class _Candidates(_Repo, CandidateRepo):
         # The cyclic GC would walk the growing lists after every batch (a full
         # collection each time the batch's tuples survive): 68 s instead of 13 s
         # at ten million rows. Nothing here makes a cycle.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             while rows := self._db.rows(sql, (last, _SCAN_BATCH)):
                 last = rows[-1][0]
                 cols = builtins.list(zip(*rows, strict=True))
@@ -442,9 +440,6 @@ class _Candidates(_Repo, CandidateRepo):
                     col.extend(
                         vals if one is None else [one.setdefault(v, v) for v in vals]
                     )
-        finally:
-            if enabled:
-                gc.enable()
         return dict(zip(names, out, strict=True))
 
     def source_groups(self) -> builtins.list[builtins.list[str]]:
