@@ -100,6 +100,7 @@ _LAYER = {
     "web": 4,
     "demo": 4,
     "api": 4,
+    "extend": 4,
 }
 
 
