@@ -108,6 +108,7 @@ class UnknownNameError(ConfigError, KeyError):
     ...     print(err)
     True cifar11 ['cifar10_1', 'cifar10']
     Unknown dataset 'cifar11'. Did you mean 'cifar10_1', 'cifar10'?
+    >>> from retest.errors import ConfigError
     >>> try:
     ...     retest.load_dataset("cifar11")
     ... except ValueError as err:  # and a ConfigError, so a ValueError
