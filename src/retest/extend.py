@@ -82,34 +82,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # static checkers see the real objects
-    from retest.errors import ConfigError, InputValidationError
-    from retest.pipeline.dedup_metrics import (
-        DEDUP_METRICS,
-        DedupMetric,
-        MetricContext,
-        Space,
-    )
-    from retest.sampling.base import (
-        SAMPLERS,
-        ClassShortfall,
-        SampleMember,
-        SampleResult,
-        class_generators,
-        finish,
-        register_sampler,
-        required_classes,
-    )
-    from retest.sampling.eligibility import CandidateInfo
-    from retest.sources.base import (
-        CANDIDATE_SOURCES,
-        CandidateSource,
-        SourceBatch,
-        SourceItem,
-    )
-    from retest.stages.ingest import list_ingests
-    from retest.web.deps import AnnotatorDep, ReviewerDep, StateDep
-    from retest.web.pages import PAGES, register_page
-    from retest.web.views import render
+    pass
 
 
 def __getattr__(name: str) -> Any:

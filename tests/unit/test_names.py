@@ -11,15 +11,13 @@ import pytest
 from retest import compare, find_label_errors, knn, rank_label_errors
 from retest.errors import ConfigError, UnknownNameError
 
-P = np.array(
-    [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8], [0.6, 0.4], [0.55, 0.45]]
-)
+P = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.2, 0.8], [0.6, 0.4], [0.55, 0.45]])
 Y = [0, 1, 1, 1, 1, 1]
 
 
 def test_an_unknown_metric_is_the_documented_config_error() -> None:
     y = np.arange(60) % 2
-    testbed = {m: y for m in "abc"}
+    testbed = dict.fromkeys("abc", y)
     with pytest.raises(ValueError, match="Unknown metric 'top3'") as caught:
         compare(y, y, testbed, testbed, metric="top3", n_boot=10)
     # a ConfigError as documented, still a KeyError for registry-style callers
@@ -32,7 +30,10 @@ def test_an_unknown_metric_is_the_documented_config_error() -> None:
 
 @pytest.mark.parametrize(
     ("retest_name", "cleanlab_name"),
-    [("self-confidence", "self_confidence"), ("normalized-margin", "normalized_margin")],
+    [
+        ("self-confidence", "self_confidence"),
+        ("normalized-margin", "normalized_margin"),
+    ],
 )
 def test_rank_by_takes_both_spellings(retest_name: str, cleanlab_name: str) -> None:
     mask = find_label_errors(Y, P, method="argmax")
@@ -40,9 +41,12 @@ def test_rank_by_takes_both_spellings(retest_name: str, cleanlab_name: str) -> N
     theirs = rank_label_errors(Y, P, mask, rank_by=cleanlab_name)  # type: ignore[arg-type]
     assert mine == theirs and len(mine) == 3
     # the two scores order these rows differently: the spelling picked the score
-    other = "normalized-margin" if retest_name == "self-confidence" else "self-confidence"
+    other = (
+        "normalized-margin" if retest_name == "self-confidence" else "self-confidence"
+    )
     assert [e.score for e in mine] != [
-        e.score for e in rank_label_errors(Y, P, mask, rank_by=other)  # type: ignore[arg-type]
+        e.score
+        for e in rank_label_errors(Y, P, mask, rank_by=other)  # type: ignore[arg-type]
     ]
     with pytest.raises(ConfigError, match="self-confidence, normalized-margin"):
         rank_label_errors(Y, P, mask, rank_by="self confidence")  # type: ignore[arg-type]

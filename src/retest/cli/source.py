@@ -177,8 +177,8 @@ def add(
     TinyImages source without keywords takes every keyword of \\[keywords].
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
-    from retest.stages.ingest import add_source
     from retest.pipeline.project import Project
+    from retest.stages.ingest import add_source
 
     if name is not None:
         validate_name(name, "source")
@@ -269,8 +269,8 @@ def add(
 def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """Ingest jobs of the project with their counts."""
     from retest.cli._console import print_json, print_table
-    from retest.stages.ingest import list_ingests
     from retest.pipeline.project import Project
+    from retest.stages.ingest import list_ingests
 
     with Project.open(project_dir) as project:
         jobs = list_ingests(project)

@@ -65,12 +65,12 @@ from retest.pipeline.eligibility import (
 )
 from retest.pipeline.evaluate import evaluate_project, project_models
 from retest.pipeline.export import export_revision
-from retest.stages.ingest import add_source
 from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
 from retest.pipeline.project import Project
 from retest.pipeline.reference import register_reference_arrays
 from retest.pipeline.revisions import create_revision
 from retest.records import LabeledSet
+from retest.stages.ingest import add_source
 from retest.store.artifacts import write_bytes, write_json
 from retest.store.rows import split_reference_id
 

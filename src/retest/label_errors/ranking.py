@@ -27,10 +27,10 @@ from retest.label_errors.finders import (
 )
 
 __all__ = [
+    "RANK_BY",
     "DetectionReport",
     "LabelError",
     "NoiseEstimate",
-    "RANK_BY",
     "RankBy",
     "detection_report",
     "estimate_noise",
