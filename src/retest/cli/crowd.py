@@ -171,8 +171,9 @@ def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
         f"{TARGET_MIN_ORIGINALS} per class, each answered by ≥ "
         f"{TARGET_MIN_ANNOTATIONS} valid assignments (publish every task with ≥ "
         f"{TARGET_MIN_ANNOTATIONS} assignments)",
-        markup=False, soft_wrap=True,
-    )  # fmt: skip
+        markup=False,
+        soft_wrap=True,
+    )
     short = sorted(c for c, n in shown.items() if n < TARGET_MIN_ORIGINALS)
     if short:  # a note, not a warning: other strategies need no originals
         console.print(
@@ -181,8 +182,9 @@ def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
             "matched-frequency cannot sample them; class-balanced and threshold "
             f"can. Raise --controls (now {controls}) or lower --images-per-task "
             "so that each class's tasks show more originals (try with --dry-run).",
-            markup=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 _COPY_KINDS = {

@@ -71,8 +71,10 @@ def status(
         console.print(
             f"  from {info['source']}: {info['source_ref']}"
             + (f" (keyword {info['keyword']})" if info.get("keyword") else ""),
-            markup=False, highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         for metric, near in info["nearest"].items():
             first = ", ".join(
                 f"{n['reference'] if ':' in n['reference'] else n['reference'][:16]} "
@@ -179,8 +181,10 @@ def _print_feasibility(feasible: list[Any], per_class: int) -> None:
             more = f" (and {len(short) - 1} more classes)" if len(short) > 1 else ""
             console.print(
                 f"{s}: {cls} needs {'; '.join(why)}{more}",
-                soft_wrap=True, markup=False, highlight=False,
-            )  # fmt: skip
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
 
 
 def register(app: typer.Typer) -> None:

@@ -193,9 +193,22 @@ def _digest_keys(ids: Sequence[str]) -> bytes | None:
 
 def _cand_row(a: Sequence[Any]) -> CandidateRow:
     return CandidateRow(
-        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
-        a[12], a[13], _loads_extra(a[14]),
-    )  # fmt: skip
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        a[6],
+        a[7],
+        a[8],
+        a[9],
+        a[10],
+        a[11],
+        a[12],
+        a[13],
+        _loads_extra(a[14]),
+    )
 
 
 class _Candidates(_Repo, CandidateRepo):
@@ -215,10 +228,24 @@ class _Candidates(_Repo, CandidateRepo):
         def data() -> Iterator[tuple[Any, ...]]:
             for r in rows:
                 key = candidate_key(r.id)
-                yield (key, candidate_kp(key), r.source, r.source_ref, r.class_id,
-                       r.keyword, r.date_taken, r.date_uploaded, r.url, r.license,
-                       r.width, r.height, r.array_name, r.array_row, r.file_path,
-                       _extra(r.extra))  # fmt: skip
+                yield (
+                    key,
+                    candidate_kp(key),
+                    r.source,
+                    r.source_ref,
+                    r.class_id,
+                    r.keyword,
+                    r.date_taken,
+                    r.date_uploaded,
+                    r.url,
+                    r.license,
+                    r.width,
+                    r.height,
+                    r.array_name,
+                    r.array_row,
+                    r.file_path,
+                    _extra(r.extra),
+                )
 
         return self._insert(data())
 
@@ -248,9 +275,16 @@ class _Candidates(_Repo, CandidateRepo):
         keys = _digest_keys(ids)
         if keys is None or len(set(ids)) != len(ids):  # the general path
             return super().add_columns(
-                ids, refs, class_ids, keywords, array_rows, source=source,
-                width=width, height=height, array_name=array_name,
-            )  # fmt: skip
+                ids,
+                refs,
+                class_ids,
+                keywords,
+                array_rows,
+                source=source,
+                width=width,
+                height=height,
+                array_name=array_name,
+            )
         if not ids:
             return 0
         if len(ids) != len(refs):

@@ -142,10 +142,14 @@ def load_tinyimages_index(
     index = build_keyword_index(meta, progress=progress)
     sha = write_json(path, index.to_json())
     record_artifact(
-        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
-        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
+        project.store,
+        project.root,
+        path,
+        name=f"tinyimages-index:{key[:16]}",
+        stage=INGEST_STAGE,
+        params={"metadata": str(meta), "records": index.n_records},
         sha256=sha,
-    )  # fmt: skip
+    )
     return index
 
 
@@ -166,9 +170,10 @@ def _tally(lines: Iterable[Mapping[str, Any]], resume: int) -> Tally:
     """
     tally = Tally(processed=resume)
     lines = [
-        line for line in lines
+        line
+        for line in lines
         if int(line["stop"]) <= resume and int(line["start"]) < resume
-    ]  # fmt: skip
+    ]
     for line in sorted(lines, key=lambda x: (x["start"], x["stop"], x["part"])):
         tally.add(line)
     return tally
@@ -233,9 +238,14 @@ def ingest_source(
             removed = remove_stale_temporaries(root)
     with writers_lock(root / ARRAY_DIR):
         rep = Ingest(
-            project, source, name=name, batch_size=batch_size, progress=progress,
-            add_classes=add_classes, command=command,
-        ).run()  # fmt: skip
+            project,
+            source,
+            name=name,
+            batch_size=batch_size,
+            progress=progress,
+            add_classes=add_classes,
+            command=command,
+        ).run()
     gone = tuple(p.relative_to(root).as_posix() for p in removed)
     return dataclasses.replace(rep, removed_temporaries=gone)
 
@@ -271,9 +281,11 @@ def _check_classes_first(
         unknown = sorted(names - known)
         if unknown:
             nested = [
-                f"{u}/{rest}" for u in unknown for c in known
+                f"{u}/{rest}"
+                for u in unknown
+                for c in known
                 if c.startswith(u + "/") and (rest := c[len(u) + 1 :])
-            ]  # fmt: skip
+            ]
             hint = (
                 f" A class name with '/' cannot be a folder name: '{nested[0]}' was "
                 f"read as class {nested[0].split('/')[0]!r} with keyword folder "
@@ -450,9 +462,13 @@ class Ingest:
         result = self._report(True)
         root = self.project.root
         record_artifact(
-            self.project.store, root, root / self.report_rel, name=f"ingest:{self.job}",
-            stage=INGEST_STAGE, params={"name": self.name, "kind": self.source.kind},
-        )  # fmt: skip
+            self.project.store,
+            root,
+            root / self.report_rel,
+            name=f"ingest:{self.job}",
+            stage=INGEST_STAGE,
+            params={"name": self.name, "kind": self.source.kind},
+        )
         self.cp.finish(artifact=self.report_rel)
         return result
 
@@ -508,12 +524,23 @@ class Ingest:
         to ``reports/ingest/<job>.json``."""
         t = self.tally
         rep = IngestReport(
-            self.job, self._name, self.source.kind, self.desc["path"], self.total,
-            t.processed, t.new, t.duplicates, tuple(t.skipped), tuple(t.dup_refs),
-            self.resume, complete, self.desc, self.started,
+            self.job,
+            self._name,
+            self.source.kind,
+            self.desc["path"],
+            self.total,
+            t.processed,
+            t.new,
+            t.duplicates,
+            tuple(t.skipped),
+            tuple(t.dup_refs),
+            self.resume,
+            complete,
+            self.desc,
+            self.started,
             utc_now() if complete else "",
             self.command or resume_command(self.project, self.desc, self.name),
-        )  # fmt: skip
+        )
         data = _json_safe(rep.to_json())
         self.cp.save("report", data)
         write_bytes(self.project.root / self.report_rel, dumps_json(data).encode())
@@ -574,9 +601,12 @@ class Ingest:
         return prep.append()
 
     def commit(
-        self, prep: PreparedBatch, appended: Future[Sequence[int]], n: int,
+        self,
+        prep: PreparedBatch,
+        appended: Future[Sequence[int]],
+        n: int,
         line: dict[str, Any],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Insert the batch's rows once its pixels are durable, then store its
         state, log line and checkpoint (row-writer thread)."""
         try:
@@ -715,8 +745,11 @@ def resume_command(
     if options:
         args += options
     else:
-        for key, flag in (("class_name", "--class"), ("labels_path", "--labels"),
-                          ("images_dir", "--images")):  # fmt: skip
+        for key, flag in (
+            ("class_name", "--class"),
+            ("labels_path", "--labels"),
+            ("images_dir", "--images"),
+        ):
             if desc.get(key):
                 args += [flag, str(desc[key])]
         if desc.get("from_colour"):
@@ -844,8 +877,12 @@ def add_source(
         )
     source = make_source(kind, path, **opts)
     given: list[str] = []
-    for flag, value in (("--keywords-file", keywords_file), ("--class", class_name),
-                        ("--labels", labels_path), ("--images", images_dir)):  # fmt: skip
+    for flag, value in (
+        ("--keywords-file", keywords_file),
+        ("--class", class_name),
+        ("--labels", labels_path),
+        ("--images", images_dir),
+    ):
         if value is not None:
             given += [flag, str(value if flag == "--class" else Path(value).resolve())]
     if keywords is not None:
@@ -858,9 +895,13 @@ def add_source(
         project, {"kind": kind, "path": Path(path).resolve()}, name, options=given
     )
     return ingest_source(
-        project, source, name=name, batch_size=batch_size, progress=progress,
+        project,
+        source,
+        name=name,
+        batch_size=batch_size,
+        progress=progress,
         command=command,
-    )  # fmt: skip
+    )
 
 
 def _configured_command(
