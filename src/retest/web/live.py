@@ -1064,5 +1064,3 @@ def _child_main(conn: Any) -> None:
             return
         except Exception as err:  # a result or error that does not pickle
             conn.send((False, RuntimeError(f"{type(err).__name__}: {err}")))
-
-
