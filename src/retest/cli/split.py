@@ -104,7 +104,7 @@ def split(
             seed=seed,
             per_class=per_class,
             train_fraction=train_fraction,
-            policy=policy,
+            policy=policy,  # type: ignore[arg-type]
             revision=revision,
             export=export,  # type: ignore[arg-type]
             include_unreviewed=include_unreviewed,

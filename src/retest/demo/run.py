@@ -337,7 +337,7 @@ def run_demo(
             write_bytes(
                 pool,
                 _npz_bytes(
-                    images=train_all.images[held],
+                    images=train_all.images[held],  # type: ignore[index]
                     labels=train_all.labels[held],  # type: ignore[index]
                     class_names=np.array(names),
                     train_index=held,
