@@ -43,9 +43,9 @@ from retest.datasets.tinyimages import (
     _metadata_record,
     build_keyword_index,
 )
-from retest.pipeline.ingest import ingest_source
 from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
+from retest.stages.ingest import ingest_source
 from retest.store import open_store
 from retest.store.rows import content_id
 

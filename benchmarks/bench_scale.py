@@ -156,8 +156,8 @@ def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
 
 
 def bench_store(args: argparse.Namespace) -> dict[str, Any]:
-    from retest.pipeline.ingest import ingest_source
     from retest.pipeline.project import Project
+    from retest.stages.ingest import ingest_source
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
     root = base / "proj"

@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "accuracy": "retest.evaluate.metrics",
     "clopper_pearson": "retest.evaluate.intervals",
     "compare": "retest.api",
-    "linear_fit": "retest.api",
+    "linear_fit": "retest.evaluate.fits",
     # label errors
     "ensemble_pred_probs": "retest.label_errors.ensemble",
     "find_label_errors": "retest.label_errors.finders",
@@ -94,7 +94,6 @@ if TYPE_CHECKING:  # static checkers see the real objects
         compare,
         dssim,
         init_project,
-        linear_fit,
         open_project,
         sample,
         ssim,
@@ -113,6 +112,7 @@ if TYPE_CHECKING:  # static checkers see the real objects
         StoreError,
         UnknownNameError,
     )
+    from retest.evaluate.fits import linear_fit
     from retest.evaluate.intervals import clopper_pearson
     from retest.evaluate.metrics import accuracy
     from retest.label_errors.ensemble import ensemble_pred_probs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,37 @@ def check_cluster_address(address: Any, name: str = "cluster") -> str:
             f"{want}."
         )
     return address
+
+
+def renamed_keyword(new: Any, old: Any, *, new_name: str, old_name: str) -> Any:
+    """The value of a keyword renamed from ``old_name`` to ``new_name``.
+
+    The old, documented name keeps working with a :class:`DeprecationWarning`;
+    both at once is a :class:`~retest.errors.ConfigError`. ``None`` is "not given".
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     renamed_keyword(None, 64, new_name="chunk_rows", old_name="chunk_size")
+    64
+    >>> str(caught[0].message)
+    'chunk_size is deprecated: pass chunk_rows (the same value).'
+    """
+    if old is None:
+        return new
+    if new is not None:
+        raise ConfigError(
+            f"pass {new_name} only ({old_name} is its deprecated name). Got both "
+            f"{new_name}={new!r} and {old_name}={old!r}."
+        )
+    warnings.warn(
+        f"{old_name} is deprecated: pass {new_name} (the same value).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old
 
 
 def check_choice(value: Any, choices: Sequence[str], name: str) -> str:

@@ -23,7 +23,6 @@ from retest.records import LabeledSet, Predictions
 
 if TYPE_CHECKING:
     from retest.dedup.ssim import SSIMStats
-    from retest.evaluate.fits import LinearFit
     from retest.pipeline.compare import CompareResult
     from retest.pipeline.project import Project
     from retest.pipeline.status import ProjectStatus
@@ -34,7 +33,6 @@ __all__ = [
     "compare",
     "dssim",
     "init_project",
-    "linear_fit",
     "open_project",
     "sample",
     "ssim",
@@ -332,78 +330,6 @@ def compare(
             table, fit, folder, label_models=label_models, figure_formats=figure_formats
         )
     return CompareResult(table, fit, paths)
-
-
-def linear_fit(
-    orig: ArrayLike,
-    new: ArrayLike,
-    *,
-    names: Sequence[str] | None = None,
-    axes: str = "linear",
-    n_orig: ArrayLike | None = None,
-    n_new: ArrayLike | None = None,
-    n_boot: int = 100_000,
-    confidence: float = 0.95,
-    random_state: RandomStateLike = 0,
-) -> LinearFit:
-    """Fit new vs original accuracy over models, with a pairs-bootstrap interval.
-
-    Ordinary least squares of the new accuracy on the original one, on percent
-    (``linear``), probit or logit axes; models are resampled with replacement
-    ``n_boot`` times for the intervals of slope and intercept and a pointwise
-    band (:func:`retest.evaluate.fits.fit_new_vs_orig`).
-
-    Parameters
-    ----------
-    orig, new : array-like of shape (n_models,)
-        Accuracies as fractions in [0, 1], one pair per model.
-    names : sequence of str, optional
-        Model names (default ``model_0``, ...).
-    axes : {"linear", "probit", "logit"}
-        Axis scale of the fit.
-    n_orig, n_new : array-like of int, optional
-        Test-set sizes; on probit/logit axes an accuracy of exactly 0 or 1 becomes
-        ``(k + 0.5) / (n + 1)``.
-    n_boot : int
-        Bootstrap resamples.
-    confidence : float
-        Level of the slope/intercept intervals and of the band.
-    random_state : int or numpy.random.Generator
-        Seed of the bootstrap.
-
-    Returns
-    -------
-    LinearFit
-        ``slope``, ``intercept``, ``r2``, ``slope_ci``, ``intercept_ci``,
-        per-model ``residual_points`` (effective robustness, in points),
-        ``predict()`` and ``equation()``.
-
-    Raises
-    ------
-    InputValidationError
-        Fewer than 3 models, lengths that differ, accuracies outside [0, 1] or
-        all original accuracies equal.
-
-    Examples
-    --------
-    >>> from retest import linear_fit
-    >>> fit = linear_fit([0.80, 0.85, 0.90, 0.95], [0.70, 0.78, 0.86, 0.94], n_boot=1000)
-    >>> round(fit.slope, 2), round(fit.intercept, 1), fit.equation()
-    (1.6, -58.0, 'new = 1.60·orig − 58.0')
-    """
-    from retest.evaluate.fits import fit_new_vs_orig
-
-    return fit_new_vs_orig(
-        orig,
-        new,
-        names=names,
-        axes=axes,
-        n_orig=n_orig,
-        n_new=n_new,
-        n_boot=n_boot,
-        confidence=confidence,
-        random_state=random_state,
-    )
 
 
 # -- SSIM over image batches

@@ -6,8 +6,8 @@ errors also subclass a built-in so an existing ``except ValueError`` still works
 
     RetestError
     ├── ConfigError(RetestError, ValueError)            bad parameters / config values
+    │   └── UnknownNameError(ConfigError, KeyError)     a name no registry knows, with suggestions
     ├── InputValidationError(RetestError, ValueError)   arrays/records of wrong shape, dtype or range
-    ├── UnknownNameError(RetestError, KeyError)         registry miss, with suggestions
     ├── DataIntegrityError(RetestError)                 missing/truncated file or checksum mismatch
     ├── MissingDependencyError(RetestError, ImportError) an optional package is not installed
     ├── StoreError(RetestError)
@@ -91,8 +91,11 @@ class InputValidationError(RetestError, ValueError):
     """
 
 
-class UnknownNameError(RetestError, KeyError):
+class UnknownNameError(ConfigError, KeyError):
     """A name was not found in a registry; carries close matches.
+
+    An unknown name is a bad parameter value, so it is a :class:`ConfigError` (and
+    a ``ValueError``), and a ``KeyError`` for callers that look names up.
 
     Examples
     --------
@@ -105,6 +108,12 @@ class UnknownNameError(RetestError, KeyError):
     ...     print(err)
     True cifar11 ['cifar10_1', 'cifar10']
     Unknown dataset 'cifar11'. Did you mean 'cifar10_1', 'cifar10'?
+    >>> from retest.errors import ConfigError
+    >>> try:
+    ...     retest.load_dataset("cifar11")
+    ... except ValueError as err:  # and a ConfigError, so a ValueError
+    ...     print(isinstance(err, ConfigError))
+    True
     """
 
     def __init__(

@@ -76,7 +76,7 @@ def test_near_ties_break_naive_float32_but_not_knn(backend: str, native: bool) -
     )[:, :5]
     assert (naive_idx != ref.indices).any()
     with nullcontext() if native else numpy_selection():
-        got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_size=17)
+        got = knn(x, x, 5, exclude_self=True, backend=backend, chunk_rows=17)
     assert_same(got, ref)
 
 
@@ -120,7 +120,7 @@ def test_knn_equals_brute_force(
         return
     with nullcontext() if native else numpy_selection():
         got = knn(
-            q, r, k, exclude=ex, backend=backend, chunk_size=chunk, n_threads=threads
+            q, r, k, exclude=ex, backend=backend, chunk_rows=chunk, n_threads=threads
         )
     ref = brute(q, r, k, exclude=ex)
     if kind == "float":  # float64 sums in another order may differ in the last bit
@@ -142,7 +142,7 @@ def test_memmapped_references_and_queries(tmp_path: Path) -> None:
     mm[:] = data[:40].reshape(40, -1)
     mm.flush()
     q = np.memmap(tmp_path / "q.bin", dtype=np.uint8, mode="r", shape=(40, 192))
-    got = knn(q, refs, 12, chunk_size=64, memory_budget=2**20)
+    got = knn(q, refs, 12, chunk_rows=64, memory_budget=2**20)
     assert_same(got, brute(np.asarray(q), data, 12))
     assert got.indices[5, :11].tolist() == [5, *range(100, 110)]
 
@@ -168,7 +168,7 @@ def test_merge_of_shards_equals_whole(backend: str) -> None:
 def test_range_query_matches_brute_force() -> None:
     rng = np.random.default_rng(2)
     r = rng.integers(0, 3, size=(200, 12)).astype(np.uint8)
-    got = knn_range(r, r, low=2.0, high=6.0, exclude_self=True, chunk_size=33)
+    got = knn_range(r, r, low=2.0, high=6.0, exclude_self=True, chunk_rows=33)
     d = ((r[:, None].astype(float) - r[None].astype(float)) ** 2).sum(-1)
     np.fill_diagonal(d, -1)
     qi, ri = np.nonzero((d >= 2) & (d <= 6))
@@ -187,7 +187,7 @@ def test_range_query_matches_brute_force() -> None:
 def test_progress_is_reported_per_chunk() -> None:
     calls = []
     r = np.zeros((100, 4), dtype=np.uint8)
-    knn(r[:3], r, 2, chunk_size=25, progress=lambda t, d, n: calls.append((t, d, n)))
+    knn(r[:3], r, 2, chunk_rows=25, progress=lambda t, d, n: calls.append((t, d, n)))
     assert calls[-1] == ("knn", 4, 4)
 
 
@@ -249,7 +249,7 @@ def test_torch_thread_setting_is_restored() -> None:
     torch = pytest.importorskip("torch")
     before = torch.get_num_threads()
     r = np.random.default_rng(0).integers(0, 256, (300, 16)).astype(np.uint8)
-    got = knn(r[:20], r, 3, backend="torch", chunk_size=50, n_threads=2)
+    got = knn(r[:20], r, 3, backend="torch", chunk_rows=50, n_threads=2)
     assert torch.get_num_threads() == before
     assert_same(got, brute(r[:20], r, 3))
 
@@ -328,7 +328,7 @@ def test_rows_longer_than_one_float32_block_stay_exact(
     r = near_tie_images(rng, 60, 4100)
     q = near_tie_images(rng, 7, 4100)
     with nullcontext() if native else numpy_selection():
-        got = knn(q, r, 4, backend=backend, chunk_size=25, n_threads=2)  # type: ignore[arg-type]
+        got = knn(q, r, 4, backend=backend, chunk_rows=25, n_threads=2)  # type: ignore[arg-type]
     assert_same(got, brute(q, r, 4))
 
 

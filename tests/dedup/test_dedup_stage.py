@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
 from typer.testing import CliRunner
 
 import retest.pipeline.dedup as dd
 from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
-from retest.datasets.idx import read_idx
 from retest.errors import InputValidationError
 from retest.pipeline.cluster import cluster_client
 from retest.pipeline.dedup import (
@@ -23,41 +23,15 @@ from retest.pipeline.dedup import (
 from retest.pipeline.eligibility import DUPLICATE_REASONS, candidate_eligibility
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
-from retest.store.rows import CandidateRow, ReferenceRow, content_id
+from retest.store.rows import CandidateRow
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
 
 
 def _make(root: Path, fm: Path) -> Project:
-    train = read_idx(fm / "train-images-idx3-ubyte.gz")[:N_REF]
-    labels = read_idx(fm / "train-labels-idx1-ubyte.gz")[:N_REF]
-    test = read_idx(fm / "t10k-images-idx3-ubyte.gz")[:N_NEW]
-    p = Project.init(root, name="t", classes_from="fashion-mnist")
-    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
-    rows = px.append(train)
-    p.store.references.add(
-        ReferenceRow(
-            "train",
-            i,
-            int(labels[i]),
-            content_id(train[i]),
-            array_name="fm",
-            array_row=r,
-        )
-        for i, r in enumerate(rows)
-    )
-    planted = np.clip(train[:N_PLANT].astype(int) + 12, 0, 255).astype(
-        np.uint8
-    )  # brighter
-    cands = np.concatenate([planted, test])
-    crow = px.append(cands)
-    p.store.candidates.add(
-        CandidateRow(
-            content_id(img), "fm-test", str(i), class_id=0, array_name="fm", array_row=r
-        )
-        for i, (img, r) in enumerate(zip(cands, crow, strict=True))
-    )
-    return p
+    train, labels, test = fm_images(fm, N_REF, N_NEW)
+    cands = np.concatenate([brighter(train[:N_PLANT]), test])
+    return fm_project(root, train, labels, cands, source="fm-test")
 
 
 @pytest.fixture

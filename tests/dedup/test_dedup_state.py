@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.datasets.idx import read_idx
 from retest.pipeline.dedup import (
     dedup_image_shape,
     dedup_review_queue,
@@ -23,40 +23,16 @@ from retest.pipeline.dedup import (
 )
 from retest.pipeline.dedup_metrics import DEDUP_METRICS, DedupMetric
 from retest.pipeline.project import Project
-from retest.store.artifacts import PixelArray
-from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
 
 
 def _make(root: Path, fm: Path, *, train: bool = True) -> Project:
-    imgs = read_idx(fm / "train-images-idx3-ubyte.gz")[:N_REF]
-    labels = read_idx(fm / "train-labels-idx1-ubyte.gz")[:N_REF]
-    test = read_idx(fm / "t10k-images-idx3-ubyte.gz")[:N_NEW]
-    p = Project.init(root, name="t", classes_from="fashion-mnist")
-    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
-    rows = px.append(imgs)
-    p.store.references.add(
-        ReferenceRow(
-            "train" if train else "test",
-            i,
-            int(labels[i]),
-            content_id(imgs[i]),
-            array_name="fm",
-            array_row=r,
-        )
-        for i, r in enumerate(rows)
+    imgs, labels, test = fm_images(fm, N_REF, N_NEW)
+    cands = np.concatenate([brighter(imgs[:N_PLANT]), test])
+    return fm_project(
+        root, imgs, labels, cands, split="train" if train else "test", source="fm"
     )
-    planted = np.clip(imgs[:N_PLANT].astype(int) + 12, 0, 255).astype(np.uint8)
-    cands = np.concatenate([planted, test])
-    crow = px.append(cands)
-    p.store.candidates.add(
-        CandidateRow(
-            content_id(img), "fm", str(i), class_id=0, array_name="fm", array_row=r
-        )
-        for i, (img, r) in enumerate(zip(cands, crow, strict=True))
-    )
-    return p
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dedup_helpers import fm_images, fm_project  # type: ignore[import-not-found]
 from fastapi.testclient import TestClient
 from PIL import Image
 from typer.testing import CliRunner
@@ -20,13 +21,10 @@ from typer.testing import CliRunner
 import retest.dedup.warp as warp_mod
 from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
-from retest.datasets.idx import read_idx
 from retest.dedup.warp import WarpParams, warp_threshold
 from retest.pipeline.dedup import review_targets, run_dedup
 from retest.pipeline.eligibility import candidate_eligibility
 from retest.pipeline.project import Project
-from retest.store.artifacts import PixelArray
-from retest.store.rows import CandidateRow, ReferenceRow, content_id
 from retest.web.app import create_app
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
@@ -39,32 +37,10 @@ def _rescaled(a: np.ndarray, size: int) -> np.ndarray:
 
 @pytest.fixture
 def project(tmp_path: Path, fashion_mnist_dir: Path):
-    train = read_idx(fashion_mnist_dir / "train-images-idx3-ubyte.gz")[:N_REF]
-    labels = read_idx(fashion_mnist_dir / "train-labels-idx1-ubyte.gz")[:N_REF]
-    test = read_idx(fashion_mnist_dir / "t10k-images-idx3-ubyte.gz")[:N_NEW]
-    p = Project.init(tmp_path / "proj", name="t", classes_from="fashion-mnist")
-    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
-    rows = px.append(train)
-    p.store.references.add(
-        ReferenceRow(
-            "train",
-            i,
-            int(labels[i]),  # the default features embedder trains on the labels
-            content_id(train[i]),
-            array_name="fm",
-            array_row=r,
-        )
-        for i, r in enumerate(rows)
-    )
+    train, labels, test = fm_images(fashion_mnist_dir, N_REF, N_NEW)
     planted = np.stack([_rescaled(train[i], 27 + 2 * (i % 2)) for i in range(N_PLANT)])
     cands = np.concatenate([planted, test])
-    crow = px.append(cands)
-    p.store.candidates.add(
-        CandidateRow(
-            content_id(img), "fm", str(i), class_id=0, array_name="fm", array_row=r
-        )
-        for i, (img, r) in enumerate(zip(cands, crow, strict=True))
-    )
+    p = fm_project(tmp_path / "proj", train, labels, cands, source="fm")
     yield p
     p.close()
 

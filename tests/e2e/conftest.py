@@ -204,17 +204,23 @@ class Run:
 
 
 def run_cli(
-    *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
-) -> Run:
+    *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None,
+    kill_ingest_after: int | None = None,
+) -> Run:  # fmt: skip
     """Run ``retest ARGS`` in a subprocess, as a user would (``env``: variables to
-    set on top of this process's)."""
+    set on top of this process's; ``kill_ingest_after``: SIGKILL it right after
+    that batch's rows are inserted)."""
     import time
+
+    from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     env.pop("RETEST_PROJECT", None)
     t0 = time.perf_counter()
     p = subprocess.run(
-        [*RETEST, *args],
+        [*RETEST, *args]
+        if kill_ingest_after is None
+        else [*python(INSERTED, kill_ingest_after), "-m", "retest", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

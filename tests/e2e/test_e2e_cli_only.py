@@ -74,10 +74,11 @@ class CliProject:
 
     def cli(
         self, key: str, *args: str, project: Path | None = None, ok: bool = True,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, kill_ingest_after: int | None = None,
     ) -> Any:  # fmt: skip
         where = self.project if project is None else project
-        r = self.run_cli(*args, "--project", str(where), cwd=self.root, env=env)
+        r = self.run_cli(*args, "--project", str(where), cwd=self.root, env=env,
+                         kill_ingest_after=kill_ingest_after)  # fmt: skip
         self.runs[key] = r
         if ok:
             assert r.returncode == 0, r.describe()
@@ -192,7 +193,7 @@ def test_sample_refuses_after_an_interrupted_ingest(cp: CliProject) -> None:
     proj = cp.copy("interrupted-ingest")
     killed = cp.cli("add killed", "source", "add", "arrays", str(cp.inputs.more_file),
                     "--name", "more", "--batch-size", "1", project=proj, ok=False,
-                    env={"RETEST_INGEST_CRASH_AFTER": "2"})  # fmt: skip
+                    kill_ingest_after=2)  # fmt: skip
     assert killed.returncode != 0, killed.describe()
     r = cp.cli("sample interrupted", "sample", "--strategy", "class-balanced",
                "--per-class", "3", "--seed", "2", project=proj, ok=False)  # fmt: skip

@@ -41,10 +41,11 @@ class Cli:
 
     def __call__(
         self, *args: str, project: Path | None = None, ok: bool = True,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, kill_ingest_after: int | None = None,
     ) -> Any:  # fmt: skip
         extra = () if project is None else ("--project", str(project))
-        r = self.run_cli(*args, *extra, cwd=self.root, env=env)
+        r = self.run_cli(*args, *extra, cwd=self.root, env=env,
+                         kill_ingest_after=kill_ingest_after)  # fmt: skip
         if ok:
             assert r.returncode == 0, r.describe()
         return r
@@ -239,7 +240,7 @@ def test_resumed_source_add_removes_its_killed_writers_temporaries(
     add = ("source", "add", "arrays", str(fm_inputs.more_file), "--name", "more",
            "--batch-size", "1")  # fmt: skip
     killed = cli(*add, project=proj, ok=False,
-                 env={"RETEST_INGEST_CRASH_AFTER": "2"})  # fmt: skip
+                 kill_ingest_after=2)  # fmt: skip
     assert killed.returncode != 0, killed.describe()
     arrays = proj / "arrays"
     header = next(arrays.glob("candidates_*.json"))

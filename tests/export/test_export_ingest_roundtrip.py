@@ -12,8 +12,8 @@ import numpy as np
 
 from retest.datasets.cifar10 import write_cifar_batch, write_cifar_meta
 from retest.pipeline.export import export_revision
-from retest.pipeline.ingest import add_source
 from retest.pipeline.project import CLASS_PRESETS, Project
+from retest.stages.ingest import add_source
 from retest.store.rows import Revision, RevisionMember
 
 

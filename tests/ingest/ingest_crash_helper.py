@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from retest.pipeline.ingest import ingest_source
 from retest.pipeline.project import Project
 from retest.sources.base import make_source
+from retest.stages.ingest import ingest_source
 from retest.store import open_store
 
 if __name__ == "__main__":

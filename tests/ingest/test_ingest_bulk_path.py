@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.ingest import CRASH_ENV, ingest_source
 from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.sources.base import ColumnItems, SourceItem
+from retest.stages.ingest import ingest_source
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow
@@ -150,7 +149,7 @@ def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
 
 _HELPER = """
 import sys
-from retest.pipeline.ingest import ingest_source
+from retest.stages.ingest import ingest_source
 from retest.pipeline.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
@@ -167,9 +166,8 @@ def test_sigkill_mid_ingest_then_resume_stores_everything_once(
     folder, imgs = ti
     proj = tmp_path / "p"
     proj.mkdir()
-    env = {**os.environ, CRASH_ENV: "6"}
     proc = subprocess.run(
-        [sys.executable, "-c", _HELPER, str(proj), str(folder)], env=env, check=False
+        [*python(INSERTED, 6), "-c", _HELPER, str(proj), str(folder)], check=False
     )
     assert proc.returncode == -signal.SIGKILL
     with open_store(proj / "retest.db") as store:

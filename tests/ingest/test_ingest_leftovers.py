@@ -14,17 +14,12 @@ import pytest
 from PIL import Image
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
+from ingest_kill import APPENDED, INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.download import HashCache
 from retest.errors import StageError
-from retest.pipeline.ingest import (
-    CRASH_APPEND_ENV,
-    CRASH_ENV,
-    add_source,
-    interrupted_ingests,
-)
-from retest.pipeline.ingest_writer import BatchWriter
 from retest.pipeline.project import Project
 from retest.sources.base import make_source
+from retest.stages.ingest import BatchWriter, add_source, interrupted_ingests
 from retest.store.artifacts import PixelArray
 
 ARRAY = "candidates_8x8x3"
@@ -44,13 +39,15 @@ def _rows(proj: Path) -> int:
 
 
 def _add_in_subprocess(
-    proj: Path, src: Path, batch: int, env: dict[str, str], *extra: str
+    proj: Path, src: Path, batch: int, kill: tuple[str, int] | None, *extra: str
 ) -> subprocess.Popen[str]:
+    """``retest source add`` in a child process, SIGKILLed at ``kill`` (moment,
+    batch) when given."""
+    exe = RETEST if kill is None else (*python(*kill), "-m", "retest")
     return subprocess.Popen(
-        [*RETEST, "source", "add", "arrays", str(src),
+        [*exe, "source", "add", "arrays", str(src),
          "--batch-size", str(batch), "--project", str(proj), "--json", *extra],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
@@ -78,7 +75,7 @@ def test_killed_ingest_is_listed_then_resume_reclaims_its_orphans(
         pass
     proj = tmp_path / "p"
     src = _npz(tmp_path / "a.npz", _images(2, 300))
-    proc = _add_in_subprocess(proj, src, 100, {CRASH_APPEND_ENV: "2"})
+    proc = _add_in_subprocess(proj, src, 100, (APPENDED, 2))
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert _rows(proj) >= 200  # batch 2's pixels are there, its rows are not
@@ -106,7 +103,7 @@ def test_redone_batch_does_not_append_its_pixels_twice(tmp_path: Path) -> None:
     proj = tmp_path / "p"
     src = _npz(tmp_path / "a.npz", _images(3, 250))
     # killed after batch 2's rows were inserted, before its checkpoint
-    proc = _add_in_subprocess(proj, src, 100, {CRASH_ENV: "2"})
+    proc = _add_in_subprocess(proj, src, 100, (INSERTED, 2))
     proc.communicate(timeout=120)
     assert proc.returncode != 0
     with Project.open(proj) as p:
@@ -143,8 +140,8 @@ def test_concurrent_overlapping_ingests_count_each_image_once(tmp_path: Path) ->
         pass
     proj = tmp_path / "p"
     procs = [
-        _add_in_subprocess(proj, a, 100, {}, "--name", "one"),
-        _add_in_subprocess(proj, b, 100, {}, "--name", "two"),
+        _add_in_subprocess(proj, a, 100, None, "--name", "one"),
+        _add_in_subprocess(proj, b, 100, None, "--name", "two"),
     ]
     reps = []
     for proc in procs:
@@ -189,10 +186,9 @@ def test_resume_command_of_a_configured_source_is_its_name(tmp_path: Path) -> No
     with open(proj / "retest.toml", "a") as fh:
         fh.write('\n[sources.mine]\nkind = "arrays"\npath = "a.npz"\n')
     r = subprocess.run(
-        [*RETEST, "source", "add", "mine", "--batch-size", "100",
-         "--project", str(proj)],
-        env={**os.environ, CRASH_ENV: "1"}, capture_output=True, text=True,
-        timeout=120,
+        [*python(INSERTED, 1), "-m", "retest", "source", "add", "mine",
+         "--batch-size", "100", "--project", str(proj)],
+        capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode != 0
     with Project.open(proj) as p:

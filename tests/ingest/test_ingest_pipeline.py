@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,11 +15,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.ingest import CRASH_ENV, ingest_source, list_ingests
 from retest.pipeline.project import Project
 from retest.sources.base import make_source
+from retest.stages.ingest import ingest_source, list_ingests
 from retest.store import open_store
 from retest.store.artifacts import PixelArray
 from retest.store.base import Store
@@ -99,7 +99,7 @@ def test_tinyimages_ingest_by_keyword(tmp_path: Path, rng) -> None:
     write_tinyimages(tmp_path / "ti", images, kws)
     project = _proj(tmp_path)
     with open_store(project / "retest.db") as store:
-        from retest.pipeline.ingest import load_tinyimages_index
+        from retest.stages.ingest import load_tinyimages_index
 
         index = load_tinyimages_index(
             Project.from_store(project, store), tmp_path / "ti" / "tiny_metadata.bin"
@@ -216,12 +216,12 @@ def test_folder_source_exif_and_corrupt_file(tmp_path: Path, rng) -> None:
 
 
 def _run_helper(
-    project: Path, kind: str, path: Path, batch: int, env_extra: dict[str, str]
+    project: Path, kind: str, path: Path, batch: int, kill_after: int | None = None
 ):
-    env = {**os.environ, **env_extra}
+    """The ingest in a child process; SIGKILLed after batch ``kill_after``'s insert."""
+    exe = [sys.executable] if kill_after is None else python(INSERTED, kill_after)
     return subprocess.Popen(
-        [sys.executable, str(HELPER), str(project), kind, str(path), str(batch)],
-        env=env,
+        [*exe, str(HELPER), str(project), kind, str(path), str(batch)]
     )
 
 
@@ -247,7 +247,7 @@ def test_sigkill_at_the_worst_moment_then_rerun(tmp_path, cifar_data) -> None:
     _, images, _ = cifar_data
     project = _proj(tmp_path)
     # killed right after the DB insert of batch 4, before its log line and checkpoint
-    proc = _run_helper(project, "cifar", tmp_path / "cifar", 37, {CRASH_ENV: "4"})
+    proc = _run_helper(project, "cifar", tmp_path / "cifar", 37, 4)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     with open_store(project / "retest.db") as store:
         assert 0 < store.candidates.count() < 498
@@ -261,7 +261,7 @@ def test_sigkill_sent_by_the_test_midway(tmp_path: Path, rng) -> None:
     images = rng.integers(0, 256, size=(1500, 32, 32, 3), dtype=np.uint8)
     _cifar_dir(tmp_path / "cifar", images, rng.integers(0, 10, 1500), 1200)
     project = _proj(tmp_path)
-    proc = _run_helper(project, "cifar", tmp_path / "cifar", 5, {})
+    proc = _run_helper(project, "cifar", tmp_path / "cifar", 5)
     log = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -289,7 +289,7 @@ def test_crash_with_skipped_items_keeps_them_in_the_report(tmp_path: Path, rng) 
     for bad in ("005x.png", "021x.png"):
         (root / bad).write_bytes(b"garbage")
     project = _proj(tmp_path)
-    proc = _run_helper(project, "folder", tmp_path / "folder", 4, {CRASH_ENV: "5"})
+    proc = _run_helper(project, "folder", tmp_path / "folder", 4, 5)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     with open_store(project / "retest.db") as store:
         rep = ingest_source(
@@ -310,7 +310,7 @@ def test_resume_reads_its_state_from_the_store_not_the_reports(
     """reports/ingest/ is output only: with it deleted after a crash, the resumed
     job still counts every batch once, keeps the skipped items, is listed as
     interrupted with its command, and is listed complete afterwards."""
-    from retest.pipeline.ingest import interrupted_ingests
+    from retest.stages.ingest import interrupted_ingests
 
     root = tmp_path / "folder" / "cls"
     root.mkdir(parents=True)
@@ -320,7 +320,7 @@ def test_resume_reads_its_state_from_the_store_not_the_reports(
         Image.fromarray(a).save(root / f"{i:03d}.png")
     (root / "005x.png").write_bytes(b"garbage")
     project = _proj(tmp_path)
-    proc = _run_helper(project, "folder", tmp_path / "folder", 4, {CRASH_ENV: "6"})
+    proc = _run_helper(project, "folder", tmp_path / "folder", 4, 6)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     shutil.rmtree(project / "reports")
     with open_store(project / "retest.db") as store:

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.ingest import add_source
 from retest.pipeline.plan import make_plan, planned_needs
 from retest.pipeline.project import Project
 from retest.pipeline.reference import (
@@ -20,6 +19,7 @@ from retest.pipeline.reference import (
     reference_keyword_histogram,
     register_reference,
 )
+from retest.stages.ingest import add_source
 from retest.store.rows import AnnotationEvent, Revision, RevisionMember, content_id
 
 runner = CliRunner()

@@ -7,7 +7,6 @@ batches (at 10 M candidates they happen at 2.1, 4.2, 6.3 and 9.4 M).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.pipeline.project import Project
 from retest.store.rows import content_id
 
@@ -25,7 +25,7 @@ _CHILD = """
 import sys
 import retest.store._sqlite_candidates as sc
 sc.TIER_MIN_ROWS = int(sys.argv[4])
-from retest.pipeline.ingest import ingest_source
+from retest.stages.ingest import ingest_source
 from retest.pipeline.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
@@ -37,12 +37,10 @@ with open_store(f"{project}/retest.db") as store:
 
 
 def _run(root: Path, data: Path, crash_after: int | None) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETEST_INGEST")}
-    if crash_after is not None:
-        env["RETEST_INGEST_CRASH_AFTER"] = str(crash_after)
+    exe = [sys.executable] if crash_after is None else python(INSERTED, crash_after)
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(root), str(data), str(BATCH), str(TIER)],
-        env=env, capture_output=True, timeout=120, check=False,
+        [*exe, "-c", _CHILD, str(root), str(data), str(BATCH), str(TIER)],
+        capture_output=True, timeout=120, check=False,
     )  # fmt: skip
     return proc.returncode
 

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from retest.pipeline.crowd import project_secret
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.label_errors.ensemble import ensemble_pred_probs
 from retest.label_errors.finders import find_label_errors
-from retest.pipeline.crowd import project_secret
 from retest.pipeline.eligibility import candidate_eligibility
 from retest.pipeline.project import Project
 from retest.pipeline.revisions import create_revision

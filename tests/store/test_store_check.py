@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
+from ingest_kill import APPENDED, python  # type: ignore[import-not-found]
 from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
 
@@ -109,11 +110,10 @@ def test_orphans_of_a_failed_ingest_are_found_and_reclaimed(tmp_path: Path) -> N
         labels=rng.integers(0, 2, 200),
     )
     # killed after batch 2's pixels were appended, before its rows were inserted
-    env = {**os.environ, "RETEST_INGEST_CRASH_AFTER_APPEND": "2"}
     r = subprocess.run(
-        [*RETEST, "source", "add", "arrays", str(tmp_path / "b.npz"),
-         "--batch-size", "100", "--project", str(proj)],
-        env=env, capture_output=True, text=True, timeout=120,
+        [*python(APPENDED, 2), "-m", "retest", "source", "add", "arrays",
+         str(tmp_path / "b.npz"), "--batch-size", "100", "--project", str(proj)],
+        capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode != 0
     px = PixelArray(proj / "arrays", "candidates_8x8x3")
@@ -151,7 +151,7 @@ def test_orphans_in_the_middle_are_listed_free_and_punched(tmp_path: Path) -> No
         labels=rng.integers(0, 2, 20),
     )
     with Project.open(proj) as p:  # hold the writers lock: no reclaim at start
-        from retest.pipeline.ingest import add_source
+        from retest.stages.ingest import add_source
         from retest.store.artifacts import writers_lock
 
         with writers_lock(p.arrays_dir):

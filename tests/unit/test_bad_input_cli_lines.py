@@ -68,7 +68,7 @@ def test_ctrl_c_names_the_command_to_rerun(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("retest.pipeline.ingest.add_source", interrupted)
+    monkeypatch.setattr("retest.stages.ingest.add_source", interrupted)
     args = ["source", "add", "arrays", str(inputs / "cand.npz"), "--name", "pool2",
             "--project", str(root)]  # fmt: skip
     res = invoke(*args)

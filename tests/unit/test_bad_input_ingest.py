@@ -31,7 +31,7 @@ from retest.datasets.idx import write_idx
 from retest.datasets.tinyimages import write_tinyimages
 
 #: Owners of bugs this suite found in files its author could not change.
-INGEST = "ingest (pipeline/ingest*.py)"
+INGEST = "ingest (stages/ingest/)"
 
 
 def _bad_files(d: Path) -> None:
@@ -370,8 +370,8 @@ def test_non_utf8_file_name_is_ingested(env: tuple[Path, Path], proj: Path) -> N
     assert snapshot(proj) != before  # the four images arrived
     res = invoke("source", "list", "--project", proj)
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
-    from retest.pipeline.ingest import interrupted_ingests
     from retest.pipeline.project import Project
+    from retest.stages.ingest import interrupted_ingests
 
     with Project.open(proj) as p:  # the job finished: nothing blocks `sample`
         assert interrupted_ingests(p) == []

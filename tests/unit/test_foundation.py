@@ -84,6 +84,7 @@ _LAYER = {
     "_validation": 0,
     "_output": 0,
     "_progress": 0,
+    "_gc": 0,
     "dedup": 1,
     "sampling": 1,
     "labeling": 1,
@@ -99,6 +100,7 @@ _LAYER = {
     "web": 4,
     "demo": 4,
     "api": 4,
+    "extend": 4,
 }
 
 

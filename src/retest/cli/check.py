@@ -41,8 +41,11 @@ def check(
                 [p.kind, p.count, "yes" if p.repaired else "no", p.detail]
                 for p in rep.problems
             ]
-            print_table(["problem", "count", "repaired", "detail"], rows,
-                        title=f"check {rep.root}")  # fmt: skip
+            print_table(
+                ["problem", "count", "repaired", "detail"],
+                rows,
+                title=f"check {rep.root}",
+            )
         for note in rep.notes:
             console.print(f"note: {note}")
         stats = ", ".join(f"{k} {v}" for k, v in rep.stats.items())

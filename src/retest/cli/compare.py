@@ -78,9 +78,18 @@ def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any
     from retest.pipeline.compare import check_compare_options
 
     check_compare_options(
-        **{k: kwargs[k] for k in ("metric", "axes", "confidence", "num_classes",
-                                  "name_orig", "name_new")}
-    )  # fmt: skip
+        **{
+            k: kwargs[k]
+            for k in (
+                "metric",
+                "axes",
+                "confidence",
+                "num_classes",
+                "name_orig",
+                "name_new",
+            )
+        }
+    )
     check_output(out, RULES["compare"])
     if example:
         from retest.demo.example import run_example

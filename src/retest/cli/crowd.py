@@ -226,8 +226,9 @@ def _print_originals_shown(shown: dict[str, int], controls: int, target: int) ->
         f"{TARGET_MIN_ORIGINALS} per class, each answered by ≥ "
         f"{TARGET_MIN_ANNOTATIONS} valid assignments (publish every task with ≥ "
         f"{TARGET_MIN_ANNOTATIONS} assignments)",
-        markup=False, soft_wrap=True,
-    )  # fmt: skip
+        markup=False,
+        soft_wrap=True,
+    )
     short = sorted(c for c, n in shown.items() if n < TARGET_MIN_ORIGINALS)
     if short and target < TARGET_MIN_ORIGINALS:  # a note: others need no originals
         console.print(
@@ -236,8 +237,9 @@ def _print_originals_shown(shown: dict[str, int], controls: int, target: int) ->
             "matched-frequency cannot sample them; class-balanced and threshold "
             f"can. --strategy matched-frequency adds tasks that show more "
             f"originals (with --controls {controls} each); try with --dry-run.",
-            markup=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 _COPY_KINDS = {

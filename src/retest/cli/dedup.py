@@ -214,8 +214,9 @@ def dedup(
             console.print(
                 f"… {len(r['pairs']) - shown} more {m} pairs on the contact sheet "
                 "and in --json",
-                markup=False, highlight=False,
-            )  # fmt: skip
+                markup=False,
+                highlight=False,
+            )
     with Project.open(project) as proj:
         from retest.cli.sample import _exclusion_line
         from retest.pipeline.eligibility import (
@@ -329,8 +330,10 @@ def dedup_queue(
                 f"wrote {n} pairs of {len(items)} candidate reviews to {csv_out}; "
                 "fill the duplicate column with yes/no, then `retest dedup-verdict "
                 f"--from {csv_out} --who NAME`",
-                markup=False, soft_wrap=True, highlight=False,
-            )  # fmt: skip
+                markup=False,
+                soft_wrap=True,
+                highlight=False,
+            )
             return
     rows = [
         {
@@ -466,8 +469,10 @@ def dedup_verdict(
     console.print(
         f"recorded review of {candidate} ({metric}) by {who}: {len(shown_ids)} "
         f"shown, {len(dups)} duplicate{'s' * (len(dups) != 1)}",
-        markup=False, soft_wrap=True, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def _verdicts_from_file(
@@ -485,9 +490,11 @@ def _verdicts_from_file(
 
     check_input_path(path, "--from", kind="file")
     res = read_review_file(
-        path, rest_not_duplicate=rest_not_duplicate, only_class=only_class,
+        path,
+        rest_not_duplicate=rest_not_duplicate,
+        only_class=only_class,
         max_distance=max_distance,
-    )  # fmt: skip
+    )
     with Project.open(project) as proj:
         if only_class is not None and only_class not in proj.class_names:
             raise ConfigError(
@@ -502,8 +509,10 @@ def _verdicts_from_file(
         f"recorded {n} reviews by {who} from {path}: {res.pairs} pairs, "
         f"{res.duplicates} duplicates; {len(res.undecided)} candidate reviews left "
         "undecided (empty duplicate cells)",
-        markup=False, soft_wrap=True, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def _known_items(proj: Any, candidate: str, shown: list[str]) -> None:

@@ -127,8 +127,16 @@ def _render(res: DemoResult) -> None:
         steps += f"; reused: {', '.join(res.steps_reused)}"
     echo(f"{steps}; predictions computed: {res.predictions_computed}")
     echo("files:")
-    for key in ("project", "revision", "report_markdown", "report_png", "report_fit",
-                "label_errors_csv", "label_errors_contact_sheet", "dedup_sheet"):  # fmt: skip
+    for key in (
+        "project",
+        "revision",
+        "report_markdown",
+        "report_png",
+        "report_fit",
+        "label_errors_csv",
+        "label_errors_contact_sheet",
+        "dedup_sheet",
+    ):
         if key in res.paths:
             echo(f"  {key:<28}{res.paths[key]}")
     echo(

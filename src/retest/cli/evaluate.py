@@ -236,17 +236,36 @@ def evaluate(
             for why in skipped.values():
                 print_warning(f"skipped: {why}")
         models = project_models(
-            project, preset=preset, names=model or (), files=model_file or (),
-            predictions=folders, datasets=[ORIGINAL, *revs], seed=seed,
-            onnx_options=onnx, model_channels=model_channels, progress=cb,
-        )  # fmt: skip
+            project,
+            preset=preset,
+            names=model or (),
+            files=model_file or (),
+            predictions=folders,
+            datasets=[ORIGINAL, *revs],
+            seed=seed,
+            onnx_options=onnx,
+            model_channels=model_channels,
+            progress=cb,
+        )
         res = evaluate_project(
-            project, models, revisions=revs, test_split=test_split,
-            train_split=train_split, out_dir=out, cluster=cluster, workers=workers,
-            batch_size=batch_size, metric=metric, axes=axes, confidence=confidence,
-            n_boot=bootstrap, seed=seed, figure_formats=formats,
-            label_models=tuple(label or ()), progress=cb,
-        )  # fmt: skip
+            project,
+            models,
+            revisions=revs,
+            test_split=test_split,
+            train_split=train_split,
+            out_dir=out,
+            cluster=cluster,
+            workers=workers,
+            batch_size=batch_size,
+            metric=metric,
+            axes=axes,
+            confidence=confidence,
+            n_boot=bootstrap,
+            seed=seed,
+            figure_formats=formats,
+            label_models=tuple(label or ()),
+            progress=cb,
+        )
     _render(res, as_json)
 
 
@@ -283,11 +302,12 @@ def _render(res: ProjectEvaluation, as_json: bool) -> None:
             console.width = max(width, need + 1)
         try:
             print_table(
-                PAPER_COLUMNS, rows,
+                PAPER_COLUMNS,
+                rows,
                 title=f"{t.metric} accuracy (%), original: {t.dataset_orig} "
                 f"(n={res.original.n}), new: {name} (n={t.rows[0].new.n}), "
                 f"{len(t.rows)} models",
-            )  # fmt: skip
+            )
         finally:
             console.width = width
         fit = rep.fit

@@ -135,9 +135,11 @@ def search(
             f"--per-page must lie in [1, 500] (Flickr's cap). Got {per_page}."
         )
     for flag, value in (
-        ("--min-taken-date", min_taken_date), ("--max-taken-date", max_taken_date),
-        ("--min-upload-date", min_upload_date), ("--max-upload-date", max_upload_date),
-    ):  # fmt: skip
+        ("--min-taken-date", min_taken_date),
+        ("--max-taken-date", max_taken_date),
+        ("--min-upload-date", min_upload_date),
+        ("--max-upload-date", max_upload_date),
+    ):
         _check_date(flag, value)
     check_output(out, RULES["flickr search"])
     key = (api_key or "").strip()
@@ -148,19 +150,30 @@ def search(
         )
     rows = load_plan(plan)
     params = FlickrSearchParams(
-        min_taken_date=min_taken_date, max_taken_date=max_taken_date,
-        min_uploaded_date=min_upload_date, max_uploaded_date=max_upload_date,
+        min_taken_date=min_taken_date,
+        max_taken_date=max_taken_date,
+        min_uploaded_date=min_upload_date,
+        max_uploaded_date=max_upload_date,
         per_page=per_page,
-    )  # fmt: skip
+    )
     client = FlickrClient(
-        key, base_url=endpoint, retries=retries, backoff=backoff,
+        key,
+        base_url=endpoint,
+        retries=retries,
+        backoff=backoff,
         limiter=RateLimiter(rate),
-    )  # fmt: skip
+    )
     with progress_bar(disable=as_json) as cb:
         rep = search_plan(
-            client, rows, params, out, factor=factor,
-            max_per_keyword=max_per_keyword, uploader=uploader, progress=cb,
-        )  # fmt: skip
+            client,
+            rows,
+            params,
+            out,
+            factor=factor,
+            max_per_keyword=max_per_keyword,
+            uploader=uploader,
+            progress=cb,
+        )
     summary = {
         "keywords": len(rows),
         "searched": len(rep.searched),
@@ -237,9 +250,16 @@ def download(
     records = list(pool.candidates.values())
     with progress_bar(disable=as_json) as cb:
         rep = download_candidates(
-            records, out, workers=workers, retries=retries, backoff=backoff,
-            timeout=timeout, blacklist=blacklist, rate=rate, progress=cb,
-        )  # fmt: skip
+            records,
+            out,
+            workers=workers,
+            retries=retries,
+            backoff=backoff,
+            timeout=timeout,
+            blacklist=blacklist,
+            rate=rate,
+            progress=cb,
+        )
     summary = {
         "candidates": len(records),
         "downloaded": len(rep.downloaded),

@@ -84,8 +84,13 @@ def label_errors(
         ),
     ] = None,
     rank_by: Annotated[
-        str, typer.Option("--rank-by", help="self_confidence or normalized_margin.")
-    ] = "self_confidence",
+        str,
+        typer.Option(
+            "--rank-by",
+            help="self-confidence or normalized-margin (cleanlab's self_confidence, "
+            "normalized_margin work too).",
+        ),
+    ] = "self-confidence",
     true_labels: Annotated[
         Path | None,
         typer.Option(
@@ -110,15 +115,19 @@ def label_errors(
     from retest._output import RULES, check_output
     from retest.cli._console import console, print_json, print_table
     from retest.label_errors.finders import resolve_method
+    from retest.label_errors.ranking import resolve_rank_by
     from retest.pipeline.label_errors import load_label_error_inputs, suspect_row
     from retest.pipeline.label_errors_project import revision_label_error_inputs
     from retest.pipeline.project import Project
 
     resolve_method(method)  # fail fast, with suggestions, before reading files
-    if rank_by not in ("self_confidence", "normalized_margin"):
+    try:
+        rank_by = resolve_rank_by(rank_by)
+    except ConfigError:
         raise ConfigError(
-            f"--rank-by must be self_confidence or normalized_margin. Got {rank_by!r}."
-        )
+            "--rank-by must be self-confidence or normalized-margin (or cleanlab's "
+            f"self_confidence, normalized_margin). Got {rank_by!r}."
+        ) from None
     files = {"--labels": labels, "--pred-probs": pred_probs,
              "--predictions-dir": predictions_dir, "--images": images,
              "--class-names": class_names}  # fmt: skip

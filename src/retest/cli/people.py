@@ -129,11 +129,15 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     print_table(
         ["name", "role", "added", "status"],
         [
-            (p.name, p.role, p.created[:19],
-             f"revoked {p.revoked[:19]}" if p.revoked else "active")
+            (
+                p.name,
+                p.role,
+                p.created[:19],
+                f"revoked {p.revoked[:19]}" if p.revoked else "active",
+            )
             for p in people
         ],
-    )  # fmt: skip
+    )
 
 
 def _exclusion(worker: str, project: ProjectOpt, reason: str, excluded: bool) -> None:

@@ -447,7 +447,7 @@ def print_revision_statistics(data: dict[str, Any]) -> None:
         ["class", "n", "mean f", "min f", "bins", "up", "ndup", "black", "reviewed"],
         rows,
         title=f"revision {data['name']} ({data['strategy']}, seed {data['seed']})",
-    )  # fmt: skip
+    )
     console.print(
         f"{data['n_images']} images, {'valid' if data['valid'] else 'INVALID'}; "
         f"{data['upward']} upward-sampled; {data['near_duplicates']} near-duplicates "

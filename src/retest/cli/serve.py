@@ -128,10 +128,13 @@ def register(app: typer.Typer) -> None:
         sys.setswitchinterval(0.001)
         try:
             uvicorn.run(
-                web, host=host, port=port, log_level="warning",
+                web,
+                host=host,
+                port=port,
+                log_level="warning",
                 proxy_headers=trusted_proxy is not None,
                 forwarded_allow_ips=trusted_proxy,
-            )  # fmt: skip
+            )
         finally:
             proj.close()
 

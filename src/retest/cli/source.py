@@ -177,8 +177,8 @@ def add(
     TinyImages source without keywords takes every keyword of \\[keywords].
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
-    from retest.pipeline.ingest import add_source
     from retest.pipeline.project import Project
+    from retest.stages.ingest import add_source
 
     if name is not None:
         validate_name(name, "source")
@@ -192,10 +192,15 @@ def add(
             else {"name": kind, **_configured(project.config, kind, project.root)}
         )
         given = {
-            "keywords": kws, "keywords_file": keywords_file, "class": class_name,
-            "labels": labels, "images": images, "batch_size": batch_size, "name": name,
+            "keywords": kws,
+            "keywords_file": keywords_file,
+            "class": class_name,
+            "labels": labels,
+            "images": images,
+            "batch_size": batch_size,
+            "name": name,
             "mode": mode,
-        }  # fmt: skip
+        }
         conf.update({k: v for k, v in given.items() if v is not None})
         src_kind = conf["kind"]
         if path is None:
@@ -205,34 +210,50 @@ def add(
                 raise ConfigError(
                     f"{project.config_path}: [sources.{kind}] kind: {err}"
                 ) from None
-        _check_kind_options(src_kind, {
-            "--keywords": conf.get("keywords"),
-            "--keywords-file": conf.get("keywords_file"),
-            "--labels": conf.get("labels"), "--images": conf.get("images"),
-            "--mode": conf.get("mode"),
-        })  # fmt: skip
+        _check_kind_options(
+            src_kind,
+            {
+                "--keywords": conf.get("keywords"),
+                "--keywords-file": conf.get("keywords_file"),
+                "--labels": conf.get("labels"),
+                "--images": conf.get("images"),
+                "--mode": conf.get("mode"),
+            },
+        )
         kw_arg: Any = conf.get("keywords")
         if kw_arg is not None and conf.get("keywords_file") is not None:
             raise ConfigError("pass either --keywords or --keywords-file, not both.")
         if src_kind == "tinyimages" and kw_arg is None and "keywords_file" not in conf:
             kw_arg = {
-                kw: cls for cls, kw_list in project.config.keywords.items()
+                kw: cls
+                for cls, kw_list in project.config.keywords.items()
                 for kw in kw_list
-            } or None  # fmt: skip
+            } or None
         cls = _class_name(project.config, conf.get("class"))
         _check_paths(conf, configured=kind if path is None else None)
         with progress_bar(disable=as_json) as bar:
             rep = add_source(
-                project, src_kind, conf["path"],
-                keywords=kw_arg, keywords_file=conf.get("keywords_file"),
+                project,
+                src_kind,
+                conf["path"],
+                keywords=kw_arg,
+                keywords_file=conf.get("keywords_file"),
                 class_name=cls,
-                name=conf.get("name"), labels_path=conf.get("labels"),
-                images_dir=conf.get("images"), batch_size=conf.get("batch_size"),
-                progress=bar, mode=conf.get("mode"),
-            )  # fmt: skip
+                name=conf.get("name"),
+                labels_path=conf.get("labels"),
+                images_dir=conf.get("images"),
+                batch_size=conf.get("batch_size"),
+                progress=bar,
+                mode=conf.get("mode"),
+            )
     if as_json:
-        print_json({**rep.to_json(), "already_ingested": rep.already_ingested,
-                    "removed_temporaries": list(rep.removed_temporaries)})  # fmt: skip
+        print_json(
+            {
+                **rep.to_json(),
+                "already_ingested": rep.already_ingested,
+                "removed_temporaries": list(rep.removed_temporaries),
+            }
+        )
         return
     from retest.cli._console import console
 
@@ -241,8 +262,10 @@ def add(
         console.print(
             f"removed {n} temporary file{'s' * (n > 1)} a killed ingest left "
             f"(e.g. {rep.removed_temporaries[0]})",
-            soft_wrap=True, markup=False, highlight=False,
-        )  # fmt: skip
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     if rep.already_ingested:
         console.print(
             f"already ingested: job {rep.job} (source {rep.name!r}, {rep.kind} "
@@ -253,10 +276,14 @@ def add(
         )
         return
     rows: list[list[Any]] = [
-        ["source", rep.name], ["kind", rep.kind], ["path", rep.path],
-        ["items", rep.total], ["new candidates", rep.new],
-        ["exact duplicates", rep.duplicates], ["unreadable (skipped)", len(rep.skipped)],
-    ]  # fmt: skip
+        ["source", rep.name],
+        ["kind", rep.kind],
+        ["path", rep.path],
+        ["items", rep.total],
+        ["new candidates", rep.new],
+        ["exact duplicates", rep.duplicates],
+        ["unreadable (skipped)", len(rep.skipped)],
+    ]
     print_table(["ingest", "value"], rows, title=f"ingest {rep.job}")
     for s in rep.skipped[:20]:
         print_warning(f"skipped {s['ref']}: {s['reason']}")
@@ -269,8 +296,8 @@ def add(
 def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """Ingest jobs of the project with their counts."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.ingest import list_ingests
     from retest.pipeline.project import Project
+    from retest.stages.ingest import list_ingests
 
     with Project.open(project_dir) as project:
         jobs = list_ingests(project)
@@ -279,10 +306,18 @@ def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
         return
     cols = ["name", "kind", "path", "items", "new", "duplicates", "skipped", "complete"]
     rows = [
-        [j["name"], j["kind"], j["path"], j["total"], j["new"], j["duplicates"],
-         j["skipped"], "yes" if j["complete"] else f"no ({j['processed']} done)"]
+        [
+            j["name"],
+            j["kind"],
+            j["path"],
+            j["total"],
+            j["new"],
+            j["duplicates"],
+            j["skipped"],
+            "yes" if j["complete"] else f"no ({j['processed']} done)",
+        ]
         for j in jobs
-    ]  # fmt: skip
+    ]
     print_table(cols, rows, title="sources")
 
 

@@ -100,10 +100,17 @@ def split(
             seed = project.config.seed("split")
             seed = 200 if seed is None else seed
         res = split_pool(
-            project, seed=seed, per_class=per_class, train_fraction=train_fraction,
-            policy=policy, revision=revision, export=export,  # type: ignore[arg-type]
-            include_unreviewed=include_unreviewed, out=out, overwrite=overwrite,
-        )  # fmt: skip
+            project,
+            seed=seed,
+            per_class=per_class,
+            train_fraction=train_fraction,
+            policy=policy,  # type: ignore[arg-type]
+            revision=revision,
+            export=export,  # type: ignore[arg-type]
+            include_unreviewed=include_unreviewed,
+            out=out,
+            overwrite=overwrite,
+        )
     data = res.to_json()
     if as_json:
         print_json(data)
@@ -113,9 +120,10 @@ def split(
             for c, m in data["per_class"].items()
         ]
         print_table(
-            ["class", "train", "test", "overlap"], rows,
+            ["class", "train", "test", "overlap"],
+            rows,
             title=f"{res.source}: {res.n_pool} images, seed {seed}",
-        )  # fmt: skip
+        )
         typer.echo(
             f"wrote {len(res.train)} train and {len(res.test)} test ids to {res.path}"
         )

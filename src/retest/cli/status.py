@@ -72,8 +72,10 @@ def status(
         console.print(
             f"  from {info['source']}: {info['source_ref']}"
             + (f" (keyword {info['keyword']})" if info.get("keyword") else ""),
-            markup=False, highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         for metric, near in info["nearest"].items():
             first = ", ".join(
                 f"{n['reference'] if ':' in n['reference'] else n['reference'][:16]} "

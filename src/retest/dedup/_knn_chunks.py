@@ -320,11 +320,21 @@ class Shortlist:
         ex_p = None if ex is None else np.ascontiguousarray(ex, np.int64).ctypes.data
         rn64 = np.ascontiguousarray(rn, np.float64)
         fn.select(
-            nq, n, scores.ctypes.data, scores.strides[0] // 4,
-            None if rn32 is None else rn32.ctypes.data, rn64.ctypes.data, r0,
-            ex_p, qn.ctypes.data, c, self.vals.shape[1],
-            self.vals.ctypes.data, self.idx.ctypes.data, self.bnd.ctypes.data,
-        )  # fmt: skip
+            nq,
+            n,
+            scores.ctypes.data,
+            scores.strides[0] // 4,
+            None if rn32 is None else rn32.ctypes.data,
+            rn64.ctypes.data,
+            r0,
+            ex_p,
+            qn.ctypes.data,
+            c,
+            self.vals.shape[1],
+            self.vals.ctypes.data,
+            self.idx.ctypes.data,
+            self.bnd.ctypes.data,
+        )
 
     def merge_list(self, other: Shortlist) -> None:
         """Merge another thread's shortlist (disjoint references) into this one."""
@@ -373,10 +383,16 @@ class _NativeFns:
         qi = np.ascontiguousarray(qi, np.int64)
         ri = np.ascontiguousarray(ri, np.int64)
         self.sqdist(
-            qi.size, queries.ctypes.data, queries.strides[0],
-            references.ctypes.data, references.strides[0],
-            qi.ctypes.data, ri.ctypes.data, queries.shape[1], out.ctypes.data,
-        )  # fmt: skip
+            qi.size,
+            queries.ctypes.data,
+            queries.strides[0],
+            references.ctypes.data,
+            references.strides[0],
+            qi.ctypes.data,
+            ri.ctypes.data,
+            queries.shape[1],
+            out.ctypes.data,
+        )
         return True
 
 

@@ -167,11 +167,27 @@ class NativeKernel:
         q, r, out = self.q, self.r, np.empty(qi.size, np.float64)
         h, w, c, hp, wp = self.dims
         self.fn.pairs(
-            qi.size, qi.ctypes.data, ri.ctypes.data, image_kind(r.image),
-            q.image.ctypes.data, r.image.ctypes.data, h, w, c, hp, wp, self.taps.size,
-            self.off, self.taps.ctypes.data, self.cov_norm, 2.0 * self.cov_norm, r.c1,
-            r.c2, self.work.ctypes.data, out.ctypes.data,
-        )  # fmt: skip
+            qi.size,
+            qi.ctypes.data,
+            ri.ctypes.data,
+            image_kind(r.image),
+            q.image.ctypes.data,
+            r.image.ctypes.data,
+            h,
+            w,
+            c,
+            hp,
+            wp,
+            self.taps.size,
+            self.off,
+            self.taps.ctypes.data,
+            self.cov_norm,
+            2.0 * self.cov_norm,
+            r.c1,
+            r.c2,
+            self.work.ctypes.data,
+            out.ctypes.data,
+        )
         return out
 
 
@@ -251,11 +267,25 @@ class BoxKernel:
         if self.fn is None:
             return self._numpy(qi, ri)
         self.fn.box_pairs(
-            qi.size, qi.ctypes.data, ri.ctypes.data, q.image.ctypes.data,
-            r.image.ctypes.data, h, w, c, hp, wp, self.size, self.cov_norm,
-            2.0 * self.cov_norm, r.c1, r.c2, self.iwork.ctypes.data,
-            self.vals.ctypes.data, out.ctypes.data,
-        )  # fmt: skip
+            qi.size,
+            qi.ctypes.data,
+            ri.ctypes.data,
+            q.image.ctypes.data,
+            r.image.ctypes.data,
+            h,
+            w,
+            c,
+            hp,
+            wp,
+            self.size,
+            self.cov_norm,
+            2.0 * self.cov_norm,
+            r.c1,
+            r.c2,
+            self.iwork.ctypes.data,
+            self.vals.ctypes.data,
+            out.ctypes.data,
+        )
         return out
 
     def _numpy(

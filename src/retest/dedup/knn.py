@@ -50,6 +50,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
+from retest._validation import renamed_keyword
 from retest.dedup._knn_chunks import (
     INNER_BLOCK,
     NeedsScale,
@@ -483,9 +484,10 @@ def knn(
     pad: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: Backend = "auto",
-    chunk_size: int | None = None,
+    chunk_rows: int | None = None,
     n_threads: int | None = None,
     progress: ProgressCallback | None = None,
+    chunk_size: int | None = None,
 ) -> KnnResult:
     """Exact k nearest references of each query under squared L2.
 
@@ -510,7 +512,7 @@ def knn(
     backend : {'auto', 'numpy', 'torch', 'faiss'}
         Engine of the float32 pass; 'auto' takes whichever of torch and numpy
         has the faster single-threaded GEMM on this machine (measured once).
-    chunk_size : int, optional
+    chunk_rows : int, optional
         Reference rows per chunk (default from the budget, at most 8192).
     n_threads : int, optional
         Threads that each score their share of the reference chunks with a
@@ -518,6 +520,8 @@ def knn(
         itself). The result does not depend on it.
     progress : ProgressCallback, optional
         Called as ``progress("knn", chunks_done, chunks_total)``.
+    chunk_size : int, optional
+        Deprecated name of ``chunk_rows`` (a :class:`DeprecationWarning`).
 
     Returns
     -------
@@ -551,7 +555,14 @@ def knn(
     )
     be = _pick_backend(backend)
     plan = make_plan(
-        q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size, n_threads
+        q.shape[0],
+        refs.shape[0],
+        q.shape[1],
+        int(memory_budget),
+        renamed_keyword(
+            chunk_rows, chunk_size, new_name="chunk_rows", old_name="chunk_size"
+        ),
+        n_threads,
     )
     nq, nr = q.shape[0], refs.shape[0]
     n_chunks = -(-nr // plan.chunk)
@@ -621,14 +632,17 @@ def knn_range(
     exclude_self: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     backend: Backend = "auto",
-    chunk_size: int | None = None,
+    chunk_rows: int | None = None,
     progress: ProgressCallback | None = None,
+    chunk_size: int | None = None,
 ) -> RangeResult:
     """All (query, reference) pairs with ``low ≤ squared L2 ≤ high``, exactly.
 
     The CIFAR-10.1 helper ``find_near_self_duplicates(images, ind, low, high)`` works
     on plain L2; pass ``low**2`` and ``high**2``. Candidates from the float32 pass
     are widened by the error bound of the module docstring and checked in float64.
+    ``chunk_rows`` and the rest are as for :func:`knn` (``chunk_size`` is the
+    deprecated name of ``chunk_rows``).
     """
     q, refs, ex = validate_knn_inputs(
         queries, references, None, exclude=exclude, exclude_self=exclude_self
@@ -637,7 +651,13 @@ def knn_range(
         raise ConfigError(f"knn_range needs low ≤ high. Got low={low}, high={high}.")
     be = _pick_backend(backend)
     plan = make_plan(
-        q.shape[0], refs.shape[0], q.shape[1], int(memory_budget), chunk_size
+        q.shape[0],
+        refs.shape[0],
+        q.shape[1],
+        int(memory_budget),
+        renamed_keyword(
+            chunk_rows, chunk_size, new_name="chunk_rows", old_name="chunk_size"
+        ),
     )
 
     def run(plan: Plan) -> list[tuple[NDArray[Any], NDArray[Any], NDArray[Any]]]:

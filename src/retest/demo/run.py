@@ -65,12 +65,12 @@ from retest.pipeline.eligibility import (
 )
 from retest.pipeline.evaluate import evaluate_project, project_models
 from retest.pipeline.export import export_revision
-from retest.pipeline.ingest import add_source
 from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
 from retest.pipeline.project import Project
 from retest.pipeline.reference import register_reference_arrays
 from retest.pipeline.revisions import create_revision
 from retest.records import LabeledSet
+from retest.stages.ingest import add_source
 from retest.store.artifacts import write_bytes, write_json
 from retest.store.rows import split_reference_id
 
@@ -114,9 +114,13 @@ class DemoSettings:
 
     def key(self) -> dict[str, Any]:
         """Settings that decide the data steps (changing them needs a new folder)."""
-        return {"seed": self.seed, "pool_size": self.pool_size,
-                "per_class": self.per_class, "knn_k": self.knn_k,
-                "near_duplicates": "candidate_eligibility"}  # fmt: skip
+        return {
+            "seed": self.seed,
+            "pool_size": self.pool_size,
+            "per_class": self.per_class,
+            "knn_k": self.knn_k,
+            "near_duplicates": "candidate_eligibility",
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,45 +334,72 @@ def run_demo(
             buf = _npz_bytes(kept=kept, held_out=held)
             write_bytes(split_path, buf)
             pool = root / "demo" / "pool.npz"
-            write_bytes(pool, _npz_bytes(
-                images=train_all.images[held], labels=train_all.labels[held],  # type: ignore[index]
-                class_names=np.array(names), train_index=held))  # fmt: skip
-            return {"n_train": int(kept.size), "n_pool": int(held.size),
-                    "split": str(split_path), "pool": str(pool)}  # fmt: skip
+            write_bytes(
+                pool,
+                _npz_bytes(
+                    images=train_all.images[held],  # type: ignore[index]
+                    labels=train_all.labels[held],  # type: ignore[index]
+                    class_names=np.array(names),
+                    train_index=held,
+                ),
+            )
+            return {
+                "n_train": int(kept.size),
+                "n_pool": int(held.size),
+                "split": str(split_path),
+                "pool": str(pool),
+            }
 
         sp = steps("split", split)
         with np.load(split_path) as z:
             kept = z["kept"]
         train = LabeledSet(
-            "fashion_mnist-train-kept", train_all.labels[kept], names,
+            "fashion_mnist-train-kept",
+            train_all.labels[kept],
+            names,
             train_all.images[kept],  # type: ignore[index]
-        )  # fmt: skip
+        )
 
         def reference() -> dict[str, Any]:
             out = {}
             for split_name, ds in (("train", train), ("test", test)):
                 assert ds.images is not None
                 rep = register_reference_arrays(
-                    project, ds.images, ds.labels, split=split_name,
-                    class_names=names, progress=progress,
-                )  # fmt: skip
+                    project,
+                    ds.images,
+                    ds.labels,
+                    split=split_name,
+                    class_names=names,
+                    progress=progress,
+                )
                 out[split_name] = rep.to_json()
             return out
 
         steps("reference", reference)
 
         def ingest() -> dict[str, Any]:
-            rep = add_source(project, "arrays", sp["pool"], name=POOL_NAME,
-                             progress=progress)  # fmt: skip
+            rep = add_source(
+                project, "arrays", sp["pool"], name=POOL_NAME, progress=progress
+            )
             return rep.to_json()
 
         ing = steps("ingest", ingest)
 
         def dedup() -> dict[str, Any]:
-            res = run_dedup(project, against=AGAINST, metrics=("l2",), k=s.knn_k,
-                            chunk_size=1000, backend="numpy", progress=progress)  # fmt: skip
-            return {"fingerprint": res.fingerprint, "n_candidates": res.n_candidates,
-                    "n_references": res.n_references}  # fmt: skip
+            res = run_dedup(
+                project,
+                against=AGAINST,
+                metrics=("l2",),
+                k=s.knn_k,
+                chunk_size=1000,
+                backend="numpy",
+                progress=progress,
+            )
+            return {
+                "fingerprint": res.fingerprint,
+                "n_candidates": res.n_candidates,
+                "n_references": res.n_references,
+            }
 
         steps("dedup", dedup)
 
@@ -384,10 +415,18 @@ def run_demo(
         nd = steps("near-duplicates", near_dups)
 
         def sample() -> dict[str, Any]:
-            rev = create_revision(project, strategy="class-balanced", seed=s.seed,
-                                  per_class=s.per_class, eligibility=eligibility())  # fmt: skip
-            return {"revision": rev.revision.name, "valid": rev.revision.valid,
-                    "shortfall": dict(rev.revision.shortfall)}  # fmt: skip
+            rev = create_revision(
+                project,
+                strategy="class-balanced",
+                seed=s.seed,
+                per_class=s.per_class,
+                eligibility=eligibility(),
+            )
+            return {
+                "revision": rev.revision.name,
+                "valid": rev.revision.valid,
+                "shortfall": dict(rev.revision.shortfall),
+            }
 
         rev = steps("sample", sample)["revision"]
 
@@ -416,22 +455,32 @@ def _evaluate_and_report(
     out = project.reports_dir / "demo"
     t0 = time.perf_counter()
     models = project_models(project, preset=s.preset, seed=s.seed, progress=progress)
-    ev = evaluate_project(project, models, revisions=[revision], out_dir=out,
-                          workers=workers, n_boot=s.n_boot, seed=s.seed,
-                          progress=progress)  # fmt: skip
+    ev = evaluate_project(
+        project,
+        models,
+        revisions=[revision],
+        out_dir=out,
+        workers=workers,
+        n_boot=s.n_boot,
+        seed=s.seed,
+        progress=progress,
+    )
     seconds = {"evaluate": round(time.perf_counter() - t0, 2)}
     steps.finish("evaluate", reused=not ev.computed)
     steps.finish("compare", reused=False)
     test, new, rep = ev.original, ev.revisions[0], ev.reports[revision]
     preds = ev.pairs(revision)
     t0 = time.perf_counter()
-    ens = ensemble_pred_probs([p[0] for p in preds.values()],
-                              n_classes=len(project.class_names), mode="auto")  # fmt: skip
+    ens = ensemble_pred_probs(
+        [p[0] for p in preds.values()], n_classes=len(project.class_names), mode="auto"
+    )
     inputs = LabelErrorInputs(
-        test.labels, ens.pred_probs,
+        test.labels,
+        ens.pred_probs,
         {"ensemble": ens.mode, "models": list(ens.models), "dataset": test.name},
-        images=test.images, class_names=project.class_names,
-    )  # fmt: skip
+        images=test.images,
+        class_names=project.class_names,
+    )
     le = run_label_errors(inputs, out / "label_errors", top=24)
     steps.finish("label-errors", reused=False)
     seconds["label-errors"] = round(time.perf_counter() - t0, 2)
@@ -450,11 +499,23 @@ def _evaluate_and_report(
         "dedup_sheet": out.parent / "dedup" / "closest_l2.png",
     }
     result = DemoResult(
-        root, s, new.name, rep.table, rep.fit,
+        root,
+        s,
+        new.name,
+        rep.table,
+        rep.fit,
         {k: v for k, v in nd.items() if k not in ("excluded", "pairs")},
-        le.ranked, project.class_names, paths, tuple(steps.run), tuple(steps.reused),
-        ev.computed, mean_gap, se, summary, {"seconds": seconds},
-    )  # fmt: skip
+        le.ranked,
+        project.class_names,
+        paths,
+        tuple(steps.run),
+        tuple(steps.reused),
+        ev.computed,
+        mean_gap,
+        se,
+        summary,
+        {"seconds": seconds},
+    )
     write_json(out / "summary.json", result.as_dict())
     return result
 

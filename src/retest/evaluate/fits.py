@@ -42,6 +42,7 @@ __all__ = [
     "LinearFit",
     "bootstrap_lines",
     "fit_new_vs_orig",
+    "linear_fit",
     "ols",
     "quantile_band",
     "to_axis",
@@ -329,31 +330,57 @@ def fit_new_vs_orig(
     random_state: RandomStateLike = 0,
     progress: ProgressCallback | None = None,
 ) -> LinearFit:
-    """Fit new vs original accuracy and bootstrap its uncertainty.
+    """Fit new vs original accuracy over models, with a pairs-bootstrap interval
+    (public as ``retest.linear_fit``).
+
+    Ordinary least squares of the new accuracy on the original one, on percent
+    (``linear``), probit or logit axes; models are resampled with replacement
+    ``n_boot`` times for the intervals of slope and intercept and a pointwise
+    band.
 
     Parameters
     ----------
     orig, new : array-like of shape (n_models,)
         Accuracies as fractions in [0, 1], one pair per model.
     names : sequence of str, optional
-        Model names (default ``model_0`` ...).
+        Model names (default ``model_0``, ...).
     axes : {"linear", "probit", "logit"}
         Axis scale of the fit (see :data:`AXES`).
     n_orig, n_new : array-like of int, optional
-        Test-set sizes, used only to clamp accuracies of 0 or 1 on probit/logit axes.
+        Test-set sizes; on probit/logit axes an accuracy of exactly 0 or 1 becomes
+        ``(k + 0.5) / (n + 1)``.
     n_boot : int
         Pairs-bootstrap resamples (models drawn with replacement).
     confidence : float
         Level of the slope/intercept percentile intervals and of the pointwise band.
     x_range : (float, float), optional
         Original-accuracy range (fractions) of the band grid; default: the data range.
-    random_state : int or Generator
+    n_grid : int
+        Points of the band grid.
+    random_state : int or numpy.random.Generator
         Seed; same inputs and seed give identical results.
+    progress : ProgressCallback, optional
+        Called as the bootstrap advances.
+
+    Returns
+    -------
+    LinearFit
+        ``slope``, ``intercept``, ``r2``, ``slope_ci``, ``intercept_ci``,
+        per-model ``residual_points`` (effective robustness, in points),
+        ``predict()`` and ``equation()``.
 
     Raises
     ------
     InputValidationError
-        Fewer than 3 models, mismatched lengths or all original accuracies equal.
+        Fewer than 3 models, lengths that differ, accuracies outside [0, 1] or
+        all original accuracies equal.
+
+    Examples
+    --------
+    >>> from retest import linear_fit
+    >>> fit = linear_fit([0.80, 0.85, 0.90, 0.95], [0.70, 0.78, 0.86, 0.94], n_boot=1000)
+    >>> round(fit.slope, 2), round(fit.intercept, 1), fit.equation()
+    (1.6, -58.0, 'new = 1.60·orig − 58.0')
     """
     o = np.asarray(orig, dtype=np.float64).ravel()
     nw = np.asarray(new, dtype=np.float64).ravel()
@@ -411,3 +438,7 @@ def fit_new_vs_orig(
         boot_slopes=bs,
         boot_intercepts=bi,
     )
+
+
+#: The public name of :func:`fit_new_vs_orig` (``retest.linear_fit``).
+linear_fit = fit_new_vs_orig

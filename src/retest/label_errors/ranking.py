@@ -27,6 +27,7 @@ from retest.label_errors.finders import (
 )
 
 __all__ = [
+    "RANK_BY",
     "DetectionReport",
     "LabelError",
     "NoiseEstimate",
@@ -35,10 +36,38 @@ __all__ = [
     "estimate_noise",
     "label_quality_scores",
     "rank_label_errors",
+    "resolve_rank_by",
 ]
 
-RankBy = Literal["self_confidence", "normalized_margin"]
-_RANK_METHODS = ("self_confidence", "normalized_margin")
+#: The label-quality scores flagged rows are ranked by, in retest's spelling
+#: (hyphens, as every name a user picks: methods, samplers, metrics). cleanlab's
+#: spellings, ``self_confidence`` and ``normalized_margin``, are accepted too.
+RANK_BY = ("self-confidence", "normalized-margin")
+RankBy = Literal[
+    "self-confidence", "normalized-margin", "self_confidence", "normalized_margin"
+]
+
+
+def resolve_rank_by(rank_by: str) -> str:
+    """retest's spelling of a ``rank_by`` score given in either spelling.
+
+    Raises
+    ------
+    ConfigError
+        Not a score of :data:`RANK_BY` in either spelling.
+
+    Examples
+    --------
+    >>> resolve_rank_by("self_confidence"), resolve_rank_by("normalized-margin")
+    ('self-confidence', 'normalized-margin')
+    """
+    name = rank_by.replace("_", "-") if isinstance(rank_by, str) else rank_by
+    if name not in RANK_BY:
+        raise ConfigError(
+            f"rank_by must be one of {', '.join(RANK_BY)} (or cleanlab's "
+            f"self_confidence, normalized_margin). Got {rank_by!r}."
+        )
+    return str(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,18 +107,16 @@ def label_quality_scores(
     labels: NDArray[np.int64],
     pred_probs: Any,
     *,
-    method: RankBy = "self_confidence",
+    method: RankBy = "self-confidence",
     chunk_rows: int = 65536,
 ) -> NDArray[np.float64]:
     """Per-example label quality in [0, 1], lower = more likely mislabeled.
 
-    ``self_confidence`` = ``pred_probs[i, labels[i]]``; ``normalized_margin`` =
-    ``(p_given − max_{j≠given} p_j + 1) / 2`` (cleanlab.rank).
+    ``self-confidence`` = ``pred_probs[i, labels[i]]``; ``normalized-margin`` =
+    ``(p_given − max_{j≠given} p_j + 1) / 2`` (cleanlab.rank; its spellings
+    ``self_confidence``, ``normalized_margin`` are accepted too).
     """
-    if method not in _RANK_METHODS:
-        raise ConfigError(
-            f"rank_by must be one of {', '.join(_RANK_METHODS)}. Got {method!r}."
-        )
+    cleanlab_name = resolve_rank_by(method).replace("-", "_")
     from cleanlab.rank import get_label_quality_scores
 
     out = np.empty(labels.shape[0], dtype=np.float64)
@@ -98,7 +125,7 @@ def label_quality_scores(
         out[start:stop] = get_label_quality_scores(
             labels[start:stop],
             _own_precision(pred_probs[start:stop]),
-            method=method,
+            method=cleanlab_name,
             adjust_pred_probs=False,
         )
     return out
@@ -116,7 +143,7 @@ def rank_label_errors(
     pred_probs: Any,
     mask: ArrayLike,
     *,
-    rank_by: RankBy = "self_confidence",
+    rank_by: RankBy = "self-confidence",
     chunk_rows: int = 65536,
 ) -> tuple[LabelError, ...]:
     """Flagged rows as records, most suspicious first.
@@ -134,8 +161,9 @@ def rank_label_errors(
     mask : array-like of bool, shape (n_samples,)
         Rows to rank, e.g. the result of
         :func:`~retest.label_errors.finders.find_label_errors`.
-    rank_by : {"self_confidence", "normalized_margin"}
-        Label-quality score to sort by (lower = more suspicious).
+    rank_by : {"self-confidence", "normalized-margin"}
+        Label-quality score to sort by (lower = more suspicious); cleanlab's
+        spellings ``self_confidence`` and ``normalized_margin`` are accepted.
     chunk_rows : int
         Rows scored at a time.
 
@@ -164,6 +192,7 @@ def rank_label_errors(
     >>> [(e.rank, e.index, e.given, e.suggested) for e in rank_label_errors(y, p, mask)]
     [(1, 1, 1, 0), (2, 4, 1, 0)]
     """
+    rank_by = resolve_rank_by(rank_by)  # type: ignore[assignment]
     y, probs = check_label_error_inputs(labels, pred_probs, chunk_rows=chunk_rows)
     m = np.asarray(mask, dtype=bool)
     if m.shape != y.shape:
@@ -177,7 +206,7 @@ def rank_label_errors(
     g = y[idx]
     primary = label_quality_scores(g, p, method=rank_by)
     other: RankBy = (
-        "normalized_margin" if rank_by == "self_confidence" else "self_confidence"
+        "normalized-margin" if rank_by == "self-confidence" else "self-confidence"
     )
     secondary = label_quality_scores(g, p, method=other)
     order = np.lexsort((idx, secondary, primary))

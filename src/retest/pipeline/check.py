@@ -164,7 +164,7 @@ def reclaim_tail_orphans(project: Project) -> int:
 
 
 def _hash_rows(px: PixelArray, rows: np.ndarray) -> list[str]:
-    from retest.pipeline.ingest_writer import batch_content_ids
+    from retest.stages.ingest import batch_content_ids
 
     order = np.argsort(rows, kind="stable")
     data = px.array()[rows[order]]
@@ -486,7 +486,7 @@ def check_project(
     ConfigError
         ``root`` is not inside a retest project.
     """
-    from retest.pipeline.ingest import interrupted_ingests
+    from retest.stages.ingest import interrupted_ingests
 
     start = Path(root if root is not None else ".").resolve()
     found = _find_root(start)

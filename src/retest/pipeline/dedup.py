@@ -233,7 +233,7 @@ def _json_safe(obj: Any) -> Any:
 
 
 def _refuse_interrupted_ingest(project: Project) -> None:
-    from retest.pipeline.ingest import interrupted_ingests
+    from retest.stages.ingest import interrupted_ingests
 
     pending = interrupted_ingests(project)
     if pending:

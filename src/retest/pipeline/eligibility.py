@@ -712,10 +712,9 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
 
 
 def _interrupted_ingests(project: Project) -> list[str]:
-    from retest.pipeline import ingest
+    from retest.stages.ingest import interrupted_ingests
 
-    fn = getattr(ingest, "interrupted_ingests", None)
-    return [] if fn is None else list(fn(project))
+    return list(interrupted_ingests(project))
 
 
 def ineligible_members(

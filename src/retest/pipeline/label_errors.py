@@ -54,6 +54,7 @@ from retest.label_errors.ranking import (
     detection_report,
     estimate_noise,
     rank_label_errors,
+    resolve_rank_by,
 )
 
 __all__ = [
@@ -240,7 +241,7 @@ def run_label_errors(
     out_dir: PathLike,
     *,
     method: str = "prune-by-noise-rate",
-    rank_by: RankBy = "self_confidence",
+    rank_by: RankBy = "self-confidence",
     top: int = 20,
     min_examples_per_class: int | None = None,
 ) -> LabelErrorRun:
@@ -250,6 +251,7 @@ def run_label_errors(
     to 1 give one :class:`~retest.label_errors.ProbabilitySumWarning` (not one per pass).
     """
     out = check_output(out_dir, RULES["label-errors"])
+    rank_by = resolve_rank_by(rank_by)  # type: ignore[assignment]
     try:
         y, probs = check_label_error_inputs(inputs.labels, inputs.pred_probs)
     except InputValidationError as err:

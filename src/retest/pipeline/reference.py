@@ -460,7 +460,7 @@ def recover_keywords(
     StageError
         No reference images are registered.
     """
-    from retest.pipeline.ingest import load_tinyimages_index
+    from retest.stages.ingest import load_tinyimages_index
 
     store = project.store
     ti = TinyImages(tinyimages_path)

@@ -8,12 +8,11 @@ this module translates. Item ids are the store's (candidate sha256 or
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
 
+from retest._gc import no_cyclic_gc
 from retest._validation import check_seed
 from retest.errors import ConfigError, StageError
 from retest.labeling.keyword_plan import SharedImage, assign_verified
@@ -43,20 +42,6 @@ __all__ = [
     "target_histograms",
     "verified_candidates",
 ]
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of records that hold no
-    reference cycles are built: each full collection would walk all of them
-    again (at ten million candidates it doubled the time of a sample)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def class_names(project: Project) -> dict[int, str]:
@@ -243,7 +228,7 @@ def candidate_pool(
     st = [stats.get(p, zero) for p in zip(ids, ks, strict=True)] if stats else []
     # positional CandidateInfo(id, class_name, frequency, n_assignments,
     # blacklisted, near_duplicate, reviewed, keyword): map() builds them in C
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         pool = list(
             map(
                 CandidateInfo,
@@ -339,7 +324,7 @@ def draw_sample(
         if "targets" in spec.inputs
         else None
     )
-    with _no_cyclic_gc():  # a record per candidate, and no cycles
+    with no_cyclic_gc():  # a record per candidate, and no cycles
         return run_sampler(
             strategy,
             pool,

@@ -242,12 +242,18 @@ def latest_assignments(
     ([('t', 'A2')], set())
     """
     grouped = [
-        ((ev.task_id, ev.worker), (ev.task_id, ev.assignment_id),
-         (ev.when or "", ev.id or 0, ev.assignment_id))
+        (
+            (ev.task_id, ev.worker),
+            (ev.task_id, ev.assignment_id),
+            (ev.when or "", ev.id or 0, ev.assignment_id),
+        )
         for ev in events
-        if ev.worker and ev.task_id and ev.assignment_id
-        and ev.worker not in excluded and _is_valid(ev.assignment_status)
-    ]  # fmt: skip
+        if ev.worker
+        and ev.task_id
+        and ev.assignment_id
+        and ev.worker not in excluded
+        and _is_valid(ev.assignment_status)
+    ]
     return _latest_per_worker(grouped)  # type: ignore[return-value]
 
 

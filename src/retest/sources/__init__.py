@@ -14,7 +14,7 @@ Array-like sources (arrays, IDX, CIFAR pickles, TinyImages, small folder images)
 deliver pixels; file sources (large folder images, Flickr downloads) deliver the
 file bytes. Items that cannot be read are returned as :class:`SkippedItem` so the
 ingest reports them instead of stopping. Persistence is the pipeline's job
-(:mod:`retest.pipeline.ingest`).
+(:mod:`retest.stages.ingest`).
 
 The concrete sources are imported here so that :data:`~retest.sources.base.CANDIDATE_SOURCES`
 always holds them, whichever module is imported first.

@@ -304,8 +304,11 @@ class CifarSource(_ArrayLikeSource):
         folder = self.path
         if folder.is_dir() and (folder / BATCH_DIR).is_dir():
             folder = folder / BATCH_DIR
-        wanted = {None: (*TRAIN_BATCHES, TEST_BATCH), "train": TRAIN_BATCHES,
-                  "test": (TEST_BATCH,)}.get(split)  # fmt: skip
+        wanted = {
+            None: (*TRAIN_BATCHES, TEST_BATCH),
+            "train": TRAIN_BATCHES,
+            "test": (TEST_BATCH,),
+        }.get(split)
         if wanted is None:
             raise ConfigError(f"CIFAR split must be train or test. Got {split!r}.")
         self.split = split

@@ -93,9 +93,12 @@ class ColumnItems(Sequence[SourceItem]):
 
     def _item(self, i: int) -> SourceItem:
         return SourceItem(
-            self.refs[i], class_name=self.class_names[i], keyword=self.keywords[i],
-            width=self.width, height=self.height,
-        )  # fmt: skip
+            self.refs[i],
+            class_name=self.class_names[i],
+            keyword=self.keywords[i],
+            width=self.width,
+            height=self.height,
+        )
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):

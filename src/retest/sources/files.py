@@ -177,8 +177,9 @@ class FolderSource(CandidateSource):
 
     def options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {
-            "class_name": self.class_name, "max_array_side": self.max_array_side,
-        }  # fmt: skip
+            "class_name": self.class_name,
+            "max_array_side": self.max_array_side,
+        }
         # only what changes the stored items, so earlier jobs keep their key
         if self.mode != "RGB" or self.from_colour:
             opts.update(mode=self.mode, from_colour=self.from_colour)

@@ -511,17 +511,32 @@ def search_plan(
             recs = [
                 r
                 for ph in take
-                if (r := photo_to_record(ph, wnid=cls, search_key=kw,
-                                         params=kw_params, uploader=who,
-                                         now=clock())) is not None
-            ]  # fmt: skip
+                if (
+                    r := photo_to_record(
+                        ph,
+                        wnid=cls,
+                        search_key=kw,
+                        params=kw_params,
+                        uploader=who,
+                        now=clock(),
+                    )
+                )
+                is not None
+            ]
             seen += len(take)
             finished = not photos or seen >= limit or page >= pages
             atomic_write_bytes(
                 pages_dir / f"page_{page:05d}.json",
-                json.dumps({"page": page, "pages": pages, "n_photos": len(take),
-                            "last": finished, "records": recs}).encode(),
-            )  # fmt: skip
+                json.dumps(
+                    {
+                        "page": page,
+                        "pages": pages,
+                        "n_photos": len(take),
+                        "last": finished,
+                        "records": recs,
+                    }
+                ).encode(),
+            )
             records += recs
             rep.pages_fetched += 1
             page += 1
@@ -759,10 +774,14 @@ def download_candidates(
     out = claim_output_dir(check_output(out_dir, rule), rule)
     banned = _blacklist_ids(blacklist)
     opts = {
-        "retries": retries, "backoff": backoff, "timeout": timeout,
-        "max_bytes": max_bytes, "max_pixels": max_pixels, "sleep": sleep,
+        "retries": retries,
+        "backoff": backoff,
+        "timeout": timeout,
+        "max_bytes": max_bytes,
+        "max_pixels": max_pixels,
+        "sleep": sleep,
         "limiter": RateLimiter(rate),
-    }  # fmt: skip
+    }
     rep = DownloadReport(records=[dict(r) for r in records])
     todo: list[dict[str, Any]] = []
     for rec in rep.records:

@@ -151,9 +151,14 @@ def decode_image(
     except (OSError, SyntaxError, ValueError) as err:
         raise ImageDecodeError(f"{source}: not a decodable image ({err}).") from err
     except (
-        EOFError, IndexError, KeyError, TypeError, struct.error, ZeroDivisionError,
+        EOFError,
+        IndexError,
+        KeyError,
+        TypeError,
+        struct.error,
+        ZeroDivisionError,
         MemoryError,
-    ) as err:  # fmt: skip
+    ) as err:
         # Pillow's decoders raise these on some corrupt files; it is the same problem.
         raise ImageDecodeError(
             f"{source}: not a decodable image ({type(err).__name__}: {err})."

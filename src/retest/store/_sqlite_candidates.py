@@ -27,7 +27,6 @@ same transaction as the statement.
 from __future__ import annotations
 
 import builtins
-import gc
 import hashlib
 import json
 import re
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from retest._gc import no_cyclic_gc
 from retest.errors import NotFoundError
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
@@ -193,9 +193,22 @@ def _digest_keys(ids: Sequence[str]) -> bytes | None:
 
 def _cand_row(a: Sequence[Any]) -> CandidateRow:
     return CandidateRow(
-        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
-        a[12], a[13], _loads_extra(a[14]),
-    )  # fmt: skip
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        a[6],
+        a[7],
+        a[8],
+        a[9],
+        a[10],
+        a[11],
+        a[12],
+        a[13],
+        _loads_extra(a[14]),
+    )
 
 
 class _Candidates(_Repo, CandidateRepo):
@@ -215,10 +228,24 @@ class _Candidates(_Repo, CandidateRepo):
         def data() -> Iterator[tuple[Any, ...]]:
             for r in rows:
                 key = candidate_key(r.id)
-                yield (key, candidate_kp(key), r.source, r.source_ref, r.class_id,
-                       r.keyword, r.date_taken, r.date_uploaded, r.url, r.license,
-                       r.width, r.height, r.array_name, r.array_row, r.file_path,
-                       _extra(r.extra))  # fmt: skip
+                yield (
+                    key,
+                    candidate_kp(key),
+                    r.source,
+                    r.source_ref,
+                    r.class_id,
+                    r.keyword,
+                    r.date_taken,
+                    r.date_uploaded,
+                    r.url,
+                    r.license,
+                    r.width,
+                    r.height,
+                    r.array_name,
+                    r.array_row,
+                    r.file_path,
+                    _extra(r.extra),
+                )
 
         return self._insert(data())
 
@@ -248,9 +275,16 @@ class _Candidates(_Repo, CandidateRepo):
         keys = _digest_keys(ids)
         if keys is None or len(set(ids)) != len(ids):  # the general path
             return super().add_columns(
-                ids, refs, class_ids, keywords, array_rows, source=source,
-                width=width, height=height, array_name=array_name,
-            )  # fmt: skip
+                ids,
+                refs,
+                class_ids,
+                keywords,
+                array_rows,
+                source=source,
+                width=width,
+                height=height,
+                array_name=array_name,
+            )
         if not ids:
             return 0
         if len(ids) != len(refs):
@@ -431,9 +465,7 @@ class _Candidates(_Repo, CandidateRepo):
         # The cyclic GC would walk the growing lists after every batch (a full
         # collection each time the batch's tuples survive): 68 s instead of 13 s
         # at ten million rows. Nothing here makes a cycle.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             while rows := self._db.rows(sql, (last, _SCAN_BATCH)):
                 last = rows[-1][0]
                 cols = builtins.list(zip(*rows, strict=True))
@@ -442,9 +474,6 @@ class _Candidates(_Repo, CandidateRepo):
                     col.extend(
                         vals if one is None else [one.setdefault(v, v) for v in vals]
                     )
-        finally:
-            if enabled:
-                gc.enable()
         return dict(zip(names, out, strict=True))
 
     def source_groups(self) -> builtins.list[builtins.list[str]]:

@@ -196,9 +196,14 @@ def save_npy(
     """:func:`write_npy` under ``root`` plus its manifest entry."""
     sha = write_npy(Path(root) / rel_path, array)
     return record_artifact(
-        store, root, Path(root) / rel_path, name=name, stage=stage, params=params,
+        store,
+        root,
+        Path(root) / rel_path,
+        name=name,
+        stage=stage,
+        params=params,
         sha256=sha,
-    )  # fmt: skip
+    )
 
 
 def save_json(
@@ -214,9 +219,14 @@ def save_json(
     """:func:`write_json` under ``root`` plus its manifest entry."""
     sha = write_json(Path(root) / rel_path, obj)
     return record_artifact(
-        store, root, Path(root) / rel_path, name=name, stage=stage, params=params,
+        store,
+        root,
+        Path(root) / rel_path,
+        name=name,
+        stage=stage,
+        params=params,
         sha256=sha,
-    )  # fmt: skip
+    )
 
 
 def write_image_file(images_dir: str | Path, data: bytes) -> tuple[str, Path]:
@@ -463,8 +473,10 @@ class PixelArray:
 
     def _write_header(self, count: int, free: list[list[int]]) -> None:
         header: dict[str, Any] = {
-            "count": count, "dtype": "uint8", "shape": list(self.shape),
-        }  # fmt: skip
+            "count": count,
+            "dtype": "uint8",
+            "shape": list(self.shape),
+        }
         if free:
             header["free"] = free
         write_json(self.header_path, header)

@@ -167,10 +167,13 @@ class ReferenceRepo(ABC):
     def max_array_row(self, array_name: str) -> int:
         """The highest row of ``array_name`` a reference image points at, -1 for none."""
         return max(
-            (r.array_row for r in self.list()
-             if r.array_name == array_name and r.array_row is not None),
+            (
+                r.array_row
+                for r in self.list()
+                if r.array_name == array_name and r.array_row is not None
+            ),
             default=-1,
-        )  # fmt: skip
+        )
 
     @abstractmethod
     def set_keywords(self, keywords: Mapping[int, str | None], *, split: str) -> None:
@@ -217,11 +220,27 @@ class CandidateRepo(ABC):
         Implementations may override it with a faster one.
         """
         return self.add_tuples(
-            (i, source, r, c, k, None, None, None, None, width, height, array_name,
-             a, None, None)
-            for i, r, c, k, a in zip(ids, refs, class_ids, keywords, array_rows,
-                                     strict=True)
-        )  # fmt: skip
+            (
+                i,
+                source,
+                r,
+                c,
+                k,
+                None,
+                None,
+                None,
+                None,
+                width,
+                height,
+                array_name,
+                a,
+                None,
+                None,
+            )
+            for i, r, c, k, a in zip(
+                ids, refs, class_ids, keywords, array_rows, strict=True
+            )
+        )
 
     @abstractmethod
     def get(self, item_id: str) -> CandidateRow:

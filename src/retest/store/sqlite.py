@@ -211,9 +211,11 @@ class _DB:
 
     def _connect(self) -> sqlite3.Connection:
         c = sqlite3.connect(
-            str(self.path), timeout=self.timeout, isolation_level=None,
+            str(self.path),
+            timeout=self.timeout,
+            isolation_level=None,
             check_same_thread=False,
-        )  # fmt: skip
+        )
         c.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         c.execute("PRAGMA synchronous = NORMAL")
         c.execute("PRAGMA foreign_keys = ON")

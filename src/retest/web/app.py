@@ -136,9 +136,12 @@ def sign_in_response(request: Request, token: str, url: str) -> Response:
         who = ids.by_token(token)
     if who is None:
         return _signin_page(
-            request, 401, "That link is not valid (revoked, or replaced by a "
-            "newer one): ask the project owner for your link.", url,
-        )  # fmt: skip
+            request,
+            401,
+            "That link is not valid (revoked, or replaced by a "
+            "newer one): ask the project owner for your link.",
+            url,
+        )
     resp = RedirectResponse(url, status_code=303)
     _set_cookie(
         request, resp, COOKIE_SESSION, ids.start_session(who), state.session_days
@@ -363,9 +366,14 @@ def _set_cookie(
     scripts, never sent by other sites; ``Secure`` when served over https (behind
     a TLS proxy: see ``retest serve --trusted-proxy``)."""
     resp.set_cookie(
-        key, value, max_age=int(days * 86400), httponly=True, samesite="strict",
-        path="/", secure=request.url.scheme == "https",
-    )  # fmt: skip
+        key,
+        value,
+        max_age=int(days * 86400),
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
 
 
 def _signin_page(request: Request, status: int, message: str, nxt: str) -> HTMLResponse:

@@ -36,10 +36,10 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from retest._gc import no_cyclic_gc
 from retest._progress import ProgressCallback, report
 from retest.config import ProjectConfig
 from retest.pipeline.people import excluded_workers
@@ -782,7 +782,7 @@ class Live:
             self._drain()
             if not agg.built:
                 agg.excluded = excluded_workers(self.store())
-                with _no_gc():  # a million new objects: no collections meanwhile
+                with no_cyclic_gc():  # a million new objects: no collections meanwhile
                     agg.feed(self.store().annotations.list(after_id=agg.last_id))
                 gc.freeze()  # and later collections do not walk them again
                 agg.built = True
@@ -1064,14 +1064,3 @@ def _child_main(conn: Any) -> None:
             return
         except Exception as err:  # a result or error that does not pickle
             conn.send((False, RuntimeError(f"{type(err).__name__}: {err}")))
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

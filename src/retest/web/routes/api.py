@@ -341,8 +341,13 @@ def post_exclusion(
     audited event in the store; the aggregates are read again)."""
 
     def write() -> dict[str, Any]:
-        changed = set_exclusion(state.project, body.worker, excluded=body.exclude,
-                                by=who.name, reason=body.reason)  # fmt: skip
+        changed = set_exclusion(
+            state.project,
+            body.worker,
+            excluded=body.exclude,
+            by=who.name,
+            reason=body.reason,
+        )
         if changed and state.live is not None:
             state.live.rebuild()
         return {"changed": changed}

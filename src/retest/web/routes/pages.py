@@ -108,9 +108,13 @@ def progress(state: Any, store: Store, class_id: int | None) -> Any:
         names = {c.id: c.name for c in store.classes.list()}
         verified = verified_counts(latest, p.keyword_of, names)
         return keyword_progress(
-            lv.read_project(), class_id=class_id, selected=sel,
-            verdicts=ver, verified=verified, pool=p,
-        )  # fmt: skip
+            lv.read_project(),
+            class_id=class_id,
+            selected=sel,
+            verdicts=ver,
+            verified=verified,
+            pool=p,
+        )
 
     fp, gen, _, labels = changes(state)
     return lv.memo(f"progress|{class_id}", (fp, gen, labels), compute)
@@ -308,8 +312,9 @@ def finished(
     """The finish page: every grid task has this person's answer."""
     _, can_undo, (done, today) = live(state).mine("", request.state.who.worker)
     total = len(task_list(state, store)[1])
-    return render(request, "done.html", done=done, today=today, total=total,
-                  can_undo=can_undo)  # fmt: skip
+    return render(
+        request, "done.html", done=done, today=today, total=total, can_undo=can_undo
+    )
 
 
 @router.get("/next/task")
@@ -343,8 +348,15 @@ def task_results(
         for i in t.items:
             st = stats.get((i, t.class_id))
             f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
-            rows.append({"id": i, "freq": f, "n": n, "agree": agreement(f) if n else None,
-                         "role": role_of.get(i, "candidate")})  # fmt: skip
+            rows.append(
+                {
+                    "id": i,
+                    "freq": f,
+                    "n": n,
+                    "agree": agreement(f) if n else None,
+                    "role": role_of.get(i, "candidate"),
+                }
+            )
     return render(
         request,
         "task_results.html",
@@ -394,9 +406,10 @@ def review(
     data = live(state).memo(
         f"review|{revision}|{class_id}|{originals}|{min_annotations}",
         (changes(state, class_id), ndup, black),
-        lambda: _review_data(state, store, rev, class_id, ndup, black,
-                             originals, min_annotations),
-    )  # fmt: skip
+        lambda: _review_data(
+            state, store, rev, class_id, ndup, black, originals, min_annotations
+        ),
+    )
     info = data["info"]
     keep = _SHOW.get(show, _SHOW["all"])
     ids = [i for i in info if keep(info[i]) and (bin is None or info[i]["bin"] == bin)]
@@ -436,13 +449,23 @@ def _review_data(
         st = stats.get((m.item_id, class_id))
         f, n = (st.frequency, st.n_assignments) if st else (0.0, 0)
         cand = cands.get(m.item_id)
-        info[m.item_id] = {"date": (cand.date_taken if cand else None) or "", "freq": f,
-                           "n": n, "black": m.item_id in black, "ndup": m.item_id in ndup,
-                           "bin": bin_index(f) if n else None}  # fmt: skip
+        info[m.item_id] = {
+            "date": (cand.date_taken if cand else None) or "",
+            "freq": f,
+            "n": n,
+            "black": m.item_id in black,
+            "ndup": m.item_id in ndup,
+            "bin": bin_index(f) if n else None,
+        }
     refs = [r.id for r in store.references.list(class_id=class_id)]
-    table = class_histograms(lv.read_project(), stats, black, min_annotations=min_annotations,
-                             per_class={class_id: len(members)},
-                             near_duplicates=ndup)[class_id]  # fmt: skip
+    table = class_histograms(
+        lv.read_project(),
+        stats,
+        black,
+        min_annotations=min_annotations,
+        per_class={class_id: len(members)},
+        near_duplicates=ndup,
+    )[class_id]
     return {
         "info": info,
         "sample": _originals(refs, class_id, stats, originals),

@@ -72,8 +72,13 @@ def _neardup_queue(
     ]
     # closest pairs first: the likeliest duplicates get decided first
     queue.sort(key=lambda r: (min(r.distances, default=float("inf")), r.candidate_id))
-    th = review_thresholds(nbrs, candidate_ids=infos, metrics=list(targets),
-                           candidates=infos, reviewed=reviewed)  # fmt: skip
+    th = review_thresholds(
+        nbrs,
+        candidate_ids=infos,
+        metrics=list(targets),
+        candidates=infos,
+        reviewed=reviewed,
+    )
     freq = {
         r.candidate_id: infos[r.candidate_id].selection_frequency
         for r in queue
@@ -115,8 +120,11 @@ def _neardup_data(
     project: Project, targets: dict[str, float], metric: str
 ) -> dict[str, Any]:
     """:func:`_neardup_queue` with its parameters (it runs in the worker process)."""
-    return {**_neardup_queue(project, targets, metric), "targets": targets,
-            "metric": metric}  # fmt: skip
+    return {
+        **_neardup_queue(project, targets, metric),
+        "targets": targets,
+        "metric": metric,
+    }
 
 
 @router.get("/neardup", response_class=HTMLResponse)
@@ -138,10 +146,12 @@ def neardup(
     lv = live(state)
     if not review_targets_now(state):
         return render(
-            request, "message.html", title="Near-duplicate review",
+            request,
+            "message.html",
+            title="Near-duplicate review",
             message="No near-duplicate search has run yet: run `retest dedup`, "
             "then this page lists the pairs to review.",
-        )  # fmt: skip
+        )
     key, compute, label = neardup_step(state, metric, threshold)
     try:
         data = lv.derived(key, compute, label=label, offload=True)

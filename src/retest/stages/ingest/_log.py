@@ -92,12 +92,23 @@ class IngestReport:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> IngestReport:
         return cls(
-            d["job"], d["name"], d["kind"], d["path"], d["total"], d["processed"],
-            d["new"], d["duplicates"], tuple(d.get("skipped", ())),
-            tuple(d.get("duplicate_refs", ())), d.get("resumed_from", 0),
-            d.get("complete", False), d.get("source", {}), d.get("started", ""),
-            d.get("finished", ""), d.get("command", ""),
-        )  # fmt: skip
+            d["job"],
+            d["name"],
+            d["kind"],
+            d["path"],
+            d["total"],
+            d["processed"],
+            d["new"],
+            d["duplicates"],
+            tuple(d.get("skipped", ())),
+            tuple(d.get("duplicate_refs", ())),
+            d.get("resumed_from", 0),
+            d.get("complete", False),
+            d.get("source", {}),
+            d.get("started", ""),
+            d.get("finished", ""),
+            d.get("command", ""),
+        )
 
 
 @dataclass

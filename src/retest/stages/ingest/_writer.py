@@ -132,9 +132,10 @@ class PreparedBatch:
             return []
         stored = dict(self._stored(store))
         return [
-            r for i, r in zip(self.ids, rows, strict=True)
+            r
+            for i, r in zip(self.ids, rows, strict=True)
             if stored.get(i) != (self.array.name, r)
-        ]  # fmt: skip
+        ]
 
     def _stored(
         self, store: Store
@@ -237,11 +238,20 @@ class BatchWriter:
     def _row(self, item: SourceItem, cid: str, **where: Any) -> CandidateRow:
         f = item.fields
         return CandidateRow(
-            cid, self.name, item.ref, self._class_id(item), item.keyword,
-            f.get("date_taken"), f.get("date_uploaded"), f.get("url"),
-            f.get("license"), item.width, item.height, extra=f.get("extra", {}),
+            cid,
+            self.name,
+            item.ref,
+            self._class_id(item),
+            item.keyword,
+            f.get("date_taken"),
+            f.get("date_uploaded"),
+            f.get("url"),
+            f.get("license"),
+            item.width,
+            item.height,
+            extra=f.get("extra", {}),
             **where,
-        )  # fmt: skip
+        )
 
     def _ids(self, batch: SourceBatch) -> list[str]:
         if batch.pixels is not None:
@@ -284,9 +294,12 @@ class BatchWriter:
         return keep, n_own, dups
 
     def _column_insert(
-        self, items: ColumnItems, pixels: NDArray[np.uint8], ids: list[str],
+        self,
+        items: ColumnItems,
+        pixels: NDArray[np.uint8],
+        ids: list[str],
         keep: list[int],
-    ) -> tuple[AppendPixels, InsertRows, PixelArray | None, list[str]]:  # fmt: skip
+    ) -> tuple[AppendPixels, InsertRows, PixelArray | None, list[str]]:
         """Bulk path for column batches: one pixel append, then the rows as columns.
 
         Classes are resolved here (they may add class rows); the returned
@@ -314,9 +327,16 @@ class BatchWriter:
 
         def insert(rows: Sequence[int]) -> int:
             return cands.add_columns(
-                k_ids, refs, classes, kws, rows,
-                source=src, width=w, height=h, array_name=arr.name,
-            )  # fmt: skip
+                k_ids,
+                refs,
+                classes,
+                kws,
+                rows,
+                source=src,
+                width=w,
+                height=h,
+                array_name=arr.name,
+            )
 
         return (lambda: arr.append(px)), insert, arr, k_ids
 
@@ -352,9 +372,14 @@ class BatchWriter:
                 )
 
             return PreparedBatch(
-                len(keep), own, dups, (lambda: arr.append(px)), insert_array, arr,
+                len(keep),
+                own,
+                dups,
+                (lambda: arr.append(px)),
+                insert_array,
+                arr,
                 [ids[i] for i in keep],
-            )  # fmt: skip
+            )
         files = [self._file_row(batch.items[i]) for i in keep]
         return PreparedBatch(
             len(keep), own, dups, (lambda: range(0)), (lambda _: cands.add(files))

@@ -42,12 +42,11 @@ import hashlib
 import json
 import os
 import shlex
-import signal
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,21 +55,26 @@ from retest._validation import check_batch_size, check_labels
 from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.pipeline.checkpoint import Checkpoint, stage_runs
-from retest.pipeline.ingest_log import (
+from retest.pipeline.project import Project
+from retest.sources.base import (
+    CandidateSource,
+    SourceBatch,
+    make_source,
+    read_keywords_file,
+)
+from retest.stages.ingest._log import (
     MAX_LISTED_DUPLICATES,
     REPORT_DIR,
     IngestReport,
     Tally,
     append_log_line,
 )
-from retest.pipeline.ingest_writer import (
+from retest.stages.ingest._writer import (
     ARRAY_DIR,
     BatchWriter,
     PreparedBatch,
     remove_stale_temporaries,
 )
-from retest.pipeline.project import Project
-from retest.sources.base import CandidateSource, make_source, read_keywords_file
 from retest.store.artifacts import (
     dumps_json,
     record_artifact,
@@ -81,25 +85,22 @@ from retest.store.artifacts import (
 from retest.store.rows import ClassRow, utc_now
 
 __all__ = [
-    "CRASH_APPEND_ENV",
-    "CRASH_ENV",
     "INGEST_STAGE",
+    "FaultHook",
+    "Ingest",
     "add_source",
     "ingest_job_key",
     "ingest_source",
     "interrupted_ingests",
     "list_ingests",
     "load_tinyimages_index",
+    "reference_mode",
     "resume_command",
 ]
 
 INGEST_STAGE = "ingest"
-# Test hook: SIGKILL this process right after the DB insert of batch N (1-based),
-# before the batch is logged and checkpointed: the worst moment to die.
-CRASH_ENV = "RETEST_INGEST_CRASH_AFTER"
-# Test hook: SIGKILL right after batch N's pixels are durable, before its rows are
-# inserted (what leaves orphan pixel rows behind).
-CRASH_APPEND_ENV = "RETEST_INGEST_CRASH_AFTER_APPEND"
+# Called with (moment, batch number): see Ingest.fault_hook.
+FaultHook = Callable[[str, int], None]
 
 
 def ingest_job_key(source: CandidateSource) -> str:
@@ -141,21 +142,15 @@ def load_tinyimages_index(
     index = build_keyword_index(meta, progress=progress)
     sha = write_json(path, index.to_json())
     record_artifact(
-        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
-        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
+        project.store,
+        project.root,
+        path,
+        name=f"tinyimages-index:{key[:16]}",
+        stage=INGEST_STAGE,
+        params={"metadata": str(meta), "records": index.n_records},
         sha256=sha,
-    )  # fmt: skip
+    )
     return index
-
-
-# Batches whose rows may be waiting for their commit while the next is prepared.
-_IN_FLIGHT = 2
-
-
-def _maybe_crash(n_batches: int, env: str = CRASH_ENV) -> None:
-    limit = os.environ.get(env)
-    if limit and n_batches >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _resume_position(cp: Checkpoint) -> int:
@@ -175,9 +170,10 @@ def _tally(lines: Iterable[Mapping[str, Any]], resume: int) -> Tally:
     """
     tally = Tally(processed=resume)
     lines = [
-        line for line in lines
+        line
+        for line in lines
         if int(line["stop"]) <= resume and int(line["start"]) < resume
-    ]  # fmt: skip
+    ]
     for line in sorted(lines, key=lambda x: (x["start"], x["stop"], x["part"])):
         tally.add(line)
     return tally
@@ -241,8 +237,15 @@ def ingest_source(
             reclaim_tail_orphans(project)
             removed = remove_stale_temporaries(root)
     with writers_lock(root / ARRAY_DIR):
-        rep = _ingest(project, source, name, batch_size, progress, add_classes,
-                      command)  # fmt: skip
+        rep = Ingest(
+            project,
+            source,
+            name=name,
+            batch_size=batch_size,
+            progress=progress,
+            add_classes=add_classes,
+            command=command,
+        ).run()
     gone = tuple(p.relative_to(root).as_posix() for p in removed)
     return dataclasses.replace(rep, removed_temporaries=gone)
 
@@ -278,9 +281,11 @@ def _check_classes_first(
         unknown = sorted(names - known)
         if unknown:
             nested = [
-                f"{u}/{rest}" for u in unknown for c in known
+                f"{u}/{rest}"
+                for u in unknown
+                for c in known
                 if c.startswith(u + "/") and (rest := c[len(u) + 1 :])
-            ]  # fmt: skip
+            ]
             hint = (
                 f" A class name with '/' cannot be a folder name: '{nested[0]}' was "
                 f"read as class {nested[0].split('/')[0]!r} with keyword folder "
@@ -368,164 +373,305 @@ def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
     return opts
 
 
-def _ingest(
-    project: Project,
-    source: CandidateSource,
-    name: str | None,
-    batch_size: int | None,
-    progress: ProgressCallback | None,
-    add_classes: bool | None,
-    command: str | None,
-) -> IngestReport:
-    store, root = project.store, project.root
-    job = ingest_job_key(source)
-    cp = Checkpoint(project, INGEST_STAGE, job)
-    desc = source.describe()
-    previous = cp.load("report")
-    if previous is not None:
-        # the job's candidates carry the name it was started with: keep it
-        recorded = str(previous.get("name") or source.kind)
-        if name is not None and name != recorded:
-            raise ConfigError(
-                f"{desc['path']} was already ingested as source {recorded!r} (job "
-                f"{job}); rerun with --name {recorded} or without --name."
-            )
-        name = recorded
-        if cp.done and previous.get("total") == len(source):
-            rep = IngestReport.from_json(previous)
-            return dataclasses.replace(rep, already_ingested=True)
-    name = name or source.kind
-    log_path = root / REPORT_DIR / f"{job}.log.jsonl"  # for people, never read
-    report_rel = f"{REPORT_DIR}/{job}.json"
-    resume = _resume_position(cp)
-    stored = cp.states("batch/").values()
-    tally = _tally(stored, resume)
-    # an earlier run stored batches: those at the resume position may be its own
-    redo = resume > 0 or bool(stored)
-    started = utc_now()
-    cp.begin(artifact=report_rel)
-    fresh = not store.classes.list()
-    if source.label_names and fresh:
-        store.classes.put(ClassRow(i, n) for i, n in enumerate(source.label_names))
-    writer = BatchWriter(project, name, fresh if add_classes is None else add_classes)
-    writer.where = str(desc.get("labels_path") or desc["path"])
-    total = len(source)
+class Ingest:
+    """One run of an ingest job, its stages explicit.
 
-    def _report(complete: bool) -> IngestReport:
+    :meth:`run` resumes the job from its checkpoint and passes each batch through
+
+    1. :meth:`read` — the source reads and decodes batches from the resume position;
+    2. :meth:`dedup` — content ids, exact copies and every check that can fail
+       (:meth:`BatchWriter.prepare`), and the batch's log line;
+    3. :meth:`append` then :meth:`commit` — pixels made durable, then rows
+       inserted, the batch's state stored, logged and checkpointed.
+
+    Steps 1-2 run in the calling thread; :meth:`append` runs in one writer
+    thread and :meth:`commit` in another (sqlite, hashlib, numpy and file writes
+    release the GIL), so while batch k+1 is read and de-duplicated, batch k+1's
+    pixels are appended and batches k-1 and k are committed. Each thread takes
+    batches in source order, so rows, checkpoints and pixel rows all follow it.
+    At most ``IN_FLIGHT`` batches wait for their commit; their ids count as
+    stored for the dedup of the next batch (``BatchWriter.inflight``).
+    """
+
+    #: Batches whose rows may be waiting for their commit while the next is prepared.
+    IN_FLIGHT = 2
+
+    #: Fault injection for the crash-safety tests, never set in production: called
+    #: as ``fault_hook(moment, n)`` at the two worst moments to die, ``"appended"``
+    #: (batch ``n``'s pixels durable, its rows not inserted: orphan pixel rows)
+    #: and ``"inserted"`` (its rows inserted, the batch neither logged nor
+    #: checkpointed). ``n`` counts this run's batches from 1.
+    fault_hook: ClassVar[FaultHook | None] = None
+
+    def __init__(
+        self,
+        project: Project,
+        source: CandidateSource,
+        *,
+        name: str | None = None,
+        batch_size: int | None = None,
+        progress: ProgressCallback | None = None,
+        add_classes: bool | None = None,
+        command: str | None = None,
+    ) -> None:
+        self.project, self.source = project, source
+        self.name = name
+        self.batch_size = batch_size
+        self.progress = progress
+        self.add_classes = add_classes
+        self.command = command
+        self.job = ingest_job_key(source)
+        self.cp = Checkpoint(project, INGEST_STAGE, self.job)
+        self.desc = source.describe()
+        self.total = len(source)
+        self.report_rel = f"{REPORT_DIR}/{self.job}.json"
+        self.log_path = project.root / REPORT_DIR / f"{self.job}.log.jsonl"
+        # set by run(): where this run starts, what the earlier runs counted
+        self.resume = 0
+        self.redo = False
+        self.tally = Tally()
+        self.started = ""
+        self.writer: BatchWriter | None = None
+        # the write threads' outcome: a failure stops every later checkpoint
+        self.failed: list[BaseException] = []
+        self.inserted = 0  # batches of this run whose rows went into the store
+
+    def run(self) -> IngestReport:
+        """Ingest what the job has not stored yet; the job's cumulative report.
+
+        Raises
+        ------
+        ConfigError
+            ``name`` differs from the name the job was started with.
+        StageError
+            An item's class is not a project class.
+        """
+        done = self._resume()
+        if done is not None:
+            return done
+        self._begin()
+        try:
+            self._write_all()
+        except BaseException:
+            if not self.redo and not self.inserted:
+                # nothing of this job is stored: leave no interrupted job behind
+                self.cp.forget()
+                (self.project.root / self.report_rel).unlink(missing_ok=True)
+            raise
+        self.tally.processed = max(self.tally.processed, self.total)
+        result = self._report(True)
+        root = self.project.root
+        record_artifact(
+            self.project.store,
+            root,
+            root / self.report_rel,
+            name=f"ingest:{self.job}",
+            stage=INGEST_STAGE,
+            params={"name": self.name, "kind": self.source.kind},
+        )
+        self.cp.finish(artifact=self.report_rel)
+        return result
+
+    def _resume(self) -> IngestReport | None:
+        """Restore the job's name, resume position and counts from its checkpoint;
+        the earlier report when the job is already complete."""
+        previous = self.cp.load("report")
+        if previous is not None:
+            # the job's candidates carry the name it was started with: keep it
+            recorded = str(previous.get("name") or self.source.kind)
+            if self.name is not None and self.name != recorded:
+                raise ConfigError(
+                    f"{self.desc['path']} was already ingested as source "
+                    f"{recorded!r} (job {self.job}); rerun with --name {recorded} or "
+                    "without --name."
+                )
+            self.name = recorded
+            if self.cp.done and previous.get("total") == self.total:
+                rep = IngestReport.from_json(previous)
+                return dataclasses.replace(rep, already_ingested=True)
+        self.name = self.name or self.source.kind
+        self.resume = _resume_position(self.cp)
+        stored = self.cp.states("batch/").values()
+        self.tally = _tally(stored, self.resume)
+        # an earlier run stored batches: those at the resume position may be its own
+        self.redo = self.resume > 0 or bool(stored)
+        return None
+
+    def _begin(self) -> None:
+        """Mark the job started, add the source's classes to a project without
+        any, and set up the writer."""
+        store = self.project.store
+        self.started = utc_now()
+        self.cp.begin(artifact=self.report_rel)
+        fresh = not store.classes.list()
+        if self.source.label_names and fresh:
+            store.classes.put(
+                ClassRow(i, n) for i, n in enumerate(self.source.label_names)
+            )
+        add = fresh if self.add_classes is None else self.add_classes
+        self.writer = BatchWriter(self.project, self._name, add)
+        self.writer.where = str(self.desc.get("labels_path") or self.desc["path"])
+        self._report(False)
+
+    @property
+    def _name(self) -> str:
+        assert self.name is not None, "run() sets the name first"
+        return self.name
+
+    def _report(self, complete: bool) -> IngestReport:
+        """The job's report so far, stored in the checkpoint (what
+        :func:`list_ingests` and :func:`interrupted_ingests` read) and written
+        to ``reports/ingest/<job>.json``."""
+        t = self.tally
         rep = IngestReport(
-            job, name, source.kind, desc["path"], total, tally.processed,
-            tally.new, tally.duplicates, tuple(tally.skipped), tuple(tally.dup_refs),
-            resume, complete, desc, started, utc_now() if complete else "",
-            command or resume_command(project, desc, name),
-        )  # fmt: skip
+            self.job,
+            self._name,
+            self.source.kind,
+            self.desc["path"],
+            self.total,
+            t.processed,
+            t.new,
+            t.duplicates,
+            tuple(t.skipped),
+            tuple(t.dup_refs),
+            self.resume,
+            complete,
+            self.desc,
+            self.started,
+            utc_now() if complete else "",
+            self.command or resume_command(self.project, self.desc, self.name),
+        )
         data = _json_safe(rep.to_json())
-        cp.save("report", data)  # what list_ingests and interrupted_ingests read
-        write_bytes(root / report_rel, dumps_json(data).encode())
+        self.cp.save("report", data)
+        write_bytes(self.project.root / self.report_rel, dumps_json(data).encode())
         return rep
 
-    _report(False)
-    bs = check_batch_size(batch_size) or source.default_batch_size
-    bs = bs or (16_384 if source.storage == "array" else 256)
-    task = f"ingest {name}"
-    report(progress, task, resume, total)
-    part, last_start = 0, -1
+    # -- stage 1: read ----------------------------------------------------------
 
-    failed: list[BaseException] = []
-    inserted = [0]  # batches of this run whose rows went into the store
+    def read(self) -> Iterator[tuple[SourceBatch, int]]:
+        """The source's batches from the resume position, each with its part
+        number (a source may split one position range into several batches).
 
-    def _release(prep: PreparedBatch, rows: Sequence[int]) -> None:
-        if prep.array is not None and len(rows):
-            prep.array.release(rows)  # rows only this run knows: safe to give back
+        Batch k is committed (so its pixels are written) before batch
+        k + IN_FLIGHT + 1 is requested: the source may decode into its array.
+        """
+        bs = check_batch_size(self.batch_size) or self.source.default_batch_size
+        bs = bs or (16_384 if self.source.storage == "array" else 256)
+        batches = self.source.iter_batches_recycled(
+            start=self.resume, batch_size=bs, depth=self.IN_FLIGHT + 1
+        )
+        part, last_start = 0, -1
+        for batch in batches:
+            part = part + 1 if batch.start == last_start else 0
+            last_start = batch.start
+            yield batch, part
 
-    def _commit(
-        prep: PreparedBatch, appended: Future[Sequence[int]], n_batches: int,
+    # -- stage 2: dedup by content id -----------------------------------------
+
+    def dedup(
+        self, batch: SourceBatch, part: int
+    ) -> tuple[PreparedBatch, dict[str, Any]]:
+        """The batch checked and de-duplicated, and its log line (counts as
+        prepared; :meth:`commit` corrects them to what the insert added)."""
+        writer = self.writer
+        assert writer is not None, "run() sets the writer first"
+        # Only the batches at the resume position can hold this job's own rows.
+        writer.check_own = self.redo and batch.start == self.resume
+        prep = writer.prepare(batch)
+        skipped = [
+            {"position": batch.start, "ref": s.ref, "reason": s.reason}
+            for s in batch.skipped
+        ]
+        line = {
+            "start": batch.start,
+            "stop": batch.stop,
+            "part": part,
+            "new": prep.kept + prep.own,
+            "duplicates": len(prep.dups),
+            "duplicate_refs": prep.dups[:MAX_LISTED_DUPLICATES],
+            "skipped": skipped,
+        }
+        return prep, line
+
+    # -- stage 3: write ---------------------------------------------------------
+
+    @staticmethod
+    def append(prep: PreparedBatch) -> Sequence[int]:
+        """Store the batch's pixels durably (pixel-writer thread); their array rows."""
+        return prep.append()
+
+    def commit(
+        self,
+        prep: PreparedBatch,
+        appended: Future[Sequence[int]],
+        n: int,
         line: dict[str, Any],
-    ) -> None:  # fmt: skip
+    ) -> None:
+        """Insert the batch's rows once its pixels are durable, then store its
+        state, log line and checkpoint (row-writer thread)."""
         try:
             rows = appended.result()
         except BaseException as err:
-            failed.append(err)
+            self.failed.append(err)
             raise
-        if failed:  # never checkpoint past a batch that was not stored
+        if self.failed:  # never checkpoint past a batch that was not stored
             _release(prep, rows)
             return
-        _maybe_crash(n_batches, CRASH_APPEND_ENV)
+        self._fault("appended", n)
         try:
             added = prep.insert(rows)  # rows only once their pixels are durable
         except BaseException as err:
-            failed.append(err)
+            self.failed.append(err)
             _release(prep, rows)  # the insert was rolled back
             raise
-        inserted[0] += 1
+        self.inserted += 1
         if added < prep.kept:  # another process stored some of them first
-            _release(prep, prep.unreferenced(store, rows))
+            _release(prep, prep.unreferenced(self.project.store, rows))
         line["new"] = added + prep.own
         line["duplicates"] += prep.kept - added
-        _maybe_crash(n_batches)
-        cp.save(_batch_state_name(line), line)  # counted once its checkpoint is
-        append_log_line(log_path, line)
-        cp.mark(f"{line['stop']:012d}")
+        self._fault("inserted", n)
+        self.cp.save(_batch_state_name(line), line)  # counted once its checkpoint is
+        append_log_line(self.log_path, line)
+        self.cp.mark(f"{line['stop']:012d}")
 
-    def _finish(done: Future[None], line: dict[str, Any]) -> None:
-        done.result()
-        tally.add(line)
-        report(progress, task, int(line["stop"]), total)
+    def _fault(self, moment: str, n: int) -> None:
+        hook = type(self).fault_hook
+        if hook is not None:
+            hook(moment, n)
 
-    # Three-stage pipeline (sqlite, hashlib, numpy and file writes release the
-    # GIL): while batch k+1 is read, hashed and de-duplicated here, one thread
-    # appends pixels (batch k+1 right after its preparation) and another commits
-    # rows, log line and checkpoint (batches k-1 and k, each once its pixels are
-    # durable). Both threads take batches in order (one thread each), so rows,
-    # checkpoints and pixel rows all follow source order. At most _IN_FLIGHT
-    # batches wait for their commit; their ids count as stored for the dedup of
-    # the next batch (writer.inflight).
-    pending: deque[tuple[Future[None], dict[str, Any]]] = deque()
-    try:
+    def _write_all(self) -> None:
+        """Run the three stages over every batch (see the class docstring)."""
+        writer = self.writer
+        assert writer is not None, "run() sets the writer first"
+        task = f"ingest {self.name}"
+        report(self.progress, task, self.resume, self.total)
+
+        def finish(done: Future[None], line: dict[str, Any]) -> None:
+            done.result()
+            self.tally.add(line)
+            report(self.progress, task, int(line["stop"]), self.total)
+            writer.inflight.popleft()
+
+        pending: deque[tuple[Future[None], dict[str, Any]]] = deque()
         with (
-            ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pix_pool,
-            ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as pool,
+            ThreadPoolExecutor(1, thread_name_prefix="retest-pixels") as pixels,
+            ThreadPoolExecutor(1, thread_name_prefix="retest-rows") as rows,
         ):
-            # batch k is committed (so its pixels are written) before batch
-            # k + _IN_FLIGHT + 1 is requested: the source may decode into its array
-            batches = source.iter_batches_recycled(
-                start=resume, batch_size=bs, depth=_IN_FLIGHT + 1
-            )
-            for n_batches, batch in enumerate(batches, 1):
-                part = part + 1 if batch.start == last_start else 0
-                last_start = batch.start
-                # Only the batches at the resume position can hold this job's own rows.
-                writer.check_own = redo and batch.start == resume
-                prep = writer.prepare(batch)
-                appended = pix_pool.submit(prep.append)
-                skipped = [
-                    {"position": batch.start, "ref": s.ref, "reason": s.reason}
-                    for s in batch.skipped
-                ]
-                line = {"start": batch.start, "stop": batch.stop, "part": part,
-                        "new": prep.kept + prep.own, "duplicates": len(prep.dups),
-                        "duplicate_refs": prep.dups[:MAX_LISTED_DUPLICATES],
-                        "skipped": skipped}  # fmt: skip
+            for n, (batch, part) in enumerate(self.read(), 1):
+                prep, line = self.dedup(batch, part)
+                appended = pixels.submit(self.append, prep)
                 pending.append(
-                    (pool.submit(_commit, prep, appended, n_batches, line), line)
+                    (rows.submit(self.commit, prep, appended, n, line), line)
                 )
-                while len(pending) > _IN_FLIGHT:
-                    _finish(*pending.popleft())
-                    writer.inflight.popleft()
+                while len(pending) > self.IN_FLIGHT:
+                    finish(*pending.popleft())
             while pending:
-                _finish(*pending.popleft())
-                writer.inflight.popleft()
-    except BaseException:
-        if not redo and not inserted[0]:
-            # nothing of this job is stored: leave no interrupted job behind
-            cp.forget()
-            (root / report_rel).unlink(missing_ok=True)
-        raise
-    tally.processed = max(tally.processed, total)
-    result = _report(True)
-    record_artifact(store, root, root / report_rel, name=f"ingest:{job}",
-                    stage=INGEST_STAGE, params={"name": name, "kind": source.kind})  # fmt: skip
-    cp.finish(artifact=report_rel)
-    return result
+                finish(*pending.popleft())
+
+
+def _release(prep: PreparedBatch, rows: Sequence[int]) -> None:
+    if prep.array is not None and len(rows):
+        prep.array.release(rows)  # rows only this run knows: safe to give back
 
 
 def _json_safe(obj: Any) -> Any:
@@ -599,8 +745,11 @@ def resume_command(
     if options:
         args += options
     else:
-        for key, flag in (("class_name", "--class"), ("labels_path", "--labels"),
-                          ("images_dir", "--images")):  # fmt: skip
+        for key, flag in (
+            ("class_name", "--class"),
+            ("labels_path", "--labels"),
+            ("images_dir", "--images"),
+        ):
             if desc.get(key):
                 args += [flag, str(desc[key])]
         if desc.get("from_colour"):
@@ -728,8 +877,12 @@ def add_source(
         )
     source = make_source(kind, path, **opts)
     given: list[str] = []
-    for flag, value in (("--keywords-file", keywords_file), ("--class", class_name),
-                        ("--labels", labels_path), ("--images", images_dir)):  # fmt: skip
+    for flag, value in (
+        ("--keywords-file", keywords_file),
+        ("--class", class_name),
+        ("--labels", labels_path),
+        ("--images", images_dir),
+    ):
         if value is not None:
             given += [flag, str(value if flag == "--class" else Path(value).resolve())]
     if keywords is not None:
@@ -742,9 +895,13 @@ def add_source(
         project, {"kind": kind, "path": Path(path).resolve()}, name, options=given
     )
     return ingest_source(
-        project, source, name=name, batch_size=batch_size, progress=progress,
+        project,
+        source,
+        name=name,
+        batch_size=batch_size,
+        progress=progress,
         command=command,
-    )  # fmt: skip
+    )
 
 
 def _configured_command(

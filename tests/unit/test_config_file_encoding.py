@@ -1,4 +1,4 @@
-"""Bad-input fixes of helper M that have no suite elsewhere: a non-UTF-8 retest.toml."""
+"""A retest.toml with a Latin-1 byte: one error line naming the file and line."""
 
 from __future__ import annotations
 

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dedup_helpers import fm_images, fm_project  # type: ignore[import-not-found]
 from sklearn.neural_network import MLPClassifier
 
-from retest.datasets.idx import read_idx
 from retest.models.reference_features import MLPSettings, fit_reference_mlp
 from retest.pipeline.dedup import run_dedup
 from retest.pipeline.project import Project
-from retest.store.artifacts import PixelArray
-from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
 N_REF, N_NEW = 200, 12
 
@@ -52,31 +50,8 @@ def test_fit_reference_mlp_reraises_interrupt(monkeypatch) -> None:
 
 
 def _project(root: Path, fm: Path) -> Project:
-    train = read_idx(fm / "train-images-idx3-ubyte.gz")[:N_REF]
-    labels = read_idx(fm / "train-labels-idx1-ubyte.gz")[:N_REF]
-    test = read_idx(fm / "t10k-images-idx3-ubyte.gz")[:N_NEW]
-    p = Project.init(root, name="t", classes_from="fashion-mnist")
-    px = PixelArray.create(p.arrays_dir, "fm", shape=(28, 28))
-    rows = px.append(train)
-    p.store.references.add(
-        ReferenceRow(
-            "train",
-            i,
-            int(labels[i]),
-            content_id(train[i]),
-            array_name="fm",
-            array_row=r,
-        )
-        for i, r in enumerate(rows)
-    )
-    crow = px.append(test)
-    p.store.candidates.add(
-        CandidateRow(
-            content_id(img), "fm-test", str(i), class_id=0, array_name="fm", array_row=r
-        )
-        for i, (img, r) in enumerate(zip(test, crow, strict=True))
-    )
-    return p
+    train, labels, test = fm_images(fm, N_REF, N_NEW)
+    return fm_project(root, train, labels, test, source="fm-test")
 
 
 def test_interrupted_dedup_caches_no_model(
