@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from retest.pipeline.crowd import project_secret
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.demo.run import DemoResult, DemoSettings, run_demo
@@ -26,6 +25,7 @@ from retest.pipeline.eligibility import candidate_eligibility
 from retest.pipeline.project import Project
 from retest.pipeline.revisions import create_revision
 from retest.records import Predictions
+from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 
 pytestmark = pytest.mark.slow
