@@ -40,11 +40,16 @@ def test_fused_load_gives_exact_values_and_the_separate_norms(native, d) -> None
     # every float16 bit pattern, in rows whose length exercises the 8-wide loop,
     # the 4-lane tail and the scalar tail; rows strided inside a wider array
     vals = _every_float16()
-    vals = vals[np.isfinite(vals)]  # inf/NaN rows are checked below
+    # inf/NaN rows are checked below; shuffled, so each row mixes magnitudes and
+    # its float64 sum depends on the order of the additions
+    vals = np.random.default_rng(d).permutation(vals[np.isfinite(vals)])
     n = -(-vals.size // d)
+    flat = np.zeros(n * d, dtype=np.float16)
+    flat[: vals.size] = vals
     wide = np.zeros((n, d + 5), dtype=np.float16)
-    wide[:, :d].reshape(-1)[: vals.size] = vals
+    wide[:, :d] = flat.reshape(n, d)
     src = wide[:, :d]
+    assert np.count_nonzero(src) == vals.size - 2  # every value but ±0 is in
     out = np.empty((n, d), np.float32)
     norms = kc._f16_load_norms(out, src)
     assert norms is not None
