@@ -5,9 +5,9 @@ released after each chunk) and scored with one float32 GEMM; running shortlists
 keep each query's k' best scores. The selection after each GEMM is one fused C loop
 (``_knn_kernel.c``, built on first use by :mod:`retest._native`) that reads each
 score once; without a compiler, numpy passes select the same entries. The same
-library converts float16 chunks (2.3× numpy's cast) and sums squared norms in
-float64 (2.6× numpy's casting einsum), the two passes besides the GEMM that a
-float16 reference set pays per query block.
+library converts float16 chunks and sums their squared norms in float64 in one
+vectorised pass (F16C), the work besides the GEMM that a float16 reference set
+pays per query block.
 """
 
 from __future__ import annotations
@@ -142,9 +142,20 @@ class Scorer:
             self.t_buf = torch.from_numpy(self.buf)
             self.t_out = torch.from_numpy(self.out)
 
-    def load(self, refs: Any, r0: int, r1: int) -> NDArray[np.float32]:
+    def load(
+        self, refs: Any, r0: int, r1: int, norms: RefNorms | None = None
+    ) -> NDArray[np.float32]:
+        """Rows r0:r1 as float32 in the chunk buffer. With ``norms``, float16 rows
+        whose norms are still missing get them from the same native pass (the
+        values are in registers then; a second pass would read the chunk again)."""
         chunk = self.buf[: r1 - r0]
-        _load_scaled(chunk, refs[r0:r1], self.scale)
+        src = refs[r0:r1]
+        if norms is not None and self.scale == 1.0 and not norms.done[r0:r1].all():
+            rn = _f16_load_norms(chunk, src)
+            if rn is not None:
+                norms.fill(r0, rn)
+                return chunk
+        _load_scaled(chunk, src, self.scale)
         return chunk
 
     def scores(
@@ -364,8 +375,10 @@ class _NativeFns:
             lib, "sqdist_u8", [i64, p, i64, p, i64, p, p, i64, p]
         )
         self.norms = _native.function(lib, "sq_norms_f32", [i64, i64, p, i64, p])
-        has_f16 = hasattr(lib, "f16_to_f32")  # only where the compiler has _Float16
-        self.f16 = _native.function(lib, "f16_to_f32", [i64, p, p]) if has_f16 else None
+        self.f16 = _native.function(lib, "f16_to_f32", [i64, p, p])
+        self.f16_norms = _native.function(
+            lib, "f16_to_f32_norms", [i64, i64, p, i64, p, i64, p]
+        )
 
     def sqdist_u8(
         self,
@@ -503,9 +516,14 @@ class RefNorms:
     def get(self, chunk: NDArray[np.float32], r0: int) -> NDArray[np.float64]:
         r1 = r0 + chunk.shape[0]
         if not self.done[r0:r1].all():
-            self.rn[r0:r1] = check_norms(_chunk_norms(chunk, self.small_int))
-            self.done[r0:r1] = True
+            self.fill(r0, _chunk_norms(chunk, self.small_int))
         return self.rn[r0:r1]
+
+    def fill(self, r0: int, norms: NDArray[np.float64]) -> None:
+        """Record the norms of rows ``r0 : r0 + len(norms)`` (checked for range)."""
+        r1 = r0 + norms.shape[0]
+        self.rn[r0:r1] = check_norms(norms)
+        self.done[r0:r1] = True
 
 
 def mask_excluded(
@@ -521,17 +539,46 @@ def is_small_int(a: Any) -> bool:
     return bool(a.dtype.kind in "ui" and a.dtype.itemsize == 1)
 
 
+def _f16_load_norms(out: NDArray[np.float32], src: Any) -> NDArray[np.float64] | None:
+    """``out = float32(src)`` and the rows' float64 squared norms (equal to
+    :func:`_chunk_norms` of ``out``) in one native pass, for float16 ``src`` with
+    contiguous rows; ``None`` (nothing done) otherwise."""
+    fn = native_kernel() if src.dtype == np.float16 and src.ndim == 2 else None
+    if fn is None or src.strides[1] != 2 or out.strides[1] != 4 or not src.shape[0]:
+        return None
+    norms = np.empty(src.shape[0], dtype=np.float64)
+    fn.f16_norms(
+        src.shape[0], src.shape[1], src.ctypes.data, src.strides[0] // 2,
+        out.ctypes.data, out.strides[0] // 4, norms.ctypes.data,
+    )  # fmt: skip
+    return norms
+
+
 def _load_scaled(out: NDArray[np.float32], src: Any, scale: float) -> None:
     """``out = float32(src · scale)`` (values out of range show in the norms)."""
     fn = native_kernel() if src.dtype == np.float16 and scale == 1.0 else None
-    if fn is not None and fn.f16 is not None and src.flags.c_contiguous:
-        fn.f16(out.size, src.ctypes.data, out.ctypes.data)  # numpy's cast: ~10x slower
+    if fn is not None and src.flags.c_contiguous:
+        fn.f16(out.size, src.ctypes.data, out.ctypes.data)  # numpy's cast: ~20x slower
         return
     with np.errstate(over="ignore", invalid="ignore"):  # inf: caught by check_norms
         if scale == 1.0:
             np.copyto(out, src, casting="unsafe")
         else:  # in the source's precision, so float64 values beyond float32 fit
             np.multiply(src, scale, out=out, casting="unsafe")
+
+
+def as_float64(rows: Any) -> NDArray[np.float64]:
+    """``np.asarray(rows, float64)``; float16 goes through the native float32
+    conversion (both steps exact, so the values are the same) because numpy's
+    float16 casts run at ~8 ns per value, most of a shard's exact re-ranking."""
+    arr = np.asarray(rows)
+    fn = native_kernel() if arr.dtype == np.float16 else None
+    if fn is None or not arr.size:
+        return np.asarray(arr, dtype=np.float64)
+    arr = np.ascontiguousarray(arr)
+    f32 = np.empty(arr.shape, dtype=np.float32)
+    fn.f16(arr.size, arr.ctypes.data, f32.ctypes.data)
+    return f32.astype(np.float64)
 
 
 def load_queries(
