@@ -44,7 +44,7 @@ from retest.datasets.tinyimages import (
     build_keyword_index,
 )
 from retest.pipeline.ingest import ingest_source
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 from retest.store.rows import content_id

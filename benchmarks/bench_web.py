@@ -93,8 +93,7 @@ N_CLASSES, REFS_PER_CLASS, N_CANDIDATES, KW_PER_CLASS = 10, 1000, 20_000, 5
 def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
     """A Fashion-MNIST-sized project with ``n_events`` annotation events."""
     from retest.pipeline.crowd import create_tasks
-    from retest.pipeline.project import Project
-    from retest.pipeline.review_queue import Suspect, queue_label_errors
+    from retest.project import Project, Suspect, queue_label_errors
     from retest.store.artifacts import PixelArray
     from retest.store.rows import (
         AnnotationEvent,

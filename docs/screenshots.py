@@ -21,11 +21,8 @@ from pathlib import Path
 import numpy as np
 import uvicorn
 
-from retest.pipeline.checkpoint import save_state
 from retest.pipeline.crowd import create_tasks, project_secret
-from retest.pipeline.people import add_person
-from retest.pipeline.project import Project
-from retest.pipeline.review_queue import Suspect, queue_label_errors
+from retest.project import Project, Suspect, add_person, queue_label_errors, save_state
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (
     AnnotationEvent,

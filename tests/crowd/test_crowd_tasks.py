@@ -20,7 +20,7 @@ from retest.pipeline.crowd import (
     import_mturk,
     worker_report,
 )
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow
 

@@ -23,8 +23,7 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.pipeline.crowd import COPY_REASONS, task_from_row
-from retest.pipeline.eligibility import REASONS
-from retest.pipeline.project import Project
+from retest.project import REASONS, Project
 from retest.store.rows import content_id
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

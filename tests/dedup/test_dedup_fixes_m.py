@@ -17,8 +17,8 @@ from sklearn.neural_network import MLPClassifier
 
 from retest.datasets.idx import read_idx
 from retest.models.reference_features import MLPSettings, fit_reference_mlp
-from retest.pipeline.dedup import run_dedup
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.dedup import run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

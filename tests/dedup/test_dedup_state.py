@@ -13,7 +13,10 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
-from retest.pipeline.dedup import (
+from retest.project import Project
+from retest.stages.dedup import (
+    DEDUP_METRICS,
+    DedupMetric,
     dedup_image_shape,
     dedup_review_queue,
     metric_state,
@@ -21,8 +24,6 @@ from retest.pipeline.dedup import (
     review_targets,
     run_dedup,
 )
-from retest.pipeline.dedup_metrics import DEDUP_METRICS, DedupMetric
-from retest.pipeline.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

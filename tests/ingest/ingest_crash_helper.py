@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from retest.pipeline.ingest import ingest_source
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
 

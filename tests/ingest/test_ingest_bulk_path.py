@@ -14,7 +14,7 @@ import pytest
 
 from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.sources.base import ColumnItems, SourceItem
 from retest.store import open_store
@@ -151,7 +151,7 @@ def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
 _HELPER = """
 import sys
 from retest.pipeline.ingest import ingest_source
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 proj, folder = sys.argv[1], sys.argv[2]

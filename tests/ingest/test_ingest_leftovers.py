@@ -23,7 +23,7 @@ from retest.pipeline.ingest import (
     interrupted_ingests,
 )
 from retest.pipeline.ingest_writer import BatchWriter
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.store.artifacts import PixelArray
 

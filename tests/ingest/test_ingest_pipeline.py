@@ -19,7 +19,7 @@ from PIL import Image
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
 from retest.pipeline.ingest import CRASH_ENV, ingest_source, list_ingests
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
 from retest.store.artifacts import PixelArray

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.artifacts import PixelArray
 
 

@@ -371,7 +371,7 @@ def test_non_utf8_file_name_is_ingested(env: tuple[Path, Path], proj: Path) -> N
     res = invoke("source", "list", "--project", proj)
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
     from retest.pipeline.ingest import interrupted_ingests
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     with Project.open(proj) as p:  # the job finished: nothing blocks `sample`
         assert interrupted_ingests(p) == []

@@ -37,7 +37,7 @@ from retest.errors import RetestError
 from retest.labeling.tasks import image_token
 from retest.models.prediction_files import runners_from_folders
 from retest.pipeline.crowd import create_tasks, import_mturk
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow

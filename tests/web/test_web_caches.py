@@ -20,9 +20,9 @@ from web_helpers import person
 
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
+from retest.project import EventWriter, Live, NotReady
 from retest.store.base import Store
 from retest.store.rows import AnnotationEvent
-from retest.web.live import EventWriter, Live, NotReady
 from retest.web.routes import pages
 
 REVIEWER = "test-reviewer-456"  # the web conftest's owner token

@@ -10,8 +10,7 @@ from web_helpers import person
 
 from retest.labeling.tasks import image_token
 from retest.pipeline.crowd import project_secret
-from retest.pipeline.eligibility import selection_frequencies
-from retest.web.live import EventAggregates
+from retest.project import EventAggregates, selection_frequencies
 
 
 def _body(wp, task, key: str, picked: list[str]) -> dict[str, object]:  # type: ignore[no-untyped-def]

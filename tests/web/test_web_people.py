@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 
 from retest.labeling.people import token_hash
 from retest.pipeline.crowd import project_secret
-from retest.pipeline.people import add_person, new_link, revoke_person
-from retest.pipeline.project import Project
+from retest.project import Project, add_person, new_link, revoke_person
 from retest.web.app import create_app
 
 REVIEWER = "test-reviewer-456"  # the web conftest's owner token

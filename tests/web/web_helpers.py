@@ -10,7 +10,7 @@ import numpy as np
 
 from retest.labeling.people import name_key, token_hash
 from retest.pipeline.crowd import create_tasks
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (
     CandidateRow,

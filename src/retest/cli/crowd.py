@@ -72,7 +72,7 @@ def tasks_cmd(
     """
     from retest.cli._console import console, print_json, print_warning
     from retest.pipeline.crowd import create_task_batch, pending_task_candidates
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     if images_per_task < 1:
         raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")
@@ -104,7 +104,7 @@ def tasks_cmd(
             dry_run=dry_run,
         )
         waiting = pending_task_candidates(proj)
-        from retest.pipeline.feasibility import originals_shown
+        from retest.stages.sample import originals_shown
 
         shown = originals_shown(proj, batch.rows if dry_run else ())
     rows = batch.rows
@@ -160,7 +160,7 @@ def tasks_cmd(
 def _print_originals_shown(shown: dict[str, int], controls: int) -> None:
     """What the tasks allow for matched-frequency (its target histograms)."""
     from retest.cli._console import console
-    from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+    from retest.stages.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if not shown:
         return
@@ -261,7 +261,7 @@ def export_cmd(
         exported_task_ids,
         project_secret,
     )
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     if not base_url.startswith(("https://", "http://")):
         raise ConfigError(
@@ -323,7 +323,7 @@ def import_cmd(
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     with Project.open(project) as proj:
         secret = project_secret(proj)
@@ -440,7 +440,7 @@ def workers_cmd(
         worker_ids_from_results,
         worker_report,
     )
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     if not 0.0 <= min_accuracy <= 1.0:
         raise ConfigError(f"--min-accuracy must be in [0, 1]. Got {min_accuracy}.")

@@ -91,7 +91,7 @@ def label_errors(
     from retest._output import RULES, check_output
     from retest.cli._console import console, print_json, print_table
     from retest.label_errors.finders import resolve_method
-    from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
+    from retest.stages.label_errors import load_label_error_inputs, run_label_errors
 
     resolve_method(method)  # fail fast, with suggestions, before reading files
     check_output(out, RULES["label-errors"])

@@ -49,9 +49,9 @@ def plan(
     they have none, from \\[keywords] in retest.toml (rule v6, equal weights).
     """
     from retest.cli._console import print_json, print_table, print_warning
-    from retest.pipeline.plan import make_plan
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.sampling.compat import check_compat
+    from retest.stages.plan import make_plan
 
     compat = check_compat(compat)
     if rule not in PLAN_RULES:

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         from retest.errors import InputValidationError
         from retest.labeling.people import new_token
         from retest.pipeline.crowd import project_secret
-        from retest.pipeline.project import Project
+        from retest.project import Project
         from retest.web.app import create_app
 
         if token is not None and not public_labeling:

@@ -178,7 +178,7 @@ def add(
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
     from retest.pipeline.ingest import add_source
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     if name is not None:
         validate_name(name, "source")
@@ -270,7 +270,7 @@ def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """Ingest jobs of the project with their counts."""
     from retest.cli._console import print_json, print_table
     from retest.pipeline.ingest import list_ingests
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     with Project.open(project_dir) as project:
         jobs = list_ingests(project)

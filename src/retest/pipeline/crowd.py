@@ -39,14 +39,15 @@ from retest.labeling.tasks import (
     hash_worker_id,
     image_token,
 )
-from retest.pipeline.checkpoint import Checkpoint, stage_runs
-from retest.pipeline.eligibility import (
+from retest.project import (
     ORIGINAL_COPY_REASONS,
+    Checkpoint,
+    Project,
     candidate_eligibility,
+    excluded_workers,
+    stage_runs,
     stale_candidates,
 )
-from retest.pipeline.people import excluded_workers
-from retest.pipeline.project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.base import Store
 from retest.store.rows import (
@@ -148,7 +149,7 @@ def original_copies(project: Project) -> dict[str, str] | None:
     -------
     dict of str to str, or None
     """
-    from retest.pipeline.dedup import metrics_run
+    from retest.stages.dedup import metrics_run
 
     if not metrics_run(project):
         return None

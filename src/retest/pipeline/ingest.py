@@ -11,7 +11,7 @@ For each batch a source yields, in this order:
    to ``reports/ingest/<job>.log.jsonl`` for people (fsynced);
 5. the batch's end position is checkpointed in the store.
 
-Progress lives in the store (:class:`retest.pipeline.checkpoint.Checkpoint`,
+Progress lives in the store (:class:`retest.project._checkpoint.Checkpoint`,
 stage ``ingest``, run = the job key): the job's description and report, each
 batch's counts, the finished batches. The files under ``reports/ingest/`` are
 outputs only. A process killed anywhere resumes after the last checkpoint. The batch being
@@ -55,7 +55,6 @@ from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size, check_labels
 from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
-from retest.pipeline.checkpoint import Checkpoint, stage_runs
 from retest.pipeline.ingest_log import (
     MAX_LISTED_DUPLICATES,
     REPORT_DIR,
@@ -69,7 +68,7 @@ from retest.pipeline.ingest_writer import (
     PreparedBatch,
     remove_stale_temporaries,
 )
-from retest.pipeline.project import Project
+from retest.project import Checkpoint, Project, stage_runs
 from retest.sources.base import CandidateSource, make_source, read_keywords_file
 from retest.store.artifacts import (
     dumps_json,
@@ -230,7 +229,7 @@ def ingest_source(
     ConfigError
         ``name`` differs from the name the job was started with.
     """
-    from retest.pipeline.check import reclaim_tail_orphans
+    from retest.stages.check import reclaim_tail_orphans
 
     root = project.root
     _check_classes_first(project, source, add_classes)
@@ -302,7 +301,7 @@ def _check_form_first(project: Project, source: CandidateSource) -> None:
     """Refuse an array source whose images are not in the originals' form
     (channels): its exact copies would not hash alike and revisions would not
     evaluate against the original test set."""
-    from retest.pipeline.reference import describe_shape, reference_image_shape
+    from retest.stages.reference import describe_shape, reference_image_shape
 
     images = getattr(source, "images", None)
     shape = getattr(images, "shape", None)
@@ -329,7 +328,7 @@ def _channels(shape: Sequence[int]) -> int:
 def reference_mode(project: Project) -> str | None:
     """``L`` or ``RGB``: the form candidates from image files are stored in (that
     of the originals); None before any original is registered."""
-    from retest.pipeline.reference import reference_image_shape
+    from retest.stages.reference import reference_image_shape
 
     ref = reference_image_shape(project)
     if ref is None:
@@ -343,8 +342,8 @@ def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
     Images are stored in the originals' form; converting grey to RGB or RGB-grey
     to grey loses nothing and is automatic, colour to grey only with ``--mode L``.
     """
-    from retest.pipeline.reference import describe_shape, reference_image_shape
     from retest.sources.images import IMAGE_MODES
+    from retest.stages.reference import describe_shape, reference_image_shape
 
     if mode is not None and mode not in IMAGE_MODES:
         raise ConfigError(

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from retest._progress import ProgressCallback
 from retest.errors import InputValidationError, NotFoundError, RetestError
 from retest.labeling.people import new_token
-from retest.pipeline.project import Project
+from retest.project import Live, Project
 from retest.web.deps import (
     COOKIE_SESSION,
     COOKIE_TOKEN,
@@ -29,7 +29,6 @@ from retest.web.deps import (
 )
 from retest.web.identity import Identities
 from retest.web.images import ItemImages
-from retest.web.live import Live
 from retest.web.pages import include_pages
 from retest.web.routes.pages import warm_up_steps
 
@@ -226,12 +225,12 @@ def create_app(
     max_body : int
         Largest request body in bytes.
     refresh_seconds : float
-        See :class:`retest.web.live.Live`.
+        See :class:`retest.project._live.Live`.
     progress : callable, optional
         Told when the background computations started with the server (the
         eligibility decision, the near-duplicate queue) begin and end.
     processes : bool
-        Compute those in a worker process (see :class:`retest.web.live.Live`).
+        Compute those in a worker process (see :class:`retest.project._live.Live`).
     session_days : float
         How long a sign-in lasts (a persistent cookie).
     """

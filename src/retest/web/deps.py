@@ -35,11 +35,10 @@ from urllib.parse import unquote, urlsplit
 from fastapi import Depends, HTTPException, Request
 
 from retest.labeling.people import LABELER, REVIEWER, name_key
-from retest.pipeline.project import Project
+from retest.project import Live, Project
 from retest.store.base import Store
 from retest.web.identity import Annotator, Identities
 from retest.web.images import ItemImages
-from retest.web.live import Live
 
 __all__ = [
     "Annotator",

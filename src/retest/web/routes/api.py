@@ -21,9 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from retest.pipeline.dedup import record_review
-from retest.pipeline.people import set_exclusion
-from retest.pipeline.review_queue import record_label_verdict
+from retest.project import record_label_verdict, set_exclusion
+from retest.stages.dedup import record_review
 from retest.store.base import Store
 from retest.store.rows import (
     AnnotationEvent,
@@ -90,7 +89,7 @@ async def _append(
 ) -> dict[str, Any]:
     """Append the events of one assignment unless it is already stored, batched
     with other requests' (one transaction per batch, answered once committed:
-    :class:`retest.web.live.EventWriter`)."""
+    :class:`retest.project._live.EventWriter`)."""
     if state.live is None:
         stored = _stored_events(state.store, assignment)()
         if stored is not None:
@@ -291,7 +290,7 @@ def post_neardup(
 ) -> dict[str, Any]:
     """Verdicts for every shown neighbour, then a review mark for the row.
 
-    With ``reviewed`` the dedup stage's :func:`~retest.pipeline.dedup.record_review`
+    With ``reviewed`` the dedup stage's :func:`~retest.stages.dedup._dedup.record_review`
     writes both (so ``retest dedup queue`` and this page agree); without it only
     the verdicts are written. The shown ids must be neighbours of the candidate
     under the metric.
@@ -427,7 +426,7 @@ def post_review(
 @_answer_route("/undo", UndoBody)
 async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str, Any]:
     """Undo the signed-in person's latest grid answer (see
-    :meth:`retest.web.live.Live.withdraw_last`); their previous answer to that
+    :meth:`retest.project._live.Live.withdraw_last`); their previous answer to that
     task, if any, counts again. Once per page load (a double click undoes one
     answer). Says which task, so the page can reopen it."""
     live = state.live

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retest.errors import RetestError
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.web.deps import AppState, ImagesDep, RoleDep, StateDep
 from retest.web.images import ItemImages
 from retest.web.views import task_tokens

@@ -4,7 +4,7 @@ live in :mod:`retest.web.routes.review`).
 
 Labelers see the start page, labeling pages, keyword
 progress and grid tasks; results, controls and review pages need the reviewer
-token. Aggregates come from :class:`retest.web.live.Live`.
+token. Aggregates come from :class:`retest.project._live.Live`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from retest.errors import NotFoundError
-from retest.pipeline.revisions import review_states
+from retest.project import Live, NotReady
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
+from retest.stages.revisions import review_states
 from retest.store.base import Store
 from retest.store.rows import DuplicateVerdict, Revision
 from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep
-from retest.web.live import Live, NotReady
 from retest.web.views import (
     BIN_LABELS,
     Pool,
@@ -61,7 +61,7 @@ ELIGIBILITY = "the eligibility decision"
 def copies_now(state: Any) -> frozenset[str]:
     """The project's copies (its one eligibility decision), cached per revision.
 
-    Raises :class:`~retest.web.live.NotReady` while it is computed for the
+    Raises :class:`~retest.project._live.NotReady` while it is computed for the
     first time (at server start it is computed in the background)."""
     return live(state).derived(
         "copies", near_duplicate_ids, label=ELIGIBILITY, offload=True
