@@ -15,9 +15,9 @@ from retest.cli.main import app
 from retest.cluster import cluster_client
 from retest.datasets.idx import read_idx
 from retest.errors import InputValidationError
-from retest.project import Project
+from retest.project import Project, dedup_review_queue
 from retest.project._eligibility import DUPLICATE_REASONS, candidate_eligibility
-from retest.stages.dedup import dedup_review_queue, record_review, run_dedup
+from retest.stages.dedup import record_review, run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

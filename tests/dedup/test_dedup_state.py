@@ -13,17 +13,15 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
-from retest.project import Project
-from retest.stages.dedup import (
-    DEDUP_METRICS,
-    DedupMetric,
+from retest.project import (
+    Project,
     dedup_image_shape,
     dedup_review_queue,
     metric_state,
     metrics_run,
     review_targets,
-    run_dedup,
 )
+from retest.stages.dedup import DEDUP_METRICS, DedupMetric, run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

@@ -22,8 +22,8 @@ from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
 from retest.dedup.warp import WarpParams, warp_threshold
-from retest.project import Project, candidate_eligibility
-from retest.stages.dedup import review_targets, run_dedup
+from retest.project import Project, candidate_eligibility, review_targets
+from retest.stages.dedup import run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 from retest.web.app import create_app

@@ -27,8 +27,7 @@ from retest.dedup.rules import near_original_threshold
 from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.errors import ConfigError, RetestWarning
 from retest.evaluate.metrics import accuracy
-from retest.project import Project, candidate_eligibility, copies
-from retest.stages.dedup import metric_state
+from retest.project import Project, candidate_eligibility, copies, metric_state
 from retest.stages.evaluate import ORIGINAL
 
 pytestmark = pytest.mark.slow

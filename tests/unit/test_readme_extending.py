@@ -28,10 +28,10 @@ from typer.testing import CliRunner
 import retest.sampling.base as sampling_base
 from retest.cli.main import app as cli
 from retest.errors import ConfigError
-from retest.project import Project, candidate_eligibility
+from retest.project import Project, candidate_eligibility, review_targets
 from retest.sampling.base import SAMPLERS
 from retest.sources.base import CANDIDATE_SOURCES
-from retest.stages.dedup import DEDUP_METRICS, review_targets
+from retest.stages.dedup import DEDUP_METRICS
 from retest.store.rows import content_id
 from retest.web.pages import PAGES, register_page
 

@@ -16,13 +16,13 @@ from retest.project import (
     SUSPECT_KIND,
     VERDICT_KIND,
     Suspect,
+    dedup_review_queue,
     label_error_queue,
     load_suspects,
     queue_label_errors,
     save_state,
 )
 from retest.sampling.histogram import bin_index
-from retest.stages.dedup import dedup_review_queue
 from retest.store.rows import AnnotationEvent, DuplicateVerdict, NeighbourList
 
 REVIEWER = "test-reviewer-456"  # the web conftest's reviewer token

@@ -75,7 +75,7 @@ def _render(result: Any, out: Path, as_json: bool) -> None:
 
 def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any:
     from retest._output import RULES, check_output, claim_output_dir
-    from retest.stages.compare._compare import check_compare_options
+    from retest.stages.compare import check_compare_options
 
     check_compare_options(
         **{k: kwargs[k] for k in ("metric", "axes", "confidence", "num_classes",

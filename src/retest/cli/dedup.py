@@ -108,13 +108,8 @@ def dedup(
     )
     from retest.cluster import cluster_client
     from retest.dedup.ssim import SSIMParams
-    from retest.project import Project
-    from retest.stages.dedup import (
-        check_resize,
-        dedup_report,
-        review_targets,
-        run_dedup,
-    )
+    from retest.project import Project, review_targets
+    from retest.stages.dedup import check_resize, dedup_report, run_dedup
 
     check_resize(resize)
     if cluster and workers:
@@ -218,10 +213,7 @@ def dedup(
             )  # fmt: skip
     with Project.open(project) as proj:
         from retest.cli.sample import _exclusion_line
-        from retest.project._eligibility import (
-            candidate_eligibility,
-            eligibility_summary,
-        )
+        from retest.project import candidate_eligibility, eligibility_summary
 
         line = _exclusion_line(eligibility_summary(candidate_eligibility(proj)))
     console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -304,11 +296,10 @@ def dedup_queue(
     same queue as the web app's review page.
     """
     from retest.cli._console import print_json, print_table
-    from retest.project import Project, pending_reviews
-    from retest.stages.dedup import review_targets
+    from retest.project import Project, pending_reviews, review_targets
 
     if csv_out is not None:  # refused before any work, as every writer is
-        from retest.stages.dedup._review_csv import check_review_out
+        from retest.stages.dedup import check_review_out
 
         check_review_out(csv_out, overwrite=overwrite)
     with Project.open(project) as proj:
@@ -409,7 +400,7 @@ def dedup_verdict(
     from retest.cli._console import console
     from retest.project import Project
     from retest.stages.dedup import record_review
-    from retest.stages.status._status import resolve_candidate, resolve_item
+    from retest.stages.status import resolve_candidate, resolve_item
 
     if who is None or not who.strip():
         raise ConfigError("--who needs the reviewer's name.")

@@ -40,7 +40,7 @@ def _folders(values: list[str]) -> dict[str, str]:
 
 
 def _formats(value: str) -> tuple[str, ...]:
-    from retest.stages.report._report import FIGURE_FORMATS
+    from retest.stages.report import FIGURE_FORMATS
 
     fmts = tuple(f.strip().lower() for f in value.split(",") if f.strip())
     bad = [f for f in fmts if f not in FIGURE_FORMATS]

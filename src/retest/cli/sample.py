@@ -178,8 +178,8 @@ def sample(
     """
     from retest.cli._console import console, print_json, print_table, print_warning
     from retest.names import validate_name
-    from retest.project import Project
-    from retest.project._eligibility import (
+    from retest.project import (
+        Project,
         candidate_eligibility,
         check_fresh,
         eligibility_summary,

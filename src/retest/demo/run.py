@@ -57,6 +57,7 @@ from retest.label_errors.ensemble import ensemble_pred_probs
 from retest.label_errors.ranking import LabelError
 from retest.pipeline.ingest import add_source
 from retest.project import (
+    AGAINST,
     Checkpoint,
     Eligibility,
     Project,
@@ -65,7 +66,7 @@ from retest.project import (
     copies,
 )
 from retest.records import LabeledSet
-from retest.stages.dedup import AGAINST, dedup_report, run_dedup
+from retest.stages.dedup import dedup_report, run_dedup
 from retest.stages.evaluate import evaluate_project, project_models
 from retest.stages.export import export_revision
 from retest.stages.label_errors import LabelErrorInputs, run_label_errors

@@ -149,7 +149,7 @@ def original_copies(project: Project) -> dict[str, str] | None:
     -------
     dict of str to str, or None
     """
-    from retest.stages.dedup import metrics_run
+    from retest.project import metrics_run
 
     if not metrics_run(project):
         return None

@@ -53,7 +53,6 @@ import numpy as np
 
 from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size, check_labels
-from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.pipeline.ingest_log import (
     MAX_LISTED_DUPLICATES,
@@ -68,13 +67,20 @@ from retest.pipeline.ingest_writer import (
     PreparedBatch,
     remove_stale_temporaries,
 )
-from retest.project import Checkpoint, Project, stage_runs
+from retest.project import (
+    INGEST_STAGE,
+    Checkpoint,
+    Project,
+    interrupted_ingests,
+    resume_command,
+    stage_runs,
+)
 from retest.sources.base import CandidateSource, make_source, read_keywords_file
+from retest.stages.reference import load_tinyimages_index
 from retest.store.artifacts import (
     dumps_json,
     record_artifact,
     write_bytes,
-    write_json,
     writers_lock,
 )
 from retest.store.rows import ClassRow, utc_now
@@ -92,7 +98,6 @@ __all__ = [
     "resume_command",
 ]
 
-INGEST_STAGE = "ingest"
 # Test hook: SIGKILL this process right after the DB insert of batch N (1-based),
 # before the batch is logged and checkpointed: the worst moment to die.
 CRASH_ENV = "RETEST_INGEST_CRASH_AFTER"
@@ -106,45 +111,6 @@ def ingest_job_key(source: CandidateSource) -> str:
     ingest run's inputs fingerprint."""
     text = json.dumps(source.describe(), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def load_tinyimages_index(
-    project: Project,
-    metadata_path: str | os.PathLike[str],
-    *,
-    progress: ProgressCallback | None = None,
-) -> KeywordIndex:
-    """The keyword index of a ``tiny_metadata.bin``, built once and kept in the project.
-
-    Stored as ``indexes/tinyimages-<key>.json`` (artifact ``tinyimages-index:<key>``)
-    where the key covers the file's resolved path, size and modification time.
-
-    Parameters
-    ----------
-    project : Project
-    metadata_path : path
-        The TinyImages ``tiny_metadata.bin``.
-    progress : ProgressCallback, optional
-
-    Returns
-    -------
-    KeywordIndex
-    """
-    meta = Path(metadata_path).resolve()
-    st = meta.stat()
-    key = hashlib.sha256(f"{meta}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-    rel = f"indexes/tinyimages-{key[:16]}.json"
-    path = project.root / rel
-    if path.is_file():
-        return KeywordIndex.from_json(json.loads(path.read_text()))
-    index = build_keyword_index(meta, progress=progress)
-    sha = write_json(path, index.to_json())
-    record_artifact(
-        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
-        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
-        sha256=sha,
-    )  # fmt: skip
-    return index
 
 
 # Batches whose rows may be waiting for their commit while the next is prepared.
@@ -229,7 +195,7 @@ def ingest_source(
     ConfigError
         ``name`` differs from the name the job was started with.
     """
-    from retest.stages.check import reclaim_tail_orphans
+    from retest.project import reclaim_tail_orphans
 
     root = project.root
     _check_classes_first(project, source, add_classes)
@@ -563,84 +529,6 @@ def list_ingests(project: Project) -> list[dict[str, Any]]:
             row["processed"] = _resume_position(cp)
             row["complete"] = False
         out.append(row)
-    return out
-
-
-def resume_command(
-    project: Project,
-    desc: Mapping[str, Any],
-    name: str | None,
-    *,
-    options: Sequence[str] = (),
-) -> str:
-    """The ``retest source add`` command line of a job, from its source description.
-
-    Parameters
-    ----------
-    project : Project
-        Named by ``--project``.
-    desc : mapping
-        The source's description (:meth:`CandidateSource.describe`).
-    name : str, optional
-        The source name (``--name`` when it differs from the kind).
-    options : sequence of str
-        Replaces the options rebuilt from ``desc`` (``add_source`` passes the
-        ones it was given, which a description cannot always restore, e.g. a
-        keywords file).
-
-    Returns
-    -------
-    str
-        A shell-quoted command line.
-    """
-    kind = str(desc.get("kind", ""))
-    args = ["retest", "source", "add", kind, str(desc.get("path", ""))]
-    if options:
-        args += options
-    else:
-        for key, flag in (("class_name", "--class"), ("labels_path", "--labels"),
-                          ("images_dir", "--images")):  # fmt: skip
-            if desc.get(key):
-                args += [flag, str(desc[key])]
-        if desc.get("from_colour"):
-            args += ["--mode", str(desc.get("mode"))]
-        kws = desc.get("keywords")
-        if kws:
-            args += ["--keywords", ",".join(kws)]
-    if name and name != kind:
-        args += ["--name", name]
-    args += ["--project", str(project.root.resolve())]
-    return shlex.join(args)
-
-
-def interrupted_ingests(project: Project) -> list[str]:
-    """The command that resumes each ingest job that started but did not complete.
-
-    A job is listed from the moment it stored its first batch until it finishes:
-    killed runs, runs that failed part-way, and runs still going in another
-    process. Stages that read the candidates should refuse to run while this is
-    not empty (their input is incomplete).
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    list of str
-        One command line per interrupted job, ordered by job key.
-    """
-    out = []
-    for run in stage_runs(project, INGEST_STAGE):
-        if run.done:
-            continue
-        rep = Checkpoint(project, INGEST_STAGE, run.key).load("report") or {}
-        cmd = rep.get("command") or (
-            resume_command(project, rep["source"], rep.get("name"))
-            if rep.get("source")
-            else f"retest source list --project {shlex.quote(str(project.root))}"
-        )
-        out.append(cmd)
     return out
 
 

@@ -25,18 +25,39 @@ from retest.project._eligibility import (
     check_fresh,
     class_tallies,
     copies,
+    eligibility_summary,
     heavy_automatic_losses,
     ineligible_members,
     pending_reviews,
-    selection_frequencies,
     stale_candidates,
 )
-from retest.project._live import (
+from retest.project._events import (
     WITHDRAWN,
     EventAggregates,
+)
+from retest.project._ingest_runs import (
+    INGEST_STAGE,
+    interrupted_ingests,
+    resume_command,
+)
+from retest.project._live import (
     EventWriter,
     Live,
     NotReady,
+)
+from retest.project._neardup import (
+    AGAINST,
+    BUILTIN_METRICS,
+    DEDUP_STAGE,
+    STATE_PREFIX,
+    candidate_infos,
+    dedup_image_shape,
+    dedup_review_queue,
+    load_neighbours,
+    metric_state,
+    metrics_run,
+    review_targets,
+    reviewed_references,
 )
 from retest.project._people import (
     ControlScore,
@@ -48,6 +69,11 @@ from retest.project._people import (
     revoke_person,
     set_exclusion,
     sign_in_link,
+)
+from retest.project._pixels import (
+    ARRAYS,
+    read_arrays,
+    reclaim_tail_orphans,
 )
 from retest.project._project import (
     CLASS_PRESETS,
@@ -67,13 +93,22 @@ from retest.project._review_queue import (
     queue_label_errors,
     record_label_verdict,
 )
+from retest.project._votes import (
+    selection_frequencies,
+)
 
 __all__ = [
+    "AGAINST",
+    "ARRAYS",
     "AUTO_METRICS",
+    "BUILTIN_METRICS",
     "CLASS_PRESETS",
     "DB_NAME",
+    "DEDUP_STAGE",
+    "INGEST_STAGE",
     "ORIGINAL_COPY_REASONS",
     "REASONS",
+    "STATE_PREFIX",
     "SUSPECT_KIND",
     "UNCLEAR",
     "VERDICTS",
@@ -93,22 +128,35 @@ __all__ = [
     "Suspect",
     "add_person",
     "candidate_eligibility",
+    "candidate_infos",
     "check_fresh",
     "class_tallies",
     "control_scores",
     "copies",
+    "dedup_image_shape",
+    "dedup_review_queue",
+    "eligibility_summary",
     "excluded_workers",
     "heavy_automatic_losses",
     "ineligible_members",
+    "interrupted_ingests",
     "label_error_items",
     "label_error_queue",
     "list_states",
+    "load_neighbours",
     "load_state",
     "load_suspects",
+    "metric_state",
+    "metrics_run",
     "new_link",
     "pending_reviews",
     "queue_label_errors",
+    "read_arrays",
+    "reclaim_tail_orphans",
     "record_label_verdict",
+    "resume_command",
+    "review_targets",
+    "reviewed_references",
     "revoke_person",
     "save_state",
     "selection_frequencies",

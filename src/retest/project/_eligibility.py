@@ -62,9 +62,9 @@ from retest.dedup.rules import (
     resolve_near_duplicates,
 )
 from retest.errors import StageError
-from retest.project._people import excluded_workers
 from retest.project._project import Project
-from retest.sampling.selection_frequency import FrequencyStat, aggregate_item_events
+from retest.project._votes import selection_frequencies
+from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
 from retest.store.rows import content_id, split_reference_id
 
@@ -78,6 +78,7 @@ __all__ = [
     "check_fresh",
     "class_tallies",
     "copies",
+    "eligibility_summary",
     "heavy_automatic_losses",
     "ineligible_members",
     "pending_reviews",
@@ -339,7 +340,7 @@ def _exact_copies(project: Project) -> set[str]:
 def _dedup_shape(project: Project) -> tuple[int, ...] | None:
     """Image shape the dedup distances were computed on; before any dedup run,
     the pool's own shape."""
-    from retest.stages.dedup import dedup_image_shape
+    from retest.project._neardup import dedup_image_shape
 
     shape = dedup_image_shape(project)
     return _pool_shape(project) if shape is None else tuple(int(x) for x in shape)
@@ -375,42 +376,13 @@ def _auto_pairs(
     return near & known, {p for p in pairs if p[0] in known}
 
 
-def selection_frequencies(
-    project: Project, *, compat: str | None = None
-) -> dict[tuple[str, int], FrequencyStat]:
-    """Selection frequency of every (item, class id) shown in a crowd/grid task.
-
-    Computed from the append-only ``kind="task"`` annotation events (one per
-    assignment and image shown); rejected assignments are ignored, a worker's
-    repeated assignments of one task count once (the latest valid one), and
-    workers excluded for their quality on the controls count for nothing.
-
-    Parameters
-    ----------
-    project : Project
-    compat : {"exact", "authors"}, optional
-        ``"authors"`` counts every valid assignment, as published.
-
-    Returns
-    -------
-    dict of (item id, class id) to FrequencyStat
-        Pairs never shown are absent: treat them as ``FrequencyStat(0.0, 0)``.
-    """
-    store = project.store
-    return aggregate_item_events(
-        store.annotations.list(kind="task"),
-        compat=compat,
-        excluded=excluded_workers(store),
-    )
-
-
 def _dedup_infos(
     project: Project,
     ids: Iterable[str],
     stats: Mapping[tuple[str, int], FrequencyStat],
     black: Collection[str],
 ) -> dict[str, DedupCandidate]:
-    """:func:`retest.stages.dedup._dedup.candidate_infos` of the candidates among ``ids``."""
+    """:func:`retest.project._neardup.candidate_infos` of the candidates among ``ids``."""
     cols = project.store.candidates.columns(
         ("id", "class_id", "source", "source_ref"), ids=ids
     )
@@ -490,7 +462,7 @@ def pending_reviews(
     ``thresholds`` overrides review targets per metric.
     """
     from retest.dedup.rules import ReviewItem
-    from retest.stages.dedup import dedup_review_queue, review_targets
+    from retest.project._neardup import dedup_review_queue, review_targets
 
     if thresholds is None and not review_targets(project):
         return []  # no metric ever ran: nothing to review
@@ -520,7 +492,7 @@ def pending_reviews(
 def _near_threshold(project: Project) -> float | None:
     """``[thresholds] near_original``, else the scaled CIFAR rule capped by what
     the last pixel-L2 dedup run measured on the originals."""
-    from retest.stages.dedup import metric_state
+    from retest.project._neardup import metric_state
 
     threshold = _threshold_override(project)
     shape = _dedup_shape(project)
@@ -610,22 +582,15 @@ def candidate_eligibility(
 
 
 def _metrics_run(project: Project) -> tuple[str, ...]:
-    from retest.stages.dedup import _dedup as dedup
+    from retest.project._neardup import metrics_run
 
-    fn = getattr(dedup, "metrics_run", None)
-    if fn is not None:
-        return tuple(fn(project))
-    return tuple(
-        m
-        for m in dedup.BUILTIN_METRICS
-        if next(iter(project.store.neardup.iter_neighbours(metric=m)), None)
-    )
+    return metrics_run(project)
 
 
 def stale_candidates(project: Project) -> list[str]:
     """Candidates (with a class) that have no neighbour list of some metric the
     dedup stage has computed: they arrived after the last dedup run."""
-    from retest.stages.dedup import load_neighbours
+    from retest.project._neardup import load_neighbours
 
     metrics = _metrics_run(project)
     if not metrics:
@@ -687,7 +652,8 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
 def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     """Metrics whose last dedup run started but did not finish (its state says
     ``complete: False``), and the command that finishes them."""
-    from retest.stages.dedup import AGAINST, DEFAULT_EMBEDDER, metric_state
+    from retest.models.reference_features import REFERENCE_EMBEDDER as DEFAULT_EMBEDDER
+    from retest.project._neardup import AGAINST, metric_state
 
     bad = []
     for m in _metrics_run(project):
@@ -712,10 +678,9 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
 
 
 def _interrupted_ingests(project: Project) -> list[str]:
-    from retest.pipeline import ingest
+    from retest.project._ingest_runs import interrupted_ingests
 
-    fn = getattr(ingest, "interrupted_ingests", None)
-    return [] if fn is None else list(fn(project))
+    return interrupted_ingests(project)
 
 
 def ineligible_members(

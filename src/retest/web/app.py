@@ -30,7 +30,7 @@ from retest.web.deps import (
 from retest.web.identity import Identities
 from retest.web.images import ItemImages
 from retest.web.pages import include_pages
-from retest.web.routes.pages import warm_up_steps
+from retest.web.routes.review import warm_up_steps
 
 __all__ = ["MAX_BODY", "create_app", "new_token"]
 

@@ -6,12 +6,10 @@ from retest.stages.check._check import (
     CheckReport,
     Problem,
     check_project,
-    reclaim_tail_orphans,
 )
 
 __all__ = [
     "CheckReport",
     "Problem",
     "check_project",
-    "reclaim_tail_orphans",
 ]

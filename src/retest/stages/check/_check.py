@@ -42,7 +42,7 @@ import numpy as np
 from retest._atomic import pid_alive, temporary_of
 from retest.config import CONFIG_NAME
 from retest.errors import ConfigError, DataIntegrityError, RetestError
-from retest.project import Project
+from retest.project import ARRAYS, Project, read_arrays
 from retest.store.artifacts import PixelArray, sha256_file, writers_lock
 from retest.store.base import Store
 
@@ -50,10 +50,9 @@ __all__ = [
     "CheckReport",
     "Problem",
     "check_project",
-    "reclaim_tail_orphans",
 ]
 
-ARRAYS, IMAGES = "arrays", "images"
+IMAGES = "images"
 _STAGING = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]+)")
 _TEMP_ANY = re.compile(r"\..+\.(tmp|part)")
 STALE_SECONDS = 3600
@@ -109,58 +108,6 @@ class CheckReport:
 
 
 # ----------------------------------------------------------------- helpers
-
-
-def _read_arrays(root: Path) -> tuple[dict[str, PixelArray], dict[str, str]]:
-    """The pixel arrays whose ``arrays/<name>.json`` header reads, and why each
-    other ``*.json`` there does not (a damaged header, or a stray file)."""
-    d = root / ARRAYS
-    ok: dict[str, PixelArray] = {}
-    damaged: dict[str, str] = {}
-    if not d.is_dir():
-        return ok, damaged
-    for header in sorted(d.glob("*.json")):
-        if header.name.startswith(".") or not header.is_file():
-            continue
-        try:
-            ok[header.stem] = PixelArray(d, header.stem)
-        except (DataIntegrityError, OSError) as err:
-            damaged[header.stem] = str(err)
-    return ok, damaged
-
-
-def _pixel_arrays(root: Path) -> list[PixelArray]:
-    return list(_read_arrays(root)[0].values())
-
-
-def reclaim_tail_orphans(project: Project) -> int:
-    """Give back unreferenced rows at the end of every pixel array.
-
-    What a killed writer leaves (pixels appended, rows never inserted) sits at
-    the end of the array, so this is cheap enough for the start of every ingest
-    (one ``MAX(array_row)`` per array). Call it only while holding
-    :func:`~retest.store.artifacts.writers_lock` exclusively.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    int
-        Rows given back.
-    """
-    store = project.store
-    n = 0
-    for px in _pixel_arrays(project.root):
-        count = len(px)
-        top = max(
-            store.candidates.max_array_row(px.name),
-            store.references.max_array_row(px.name),
-        )
-        if count > top + 1:
-            n += px.release(range(top + 1, count))
-    return n
 
 
 def _hash_rows(px: PixelArray, rows: np.ndarray) -> list[str]:
@@ -244,7 +191,7 @@ def _check_arrays(store: Store, root: Path, rep: CheckReport, repair: bool) -> N
             refs_by_array.setdefault(r.array_name, []).append(
                 (r.content_id, r.array_row)
             )
-    arrays, damaged = _read_arrays(root)
+    arrays, damaged = read_arrays(root)
     in_use = store.candidates.array_names()
     verified = orphans_total = 0
     headed = {n for n in damaged if (root / ARRAYS / f"{n}.u8").exists()}
@@ -381,7 +328,7 @@ def _check_array_strays(store: Store, root: Path, rep: CheckReport) -> None:
     d = root / ARRAYS
     if not d.is_dir():
         return
-    arrays, damaged = _read_arrays(root)
+    arrays, damaged = read_arrays(root)
     names = set(arrays) | store.candidates.array_names()
     names |= {r.array_name for r in store.references.list() if r.array_name}
     strays = []
@@ -437,9 +384,9 @@ def _check_leftovers(project: Any, rep: CheckReport, repair: bool) -> None:
         pr = rep.add("leftover", f"{folder} is the {'staging' if kind == 'tmp' else 'moved-aside'} "
                      "folder of an export that was killed.")  # fmt: skip
         if repair:
-            from retest.stages.export._export import _clean_leftovers
+            from retest.stages.export import clean_leftovers
 
-            _clean_leftovers(project, folder.parent / name)
+            clean_leftovers(project, folder.parent / name)
             pr.repaired = not folder.exists()
     if temps:
         pr = rep.add("leftover", f"{len(temps)} temporary files of killed writers "
@@ -486,7 +433,7 @@ def check_project(
     ConfigError
         ``root`` is not inside a retest project.
     """
-    from retest.pipeline.ingest import interrupted_ingests
+    from retest.project import interrupted_ingests
 
     start = Path(root if root is not None else ".").resolve()
     found = _find_root(start)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from retest.stages.compare._compare import (
     CompareResult,
+    check_compare_options,
     fit_table,
     run_compare,
 )
 
 __all__ = [
     "CompareResult",
+    "check_compare_options",
     "fit_table",
     "run_compare",
 ]

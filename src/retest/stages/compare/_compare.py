@@ -37,7 +37,7 @@ from retest.evaluate.table import ComparisonTable, compare
 from retest.records import Predictions
 from retest.stages.report import write_report
 
-__all__ = ["CompareResult", "fit_table", "run_compare"]
+__all__ = ["CompareResult", "check_compare_options", "fit_table", "run_compare"]
 
 PathLike = str | os.PathLike[str]
 

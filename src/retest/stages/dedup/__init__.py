@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 from retest.stages.dedup._dedup import (
-    AGAINST,
-    BUILTIN_METRICS,
-    DEDUP_STAGE,
     MAX_RESIZE,
     DedupResult,
-    candidate_infos,
     check_resize,
-    dedup_image_shape,
     dedup_report,
-    dedup_review_queue,
-    load_neighbours,
-    metric_state,
-    metrics_run,
     record_review,
-    review_targets,
-    reviewed_references,
     run_dedup,
+)
+from retest.stages.dedup._inputs import (
+    BASE_METRICS,
+    SHORTLIST_METRICS,
+    DedupInputs,
+    gather_inputs,
+    load_images,
 )
 from retest.stages.dedup._metrics import (
     DEDUP_METRICS,
@@ -34,26 +30,19 @@ from retest.stages.dedup._metrics import (
 from retest.stages.dedup._review_csv import (
     QUEUE_COLUMNS,
     ReviewFileResult,
+    check_review_out,
     read_review_file,
     record_review_file,
     write_review_file,
 )
 from retest.stages.dedup._shortlist import (
-    BASE_METRICS,
-    SHORTLIST_METRICS,
-    DedupInputs,
-    gather_inputs,
-    load_images,
     shortlist_chunk,
     shortlist_pairs,
 )
 
 __all__ = [
-    "AGAINST",
     "BASE_METRICS",
-    "BUILTIN_METRICS",
     "DEDUP_METRICS",
-    "DEDUP_STAGE",
     "DEFAULT_EMBEDDER",
     "MAX_RESIZE",
     "QUEUE_COLUMNS",
@@ -65,23 +54,16 @@ __all__ = [
     "MetricContext",
     "ReviewFileResult",
     "Space",
-    "candidate_infos",
     "check_metric_names",
     "check_resize",
-    "dedup_image_shape",
+    "check_review_out",
     "dedup_report",
-    "dedup_review_queue",
     "gather_inputs",
     "load_images",
-    "load_neighbours",
     "metric_names",
-    "metric_state",
-    "metrics_run",
     "read_review_file",
     "record_review",
     "record_review_file",
-    "review_targets",
-    "reviewed_references",
     "run_dedup",
     "shortlist_chunk",
     "shortlist_pairs",

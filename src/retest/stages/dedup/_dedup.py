@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,17 +49,23 @@ from retest.dedup.knn import (
     KnnResult,
     knn,
 )
-from retest.dedup.rules import (
-    DedupCandidate,
-    ReviewItem,
-    review_queue,
-)
 from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
 from retest.names import validate_person_name
-from retest.project import Checkpoint, Project, list_states, load_state, save_state
+from retest.project import (
+    AGAINST,
+    BUILTIN_METRICS,
+    DEDUP_STAGE,
+    STATE_PREFIX,
+    Checkpoint,
+    Project,
+    load_neighbours,
+    metrics_run,
+    save_state,
+)
+from retest.stages.dedup._inputs import DedupInputs, gather_inputs
 from retest.stages.dedup._metrics import (
     DEDUP_METRICS,
     DEFAULT_EMBEDDER,
@@ -69,7 +75,7 @@ from retest.stages.dedup._metrics import (
     check_metric_names,
     metric_names,
 )
-from retest.stages.dedup._shortlist import DedupInputs, gather_inputs, shortlist_chunk
+from retest.stages.dedup._shortlist import shortlist_chunk
 from retest.store.artifacts import sha256_file, write_json
 from retest.store.rows import (
     DuplicateVerdict,
@@ -78,31 +84,14 @@ from retest.store.rows import (
 )
 
 __all__ = [
-    "AGAINST",
-    "BUILTIN_METRICS",
-    "DEDUP_STAGE",
     "DEFAULT_EMBEDDER",
     "MAX_RESIZE",
     "DedupResult",
-    "candidate_infos",
     "check_resize",
-    "dedup_image_shape",
     "dedup_report",
-    "dedup_review_queue",
-    "load_neighbours",
-    "metric_state",
-    "metrics_run",
     "record_review",
-    "review_targets",
-    "reviewed_references",
     "run_dedup",
 ]
-
-DEDUP_STAGE = "dedup"
-BUILTIN_METRICS = ("l2", "features", "dssim", "warp")
-"""The built-in metrics in computation order (``metric_names()`` adds plug-ins)."""
-AGAINST = ("original-train", "original-test", "pool")
-_STATE_PREFIX = "dedup/metric/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +217,7 @@ def _json_safe(obj: Any) -> Any:
 
 
 def _refuse_interrupted_ingest(project: Project) -> None:
-    from retest.pipeline.ingest import interrupted_ingests
+    from retest.project import interrupted_ingests
 
     pending = interrupted_ingests(project)
     if pending:
@@ -388,7 +377,13 @@ def run_dedup(
     for metric in order:
         m = DEDUP_METRICS.get(metric)
         space = m.space(ctx) if m.kind == "exact" else None
-        state = {**common, "metric": metric, **per_metric[metric]}
+        state = {
+            **common,
+            "metric": metric,
+            "kind": m.kind,
+            "order": m.order,
+            **per_metric[metric],
+        }
         state.update(space.state if space is not None else m.calibrate(ctx))
         if "target" not in state:
             state["target"] = m.default_target(shape)
@@ -403,7 +398,7 @@ def run_dedup(
         record = {"stage": DEDUP_STAGE, "sha256": sha[data_file],
                   "path": data_file.relative_to(project.root).as_posix()}  # fmt: skip
         state = _json_safe(state)
-        save_state(project, f"{_STATE_PREFIX}{metric}",
+        save_state(project, f"{STATE_PREFIX}{metric}",
                    {**state, "complete": False}, **record)  # fmt: skip
         shards: Any = None
         for n, c0 in enumerate(chunks):
@@ -431,7 +426,7 @@ def run_dedup(
             report(progress, "dedup", computed + skipped, total)
         if shards is not None:
             shards.release()
-        save_state(project, f"{_STATE_PREFIX}{metric}",
+        save_state(project, f"{STATE_PREFIX}{metric}",
                    {**state, "complete": True}, **record)  # fmt: skip
         states[metric] = state
     write_json(summary, {**common, "metrics": list(order), "states": states})
@@ -446,234 +441,6 @@ def run_dedup(
         str(summary),
         targets=targets,
         states=states,
-    )
-
-
-# ------------------------------------------------------------------ run state
-
-
-def _states(project: Project) -> dict[str, dict[str, Any]]:
-    """Metric → its stored state."""
-    return {
-        name[len(_STATE_PREFIX) :]: state
-        for name, state in list_states(project, DEDUP_STAGE, _STATE_PREFIX).items()
-    }
-
-
-def metric_state(project: Project, metric: str) -> dict[str, Any] | None:
-    """What the last run of ``metric`` stored.
-
-    Parameters
-    ----------
-    project : Project
-    metric : str
-
-    Returns
-    -------
-    dict or None
-        Fingerprint, image_shape, target, embedder, calibration, complete,
-        created, ...; None if the metric never ran.
-    """
-    return load_state(project, f"{_STATE_PREFIX}{metric}")
-
-
-def _has_lists(project: Project, metric: str) -> bool:
-    return (
-        next(iter(project.store.neardup.iter_neighbours(metric=metric)), None)
-        is not None
-    )
-
-
-def _metric_key(name: str) -> tuple[int, int, str]:
-    if name in DEDUP_METRICS:
-        m = DEDUP_METRICS.get(name)
-        return (m.kind != "exact", m.order, name)
-    return (2, 0, name)
-
-
-def metrics_run(project: Project) -> tuple[str, ...]:
-    """Every metric ever run on the project (stored state or neighbour lists).
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    tuple of str
-        Exact metrics first, then shortlist metrics, then unknown names.
-    """
-    names = set(_states(project))
-    names |= {m for m in metric_names() if m not in names and _has_lists(project, m)}
-    return tuple(sorted(names, key=_metric_key))
-
-
-def dedup_image_shape(project: Project) -> tuple[int, ...] | None:
-    """Image shape the most recent dedup run compared.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    tuple of int or None
-        None before any run.
-    """
-    states = sorted(_states(project).values(), key=lambda r: r["created"] or "")
-    for state in reversed(states):
-        shape = state.get("image_shape")
-        if shape:
-            return tuple(int(x) for x in shape)
-    return None
-
-
-def review_targets(project: Project) -> dict[str, float]:
-    """Review target (a distance) of every metric that has been run.
-
-    The target stored with the metric's run (``features``: calibrated on the
-    originals; the others: their default for the image size), overridden by
-    ``[thresholds]`` in retest.toml under the metric's name. Metrics with
-    neighbour lists but no stored state (older projects) get their default.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    dict of metric name to float
-    """
-    overrides: Mapping[str, Any] = getattr(project.config, "thresholds", {}) or {}
-    out: dict[str, float] = {}
-    shape: tuple[int, ...] | None = None
-    for m in metrics_run(project):
-        state = metric_state(project, m) or {}
-        target = state.get("target")
-        if target is None and m in DEDUP_METRICS:
-            # lists not written by run_dedup (older projects): ImageNet's size,
-            # the reference point of the published targets
-            shape = shape or dedup_image_shape(project) or (256, 256, 3)
-            target = DEDUP_METRICS.get(m).default_target(shape)
-        if m in overrides:
-            target = overrides[m]
-        if target is not None:
-            out[m] = float(target)
-    return out
-
-
-def load_neighbours(
-    project: Project, metrics: Sequence[str] | None = None
-) -> dict[str, dict[str, list[tuple[str, float]]]]:
-    """Stored neighbour lists.
-
-    Parameters
-    ----------
-    project : Project
-    metrics : sequence of str, optional
-        Default: every metric run.
-
-    Returns
-    -------
-    dict
-        ``candidate → metric → [(reference, distance), …]``, closest first.
-    """
-    out: dict[str, dict[str, list[tuple[str, float]]]] = {}
-    for m in metrics_run(project) if metrics is None else metrics:
-        for nl in project.store.neardup.iter_neighbours(metric=m):
-            out.setdefault(nl.candidate_id, {})[m] = list(
-                zip(nl.ref_ids, nl.distances, strict=True)
-            )
-    return out
-
-
-def candidate_infos(project: Project) -> dict[str, DedupCandidate]:
-    """What the near-duplicate rules need to know of every candidate.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    dict of candidate id to DedupCandidate
-        Class, selection frequency for its own class (the one aggregation of
-        crowd votes the samplers use), blacklist state and source id.
-    """
-    from retest.project import selection_frequencies
-
-    store = project.store
-    black = set(store.blacklist.current())
-    stats = selection_frequencies(project)
-    out = {}
-    for c in store.candidates.iter():
-        st = stats.get((c.id, c.class_id)) if c.class_id is not None else None
-        out[c.id] = DedupCandidate(
-            class_id=c.class_id,
-            selection_frequency=st.frequency if st and st.n_assignments else None,
-            blacklisted=c.id in black,
-            source_id=f"{c.source}:{c.source_ref}",
-        )
-    return out
-
-
-def reviewed_references(project: Project) -> dict[str, dict[str, set[str]]]:
-    """References already shown to a reviewer.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    dict
-        ``candidate → metric → set of reference ids``.
-    """
-    out: dict[str, dict[str, set[str]]] = {}
-    for r in project.store.neardup.reviews():
-        out.setdefault(r.candidate_id, {}).setdefault(r.metric, set()).update(
-            r.references
-        )
-    return out
-
-
-def dedup_review_queue(
-    project: Project,
-    *,
-    thresholds: dict[str, float] | None = None,
-    top: int = 30,
-    candidates: dict[str, DedupCandidate] | None = None,
-) -> list[ReviewItem]:
-    """THE review queue: pairs under their metric's target not yet reviewed.
-
-    Covers every metric run on the project with :func:`review_targets`;
-    ``thresholds`` replaces them (only the metrics it names are queued). See
-    :func:`retest.dedup.rules.review_queue` for the order.
-
-    Parameters
-    ----------
-    project : Project
-    thresholds : dict of metric to float, optional
-        Replaces :func:`review_targets`.
-    top : int
-        References shown per candidate.
-    candidates : dict, optional
-        :func:`candidate_infos` when the caller already has it.
-
-    Returns
-    -------
-    list of ReviewItem
-    """
-    th = review_targets(project) if thresholds is None else dict(thresholds)
-    if not th:  # no metric ever ran: nothing to review
-        return []
-    return review_queue(
-        load_neighbours(project, list(th)),
-        thresholds=th,
-        candidates=candidate_infos(project) if candidates is None else candidates,
-        blacklist=set(project.store.blacklist.current()),
-        reviewed=reviewed_references(project),
-        top=top,
     )
 
 
@@ -710,7 +477,7 @@ def record_review(
     NotFoundError
         An unknown candidate.
     """
-    from retest.stages.status._status import resolve_candidate, resolve_item
+    from retest.stages.status import resolve_candidate, resolve_item
 
     validate_person_name(reviewer)
     candidate_id = resolve_candidate(project, candidate_id)

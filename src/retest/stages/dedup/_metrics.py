@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the heavy modules load when a metric runs (a light CLI --he
     from retest.dedup.ssim import SSIMParams
     from retest.dedup.warp import WarpParams
     from retest.project import Project
-    from retest.stages.dedup._shortlist import DedupInputs
+    from retest.stages.dedup._inputs import DedupInputs
 
 __all__ = [
     "DEDUP_METRICS",
@@ -338,7 +338,7 @@ class Features(DedupMetric):
         return _default_target("features", shape)
 
     def _train_pixels(self, ctx: MetricContext, rows: list[Any]) -> NDArray[np.uint8]:
-        from retest.stages.dedup._shortlist import load_images
+        from retest.stages.dedup._inputs import load_images
 
         return load_images(
             ctx.project,

@@ -34,6 +34,7 @@ from retest.project import Project
 __all__ = [
     "QUEUE_COLUMNS",
     "ReviewFileResult",
+    "check_review_out",
     "read_review_file",
     "record_review_file",
     "write_review_file",

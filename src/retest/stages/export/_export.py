@@ -104,6 +104,7 @@ __all__ = [
     "ExportFormat",
     "ExportResult",
     "check_exportable",
+    "clean_leftovers",
     "export_revision",
     "is_export_folder",
     "verified_pixels",
@@ -588,7 +589,7 @@ def _files_not_exported(folder: Path) -> list[str]:
     )
 
 
-def _clean_leftovers(project: Project, target: Path) -> list[str]:
+def clean_leftovers(project: Project, target: Path) -> list[str]:
     """Remove the staging folders that killed exports left next to ``target``.
 
     Only ``.<name>.tmp-<pid>`` / ``.<name>.old-<pid>`` folders of processes that no
@@ -773,7 +774,7 @@ def export_revision(
         check_exportable(project, rev, members)
     expected = _expected_hashes(project, members)
     made = _make_parents(target.parent)
-    cleaned = _clean_leftovers(project, target)
+    cleaned = clean_leftovers(project, target)
     try:
         _check_target(target, overwrite=overwrite)
     except BaseException:

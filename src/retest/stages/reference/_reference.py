@@ -15,9 +15,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,12 +28,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from retest._progress import ProgressCallback, report
 from retest._validation import check_labels
-from retest.datasets.tinyimages import KeywordIndex, TinyImages
+from retest.datasets.tinyimages import KeywordIndex, TinyImages, build_keyword_index
 from retest.errors import ConfigError, StageError
 from retest.labeling.keywords import choose_unique_keywords, keyword_histogram
-from retest.project import Project
+from retest.project import INGEST_STAGE, Project
 from retest.sources.base import CANDIDATE_SOURCES, make_source
-from retest.store.artifacts import PixelArray, writers_lock
+from retest.store.artifacts import PixelArray, record_artifact, write_json, writers_lock
 from retest.store.base import Store
 from retest.store.rows import ClassRow, KeywordRow, ReferenceRow, content_id
 
@@ -39,6 +42,7 @@ __all__ = [
     "ReferenceReport",
     "describe_shape",
     "load_reference_arrays",
+    "load_tinyimages_index",
     "recover_keywords",
     "reference_image_shape",
     "reference_keyword_histogram",
@@ -249,7 +253,7 @@ def register_reference_arrays(
     if keywords is not None and len(keywords) != len(y):
         raise ConfigError(f"{len(keywords)} keywords for {len(y)} reference images.")
     _check_classes(store, y, class_names, where)
-    from retest.stages.check import reclaim_tail_orphans
+    from retest.project import reclaim_tail_orphans
 
     with writers_lock(project.arrays_dir, exclusive=True, wait=False) as alone:
         if alone:  # pixels a killed registration appended without their rows
@@ -424,6 +428,47 @@ def _scan(
             yield a, min(e, a + chunk)
 
 
+def load_tinyimages_index(
+    project: Project,
+    metadata_path: str | os.PathLike[str],
+    *,
+    progress: ProgressCallback | None = None,
+) -> KeywordIndex:
+    """The keyword index of a ``tiny_metadata.bin``, built once and kept in the project.
+
+    Read by ``retest source add tinyimages`` and :func:`recover_keywords`.
+
+    Stored as ``indexes/tinyimages-<key>.json`` (artifact ``tinyimages-index:<key>``)
+    where the key covers the file's resolved path, size and modification time.
+
+    Parameters
+    ----------
+    project : Project
+    metadata_path : path
+        The TinyImages ``tiny_metadata.bin``.
+    progress : ProgressCallback, optional
+
+    Returns
+    -------
+    KeywordIndex
+    """
+    meta = Path(metadata_path).resolve()
+    st = meta.stat()
+    key = hashlib.sha256(f"{meta}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+    rel = f"indexes/tinyimages-{key[:16]}.json"
+    path = project.root / rel
+    if path.is_file():
+        return KeywordIndex.from_json(json.loads(path.read_text()))
+    index = build_keyword_index(meta, progress=progress)
+    sha = write_json(path, index.to_json())
+    record_artifact(
+        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
+        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
+        sha256=sha,
+    )  # fmt: skip
+    return index
+
+
 def recover_keywords(
     project: Project,
     tinyimages_path: str | os.PathLike[str],
@@ -460,8 +505,6 @@ def recover_keywords(
     StageError
         No reference images are registered.
     """
-    from retest.pipeline.ingest import load_tinyimages_index
-
     store = project.store
     ti = TinyImages(tinyimages_path)
     index = load_tinyimages_index(project, ti.metadata_path, progress=progress)

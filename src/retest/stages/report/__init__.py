@@ -6,6 +6,7 @@ from retest.stages.report._contact_sheet import (
     save_contact_sheet,
 )
 from retest.stages.report._report import (
+    FIGURE_FORMATS,
     PAPER_COLUMNS,
     paper_rows,
     save_figure,
@@ -17,6 +18,7 @@ from retest.stages.report._report import (
 )
 
 __all__ = [
+    "FIGURE_FORMATS",
     "PAPER_COLUMNS",
     "paper_rows",
     "save_contact_sheet",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "FIGURE_FORMATS",
     "PAPER_COLUMNS",
     "paper_rows",
     "save_figure",

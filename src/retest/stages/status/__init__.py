@@ -8,6 +8,7 @@ from retest.stages.status._status import (
     candidate_status,
     project_status,
     resolve_candidate,
+    resolve_item,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "candidate_status",
     "project_status",
     "resolve_candidate",
+    "resolve_item",
 ]

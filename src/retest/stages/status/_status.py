@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from retest.errors import InputValidationError, NotFoundError
-from retest.project import Project
-from retest.project._eligibility import (
+from retest.project import (
     REASONS,
+    Project,
     candidate_eligibility,
     class_tallies,
     eligibility_summary,
@@ -36,6 +36,7 @@ __all__ = [
     "candidate_status",
     "project_status",
     "resolve_candidate",
+    "resolve_item",
 ]
 
 

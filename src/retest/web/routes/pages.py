@@ -68,17 +68,6 @@ def copies_now(state: Any) -> frozenset[str]:
     )
 
 
-def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
-    """What the server computes in the background at start: the eligibility
-    decision (stage-2 labeling, class review) and the near-duplicate queue."""
-    from retest.web.routes.review import neardup_step, review_targets_now
-
-    steps: list[tuple[str, Any, str]] = [("copies", near_duplicate_ids, ELIGIBILITY)]
-    if review_targets_now(state):  # some dedup metric has run
-        steps.append(neardup_step(state))
-    return steps
-
-
 def changes(state: Any, class_id: int | None = None) -> tuple[Any, ...]:
     """A key for :meth:`Live.memo` that changes with every write to the store
     but the votes (fingerprint) and with every vote (of ``class_id`` only when

@@ -23,25 +23,30 @@ from retest.project import (
     Live,
     NotReady,
     Project,
+    candidate_infos,
     control_scores,
     excluded_workers,
-    pending_reviews,
-)
-from retest.stages.dedup import (
-    candidate_infos,
     load_neighbours,
+    pending_reviews,
     review_targets,
     reviewed_references,
 )
 from retest.stages.sample import class_names
 from retest.store.rows import split_reference_id
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
-from retest.web.routes.pages import changes, live, pool, progress
+from retest.web.routes.pages import (
+    ELIGIBILITY,
+    changes,
+    live,
+    pool,
+    progress,
+)
 from retest.web.views import (
     BIN_LABELS,
     agreement,
     busy,
     class_histograms,
+    near_duplicate_ids,
     render,
 )
 
@@ -97,6 +102,15 @@ def review_targets_now(state: Any) -> dict[str, float]:
     return lv.memo(
         "review-targets", lv.fingerprint(), lambda: review_targets(lv.read_project())
     )
+
+
+def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
+    """What the server computes in the background at start: the eligibility
+    decision (stage-2 labeling, class review) and the near-duplicate queue."""
+    steps: list[tuple[str, Any, str]] = [("copies", near_duplicate_ids, ELIGIBILITY)]
+    if review_targets_now(state):  # some dedup metric has run
+        steps.append(neardup_step(state))
+    return steps
 
 
 def neardup_step(
