@@ -64,6 +64,14 @@ from retest.dedup.rules import (
 from retest.errors import StageError
 from retest.project._project import Project
 from retest.project._votes import selection_frequencies
+from retest.sampling.eligibility import (
+    BLACKLISTED,
+    EXACT_COPY,
+    NEAR_DUPLICATE,
+    NEAR_ORIGINAL,
+    POOL_DUPLICATE,
+    UNREVIEWED,
+)
 from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.base import Store
 from retest.store.rows import content_id, split_reference_id
@@ -87,18 +95,19 @@ __all__ = [
 ]
 
 REASONS: tuple[str, ...] = (
-    "blacklisted",
-    "exact_copy",
-    "near_original",
-    "near_duplicate",
-    "pool_duplicate",
-    "unreviewed",
+    BLACKLISTED,
+    EXACT_COPY,
+    NEAR_ORIGINAL,
+    NEAR_DUPLICATE,
+    POOL_DUPLICATE,
+    UNREVIEWED,
 )
-ORIGINAL_COPY_REASONS: tuple[str, ...] = REASONS[1:4]
+"""The reasons of the project's decision, in the order they are reported."""
+ORIGINAL_COPY_REASONS: tuple[str, ...] = (EXACT_COPY, NEAR_ORIGINAL, NEAR_DUPLICATE)
 """Reasons that mean "a copy of an original image": such a candidate can never
 enter a revision, whatever its votes (``pool_duplicate`` can: a group of pool
 images keeps one member)."""
-DUPLICATE_REASONS = frozenset(REASONS[1:5])
+DUPLICATE_REASONS = frozenset((*ORIGINAL_COPY_REASONS, POOL_DUPLICATE))
 """Reasons that mean "a copy of something": what ``status`` counts as near-duplicates."""
 AUTO_METRICS = ("l2", "warp")
 """Pixel metrics whose distances the automatic near-original rule reads."""
@@ -224,8 +233,8 @@ class Eligibility:
     kept: frozenset[str] = field(default_factory=frozenset)
 
     def _block(self, r: tuple[str, ...]) -> tuple[str, ...]:
-        if self.include_unreviewed and "unreviewed" in r:
-            return tuple(x for x in r if x != "unreviewed")
+        if self.include_unreviewed and UNREVIEWED in r:
+            return tuple(x for x in r if x != UNREVIEWED)
         return r
 
     def excluded(self) -> Iterator[tuple[str, tuple[str, ...]]]:
@@ -255,7 +264,7 @@ class Eligibility:
         """Candidates let in only because ``include_unreviewed`` was set."""
         if not self.include_unreviewed:
             return 0
-        return sum(1 for _, r in self.excluded() if r == ("unreviewed",))
+        return sum(1 for _, r in self.excluded() if r == (UNREVIEWED,))
 
     def counts(self) -> dict[str, int]:
         """Excluded candidates per reason (each once, under its first reason:
@@ -558,19 +567,19 @@ def candidate_eligibility(
     for cid, k in cls.items():
         r = []
         if cid in black:
-            r.append("blacklisted")
+            r.append(BLACKLISTED)
         if cid in exact:
-            r.append("exact_copy")
+            r.append(EXACT_COPY)
         if cid in near_orig:
-            r.append("near_original")
+            r.append(NEAR_ORIGINAL)
         if cid in res.near_duplicates:
             in_orig = cid in res.with_original
-            if in_orig and not {"exact_copy", "near_original"} & set(r):
-                r.append("near_duplicate")
+            if in_orig and not {EXACT_COPY, NEAR_ORIGINAL} & set(r):
+                r.append(NEAR_DUPLICATE)
             elif not in_orig:
-                r.append("pool_duplicate")
+                r.append(POOL_DUPLICATE)
         if cid in pending:
-            r.append("unreviewed")
+            r.append(UNREVIEWED)
         if r and k is not None:
             excluded[cid] = tuple(r)
             class_of[cid] = k
@@ -732,7 +741,7 @@ def _tally(c: Counter[str], r: tuple[str, ...]) -> None:
         c[r[0]] += 1
     if DUPLICATE_REASONS & set(r):
         c["copies"] += 1
-    if "near_original" in r and "exact_copy" not in r:
+    if NEAR_ORIGINAL in r and EXACT_COPY not in r:
         c["automatic"] += 1
 
 

@@ -48,6 +48,17 @@ _BUILTIN_ORDER = {
     "dssim": ("shortlist", 2),
     "warp": ("shortlist", 3),
 }
+
+
+def _builtin_default_target(metric: str, shape: tuple[int, ...]) -> float:
+    """What the built-in metric's ``default_target`` gives (the core's rules)."""
+    if metric == "warp":
+        from retest.dedup.warp import warp_threshold
+
+        return float(warp_threshold(list(shape)))
+    return float(default_thresholds(shape)[metric])
+
+
 AGAINST = ("original-train", "original-test", "pool")
 STATE_PREFIX = "dedup/metric/"
 """Checkpoint state name of a metric's run: ``STATE_PREFIX + metric``."""
@@ -159,7 +170,7 @@ def review_targets(project: Project) -> dict[str, float]:
             # lists not written by run_dedup (older projects, built-in metrics
             # only): ImageNet's size, the reference point of the published targets
             shape = shape or dedup_image_shape(project) or (256, 256, 3)
-            target = float(default_thresholds(shape)[m])
+            target = _builtin_default_target(m, shape)
         if m in overrides:
             target = overrides[m]
         if target is not None:

@@ -329,13 +329,11 @@ def create_app(
 
     @app.on_event("startup")
     def _warm_up() -> None:
-        if state.live is not None:
-            state.live.warm_up(warm_up_steps(state), progress)
+        state.live.warm_up(warm_up_steps(state), progress)
 
     @app.on_event("shutdown")
     def _close() -> None:
-        if state.live is not None:
-            state.live.close()
+        state.live.close()
 
     return app
 

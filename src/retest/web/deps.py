@@ -144,9 +144,10 @@ class AppState:
     secret: bytes
     images: ItemImages
     name: str
+    live: Live
+    """Every read and write of the app goes through it (retest.project)."""
     reviewer_token: str = ""
     """The project owner's (admin) token: a reviewer writing as ``owner``."""
-    live: Live | None = None
     submissions: Submissions = field(default_factory=Submissions)
     identities: Identities | None = None
     session_days: float = 30.0
@@ -236,7 +237,7 @@ def _store(state: StateDep, role: RoleDep) -> Store:
 
     The checks above are ``async``: they do no I/O, and each synchronous
     dependency would cost a trip through the thread pool."""
-    return state.live.store() if state.live is not None else state.store
+    return state.live.store()
 
 
 StoreDep = Annotated[Store, Depends(_store)]

@@ -53,16 +53,6 @@ from retest.web.views import task_tokens
 router = APIRouter(prefix="/api", tags=["api"])
 
 
-def _stored_events(
-    store: Store, assignment: str
-) -> Callable[[], dict[str, Any] | None]:
-    def lookup() -> dict[str, Any] | None:
-        n = len(store.annotations.list(assignment_id=assignment))
-        return {"events": n} if n else None
-
-    return lookup
-
-
 def _digest(values: Iterable[str]) -> str:
     """A short fingerprint of an answer (order-free)."""
     h = hashlib.sha256("\n".join(sorted(values)).encode())
@@ -81,7 +71,7 @@ def _unique(ids: list[str], what: str) -> None:
 
 def _reader(state: AppState) -> Store:
     """This thread's read-only store: checks never wait behind a write."""
-    return state.live.store() if state.live is not None else state.store
+    return state.live.store()
 
 
 async def _append(
@@ -90,12 +80,6 @@ async def _append(
     """Append the events of one assignment unless it is already stored, batched
     with other requests' (one transaction per batch, answered once committed:
     :class:`retest.project._live.EventWriter`)."""
-    if state.live is None:
-        stored = _stored_events(state.store, assignment)()
-        if stored is not None:
-            return {**stored, "replayed": True}
-        ids = await run_in_threadpool(state.store.annotations.add, events)
-        return {"events": len(ids)}
     n, replayed = await asyncio.wrap_future(
         state.live.writer.submit(events, assignment)
     )
@@ -226,11 +210,7 @@ async def post_task(
     the same person to the same task replaces the earlier one in every
     selection frequency (the latest valid assignment of a worker counts).
     """
-    task = (
-        state.live.task(body.task_id)
-        if state.live is not None
-        else state.store.tasks.get(body.task_id)
-    )
+    task = state.live.task(body.task_id)
     items = tuple(dict.fromkeys(task.items))
     tokens = task_tokens(task.id, items, state.secret)
     bad = [t for t in body.selected_tokens if t not in tokens]
@@ -240,11 +220,9 @@ async def post_task(
     # the page load's key and what was answered: a replay is a no-op, a
     # corrected answer sent again from the same page (Back) is a new answer
     assignment = f"web:{who.name}:{task.id}:{body.submission}:{_digest(selected)}"
-    updated = False
-    if state.live is not None:
-        if not state.live.aggregates.built:  # once: the stored events are read
-            await run_in_threadpool(state.live.sync)
-        updated = state.live.aggregates.has_answered(task.id, who.worker)
+    if not state.live.aggregates.built:  # once: the stored events are read
+        await run_in_threadpool(state.live.sync)
+    updated = state.live.aggregates.has_answered(task.id, who.worker)
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -342,7 +320,7 @@ def post_exclusion(
     def write() -> dict[str, Any]:
         changed = set_exclusion(state.project, body.worker, excluded=body.exclude,
                                 by=who.name, reason=body.reason)  # fmt: skip
-        if changed and state.live is not None:
+        if changed:
             state.live.rebuild()
         return {"changed": changed}
 
@@ -430,8 +408,6 @@ async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str
     task, if any, counts again. Once per page load (a double click undoes one
     answer). Says which task, so the page can reopen it."""
     live = state.live
-    if live is None:
-        raise HTTPException(409, "Undo needs the live web app.")
 
     async def undo() -> dict[str, Any]:
         last = await run_in_threadpool(live.withdraw_last, who.worker)
