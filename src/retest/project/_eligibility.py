@@ -135,6 +135,7 @@ class CandidateReasons(Mapping[str, tuple[str, ...]]):
 
     __slots__ = (
         "__weakref__",
+        "_open_reader",
         "_reader",
         "_store",
         "class_of",
@@ -148,24 +149,24 @@ class CandidateReasons(Mapping[str, tuple[str, ...]]):
         class_of: dict[str, int],
         per_class: dict[int, int],
         store: Store,
+        open_reader: Callable[[], Store | None] | None = None,
     ) -> None:
         self.excluded = excluded
         self.class_of = class_of
         self.per_class = per_class
         self._store = store
+        self._open_reader = open_reader
         self._reader: Store | None = None
 
     def _read(self, fn: Callable[[Store], _T]) -> _T:
         """``fn`` on a read-only view of the project's database, opened on first
         use: a decision outlives the ``with Project.open(...)`` it was made in."""
         if self._reader is None:
-            path = getattr(self._store, "path", None)
-            if path is None:
+            reader = self._open_reader() if self._open_reader else None
+            if reader is None:
                 self._reader = self._store
             else:
-                from retest.store.sqlite_reader import SQLiteReadStore
-
-                self._reader = reader = SQLiteReadStore(path)
+                self._reader = reader
                 weakref.finalize(self, reader.close)
         return fn(self._reader)
 
@@ -583,7 +584,7 @@ def candidate_eligibility(
         if r and k is not None:
             excluded[cid] = tuple(r)
             class_of[cid] = k
-    reasons = CandidateReasons(excluded, class_of, per_class, store)
+    reasons = CandidateReasons(excluded, class_of, per_class, store, project.reader)
     return Eligibility(reasons, include_unreviewed, threshold, res.kept)
 
 

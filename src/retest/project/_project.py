@@ -352,6 +352,18 @@ class Project:
     def close(self) -> None:
         self.store.close()
 
+    def reader(self) -> Store | None:
+        """A read-only store on its own connection, or None when the store has none.
+
+        The read side of the store: reads on it never wait behind a write, and it
+        stays usable after this project is closed. The caller closes it.
+        """
+        if not isinstance(self.store, SQLiteStore):
+            return None
+        from retest.store.sqlite_reader import SQLiteReadStore
+
+        return SQLiteReadStore(self.db_path)
+
     def __enter__(self) -> Project:
         return self
 
