@@ -43,7 +43,7 @@ from retest.datasets.tinyimages import (
     _metadata_record,
     build_keyword_index,
 )
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.stages.ingest import ingest_source
 from retest.store import open_store

@@ -112,8 +112,7 @@ def _child(argv: list[str]) -> None:
     t0 = time.perf_counter()
     code = 0
     if argv[0] == "eligibility":
-        from retest.pipeline.eligibility import candidate_eligibility
-        from retest.pipeline.project import Project
+        from retest.project import Project, candidate_eligibility
 
         with Project.open(argv[1]) as p:
             elig = candidate_eligibility(p)
@@ -156,7 +155,7 @@ def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
 
 
 def bench_store(args: argparse.Namespace) -> dict[str, Any]:
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.ingest import ingest_source
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
@@ -281,8 +280,8 @@ def _workers_cpu(client: Any) -> float:
 
 
 def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
+    from retest.cluster import ClusterReferences, cluster_client
     from retest.dedup.knn import knn
-    from retest.pipeline.cluster import ClusterReferences, cluster_client
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)

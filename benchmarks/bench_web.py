@@ -92,8 +92,7 @@ N_CLASSES, REFS_PER_CLASS, N_CANDIDATES, KW_PER_CLASS = 10, 1000, 20_000, 5
 # -- the project -------------------------------------------------------------
 def build_project(root: Path, n_events: int, seed: int = 0) -> dict[str, Any]:
     """A Fashion-MNIST-sized project with ``n_events`` annotation events."""
-    from retest.pipeline.project import Project
-    from retest.pipeline.review_queue import Suspect, queue_label_errors
+    from retest.project import Project, Suspect, queue_label_errors
     from retest.stages.crowd import create_tasks
     from retest.store.artifacts import PixelArray
     from retest.store.rows import (

@@ -26,15 +26,8 @@ import numpy as np
 import uvicorn
 
 from retest.labeling.tasks import hash_worker_id
-from retest.pipeline.checkpoint import save_state
-from retest.pipeline.people import (
-    add_person,
-    revoke_person,
-    set_exclusion,
-    sign_in_link,
-)
-from retest.pipeline.project import Project
-from retest.pipeline.review_queue import Suspect, queue_label_errors
+from retest.project import Project, Suspect, add_person, queue_label_errors, save_state
+from retest.project._people import revoke_person, set_exclusion, sign_in_link
 from retest.stages.crowd import create_tasks, project_secret
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (

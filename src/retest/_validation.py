@@ -145,7 +145,7 @@ def check_cluster_address(address: Any, name: str = "cluster") -> str:
     """A Dask scheduler: ``tcp://host:port`` (``tls://`` too; no scheme means tcp)
     or the path of an existing scheduler file (``dask scheduler --scheduler-file``).
 
-    Returned unchanged; :func:`retest.pipeline.cluster.cluster_client` tells the
+    Returned unchanged; :func:`retest.cluster._dask.cluster_client` tells the
     two apart by whether the path is a file.
 
     >>> check_cluster_address("tcp://10.0.0.5:8786")

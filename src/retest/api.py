@@ -23,11 +23,11 @@ from retest.records import LabeledSet, Predictions
 
 if TYPE_CHECKING:
     from retest.dedup.ssim import SSIMStats
-    from retest.pipeline.compare import CompareResult
-    from retest.pipeline.project import Project
-    from retest.pipeline.status import ProjectStatus
+    from retest.project import Project
     from retest.sampling.base import SampleResult
     from retest.sampling.eligibility import CandidateInfo
+    from retest.stages.compare import CompareResult
+    from retest.stages.status import ProjectStatus
 
 __all__ = [
     "compare",
@@ -79,7 +79,7 @@ def open_project(path: PathLike | None = None) -> Project:
     ('pets', ('cat', 'dog'))
     >>> tmp.cleanup()
     """
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     return Project.open(path)
 
@@ -134,7 +134,7 @@ def init_project(
     ...         len(project.class_names), project.class_names[:2]
     (10, ('airplane', 'automobile'))
     """
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     return Project.init(
         path, name=name, classes=classes, classes_from=classes_from, force=force
@@ -183,8 +183,8 @@ def status(
     >>> [(c.name, c.candidates, c.eligible) for c in s.classes], s.revision
     ([('cat', 0, 0), ('dog', 0, 0)], None)
     """
-    from retest.pipeline.project import Project
-    from retest.pipeline.status import project_status
+    from retest.project import Project
+    from retest.stages.status import project_status
 
     if isinstance(project, Project):
         return project_status(
@@ -308,8 +308,8 @@ def compare(
     """
     from retest._output import RULES, check_output, claim_output_dir
     from retest.evaluate.table import compare as comparison_table
-    from retest.pipeline.compare import CompareResult, fit_table
-    from retest.pipeline.report import write_report
+    from retest.stages.compare import CompareResult, fit_table
+    from retest.stages.report import write_report
 
     rule = RULES["compare"]
     folder = check_output(out, rule, option="out") if out is not None else None

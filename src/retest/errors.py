@@ -212,7 +212,7 @@ class StageError(RetestError):
     >>> import tempfile
     >>> import retest
     >>> from retest.errors import StageError
-    >>> from retest.pipeline.dedup import run_dedup
+    >>> from retest.stages.dedup._dedup import run_dedup
     >>> with retest.init_project(tempfile.mkdtemp() + "/p", classes=["a", "b"]) as p:
     ...     try:
     ...         run_dedup(p)  # nothing ingested yet

@@ -57,10 +57,10 @@ _EXPORTS: dict[str, str] = {
     "register_sampler": "retest.sampling.base",
     "required_classes": "retest.sampling.base",
     # dedup metrics
-    "DEDUP_METRICS": "retest.pipeline.dedup_metrics",
-    "DedupMetric": "retest.pipeline.dedup_metrics",
-    "MetricContext": "retest.pipeline.dedup_metrics",
-    "Space": "retest.pipeline.dedup_metrics",
+    "DEDUP_METRICS": "retest.stages.dedup._metrics",
+    "DedupMetric": "retest.stages.dedup._metrics",
+    "MetricContext": "retest.stages.dedup._metrics",
+    "Space": "retest.stages.dedup._metrics",
     # candidate sources
     "CANDIDATE_SOURCES": "retest.sources.base",
     "CandidateSource": "retest.sources.base",

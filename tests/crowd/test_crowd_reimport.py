@@ -21,8 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.eligibility import selection_frequencies
-from retest.pipeline.project import Project
+from retest.project import Project, selection_frequencies
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

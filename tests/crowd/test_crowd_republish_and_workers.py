@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from retest.errors import ConfigError, InputValidationError
 from retest.labeling.tasks import compose_tasks, control_accuracy, image_token
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.stages.crowd import (
     create_tasks,
     export_mturk,

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retest.pipeline.feasibility import originals_needed, originals_shown
-from retest.pipeline.project import Project
+from retest.project._project import Project
 from retest.stages.crowd import create_task_batch, task_from_row
+from retest.stages.sample._feasibility import originals_needed, originals_shown
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow, Revision
 

@@ -22,8 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.eligibility import REASONS
-from retest.pipeline.project import Project
+from retest.project import REASONS, Project
 from retest.stages.crowd import COPY_REASONS, task_from_row
 from retest.store.rows import content_id
 

@@ -18,7 +18,7 @@ from retest.config import ProjectConfig
 from retest.errors import InputValidationError
 from retest.labeling.instructions import GRID_INSTRUCTIONS
 from retest.labeling.tasks import image_token
-from retest.pipeline.project import Project
+from retest.project._project import Project
 from retest.stages.crowd import create_tasks, export_mturk, import_mturk, mturk
 from retest.store import open_store
 from retest.store.rows import CandidateRow, ClassRow, ReferenceRow

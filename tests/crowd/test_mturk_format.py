@@ -14,7 +14,7 @@ import pytest
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import image_token
-from retest.pipeline.project import Project
+from retest.project._project import Project
 from retest.stages.crowd import create_tasks, import_mturk, mturk
 from retest.store import open_store
 from retest.store.rows import ASSIGNMENT_STATUSES, CandidateRow, ClassRow, ReferenceRow

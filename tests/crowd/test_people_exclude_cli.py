@@ -26,8 +26,8 @@ from test_crowd_reimport import (  # noqa: F401  (crowd: a fixture)
 )
 
 from retest.labeling.tasks import hash_worker_id, image_token
-from retest.pipeline.people import excluded_workers
-from retest.pipeline.project import Project
+from retest.project._people import excluded_workers
+from retest.project._project import Project
 from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 

@@ -22,7 +22,7 @@ from retest.cli.main import app
 from retest.datasets.cifar10 import write_cifar_batch, write_cifar_meta
 from retest.datasets.idx import write_idx
 from retest.errors import InputValidationError
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from retest.datasets.idx import read_idx
-from retest.pipeline.project import Project
+from retest.project._project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retest.cluster import cluster_client, dask_knn
 from retest.dedup.knn import knn
 from retest.errors import ConfigError, InputValidationError
-from retest.pipeline.cluster import cluster_client, dask_knn
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retest.cluster._dask import ClusterReferences, cluster_client
 from retest.dedup.knn import knn
-from retest.pipeline.cluster import ClusterReferences, cluster_client
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 from checkout_cli import DASK, RETEST  # type: ignore[import-not-found]
+from retest.cluster import ClusterReferences
 from retest.dedup.knn import knn
 from retest.errors import StageError
-from retest.pipeline.cluster import ClusterReferences
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

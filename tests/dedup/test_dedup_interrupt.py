@@ -17,8 +17,8 @@ from dedup_helpers import fm_images, fm_project  # type: ignore[import-not-found
 from sklearn.neural_network import MLPClassifier
 
 from retest.models.reference_features import MLPSettings, fit_reference_mlp
-from retest.pipeline.dedup import run_dedup
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.dedup import run_dedup
 
 N_REF, N_NEW = 200, 12
 

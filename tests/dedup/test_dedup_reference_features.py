@@ -23,16 +23,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import retest.pipeline.dedup_metrics as dm
+import retest.stages.dedup._metrics as dm
 from retest.cli.main import app
 from retest.datasets.idx import read_idx
-from retest.pipeline.dedup import (
-    dedup_review_queue,
-    metric_state,
-    review_targets,
-    run_dedup,
-)
-from retest.pipeline.project import Project
+from retest.project import Project, dedup_review_queue, metric_state, review_targets
+from retest.stages.dedup import run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 

@@ -10,18 +10,14 @@ import pytest
 from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
 from typer.testing import CliRunner
 
-import retest.pipeline.dedup as dd
+import retest.stages.dedup._dedup as dd
 from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
+from retest.cluster import cluster_client
 from retest.errors import InputValidationError
-from retest.pipeline.cluster import cluster_client
-from retest.pipeline.dedup import (
-    dedup_review_queue,
-    record_review,
-    run_dedup,
-)
-from retest.pipeline.eligibility import DUPLICATE_REASONS, candidate_eligibility
-from retest.pipeline.project import Project
+from retest.project import Project, dedup_review_queue
+from retest.project._eligibility import DUPLICATE_REASONS, candidate_eligibility
+from retest.stages.dedup import record_review, run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow
 

@@ -13,16 +13,15 @@ from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.dedup import (
+from retest.project import (
+    Project,
     dedup_image_shape,
     dedup_review_queue,
     metric_state,
     metrics_run,
     review_targets,
-    run_dedup,
 )
-from retest.pipeline.dedup_metrics import DEDUP_METRICS, DedupMetric
-from retest.pipeline.project import Project
+from retest.stages.dedup import DEDUP_METRICS, DedupMetric, run_dedup
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24
 

@@ -22,9 +22,8 @@ import retest.dedup.warp as warp_mod
 from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.dedup.warp import WarpParams, warp_threshold
-from retest.pipeline.dedup import review_targets, run_dedup
-from retest.pipeline.eligibility import candidate_eligibility
-from retest.pipeline.project import Project
+from retest.project import Project, candidate_eligibility, review_targets
+from retest.stages.dedup import run_dedup
 from retest.web.app import create_app
 
 N_REF, N_PLANT, N_NEW = 200, 12, 24

@@ -27,10 +27,8 @@ from retest.dedup.rules import near_original_threshold
 from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.errors import ConfigError, RetestWarning
 from retest.evaluate.metrics import accuracy
-from retest.pipeline.dedup import metric_state
-from retest.pipeline.eligibility import candidate_eligibility, copies
-from retest.pipeline.evaluate import ORIGINAL
-from retest.pipeline.project import Project
+from retest.project import Project, candidate_eligibility, copies, metric_state
+from retest.stages.evaluate import ORIGINAL
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,7 @@ from retest.demo.run import (
     stratified_holdout,
 )
 from retest.errors import ConfigError
-from retest.pipeline.eligibility import Eligibility
-from retest.pipeline.project import Project
+from retest.project import Eligibility, Project
 from retest.store.rows import CandidateRow, NeighbourList
 
 

@@ -449,7 +449,7 @@ def test_flickr_search_and_download_are_commands(cp: CliProject) -> None:
 
 PLUGIN = '''
 """first-n: the first per_class eligible candidates of each class, by id."""
-from retest.pipeline.dedup_metrics import DEDUP_METRICS, DedupMetric, Space
+from retest.stages.dedup import DEDUP_METRICS, DedupMetric, Space
 from retest.sampling.base import SampleMember, finish, register_sampler
 
 

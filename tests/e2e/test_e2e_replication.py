@@ -103,7 +103,7 @@ def rep(
         root / "Batch_5237716_batch_results (1).csv", reviewed(rows, rep.spammer)
     )
     with _project(rep) as proj:  # read-only: the votes counted after the first import
-        from retest.pipeline.eligibility import selection_frequencies
+        from retest.project import selection_frequencies
 
         rep.freq_first_import = selection_frequencies(proj)
     rep.cli("crowd import 2", "crowd", "import", str(rep.results_second), "--json")
@@ -133,7 +133,7 @@ def rep(
 
 
 def _project(rep: Replication):
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     return Project.open(rep.project)
 
@@ -310,7 +310,7 @@ def _rounded(d: dict[Any, tuple[float, int]]) -> dict[Any, tuple[float, int]]:
 
 
 def test_rejected_worker_votes_do_not_count(rep: Replication) -> None:
-    from retest.pipeline.eligibility import selection_frequencies
+    from retest.project import selection_frequencies
 
     assert rep.results_first is not None and rep.results_second is not None
     everyone = _expected_frequencies(rep, rep.results_first, drop_worker=None)

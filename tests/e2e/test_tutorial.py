@@ -100,8 +100,7 @@ def test_every_block_prints_what_the_tutorial_shows(run) -> None:  # type: ignor
 def test_no_planted_copy_is_released(run) -> None:  # type: ignore[no-untyped-def]
     root, _, _ = run
     from retest.datasets.idx import read_idx
-    from retest.pipeline.eligibility import candidate_eligibility
-    from retest.pipeline.project import Project
+    from retest.project import Project, candidate_eligibility
 
     d = Path("/usr/share/datasets/fashion-mnist")
     test = read_idx(d / "t10k-images-idx3-ubyte.gz")

@@ -16,8 +16,8 @@ from figure_checks import assert_pdf, assert_png  # type: ignore[import-not-foun
 from retest.cli.main import app
 from retest.datasets.predictions import read_labels, read_model_names, read_testbed
 from retest.evaluate.table import ComparisonTable, compare
-from retest.pipeline.compare import fit_table
-from retest.pipeline.report import paper_rows
+from retest.stages.compare import fit_table
+from retest.stages.report import paper_rows
 
 pytestmark = pytest.mark.slow
 

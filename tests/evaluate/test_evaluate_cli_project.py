@@ -21,11 +21,10 @@ from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.datasets.predictions import write_predictions
 from retest.demo.run import DemoResult, DemoSettings, run_demo
-from retest.pipeline.eligibility import candidate_eligibility
-from retest.pipeline.evaluate import ORIGINAL, reference_set, revision_set
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import create_revision
+from retest.project import Project, candidate_eligibility
 from retest.records import Predictions
+from retest.stages.evaluate import ORIGINAL, reference_set, revision_set
+from retest.stages.revisions import create_revision
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

@@ -18,13 +18,13 @@ from retest.evaluate.fits import fit_new_vs_orig
 from retest.evaluate.intervals import clopper_pearson
 from retest.evaluate.plots import plot_comparison
 from retest.evaluate.table import compare
-from retest.pipeline.report import (
+from retest.records import Predictions
+from retest.stages.report import (
     save_figure,
     table_to_latex,
     table_to_markdown,
     write_report,
 )
-from retest.records import Predictions
 
 N_ORIG, N_NEW, K = 200, 100, 10
 # (correct on original, correct on new) planted per model

@@ -14,8 +14,8 @@ import numpy as np
 
 from retest.datasets.predictions import write_predictions
 from retest.models.prediction_files import PredictionFileRunner
-from retest.pipeline.evaluate import evaluate_sets
 from retest.records import LabeledSet, Predictions
+from retest.stages.evaluate import evaluate_sets
 
 N, K = 800, 4
 

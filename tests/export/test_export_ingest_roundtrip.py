@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from retest.datasets.cifar10 import write_cifar_batch, write_cifar_meta
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import CLASS_PRESETS, Project
+from retest.project import CLASS_PRESETS, Project
+from retest.stages.export import export_revision
 from retest.stages.ingest import add_source
 from retest.store.rows import Revision, RevisionMember
 

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.errors import InputValidationError, NotFoundError, StageError
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.export import export_revision
 from retest.store.artifacts import PixelArray, write_image_file
 from retest.store.rows import (
     AnnotationEvent,

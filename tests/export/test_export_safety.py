@@ -22,8 +22,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.export import export_revision
 from retest.store.artifacts import PixelArray, write_image_file
 from retest.store.rows import (
     BlacklistEvent,
@@ -86,7 +86,7 @@ def _project(root: Path) -> tuple[list[str], np.ndarray]:
 
 def _warm_caches(p: Project) -> None:
     """Derived caches the eligibility check writes on first use (not project data)."""
-    from retest.pipeline.eligibility import candidate_eligibility
+    from retest.project import candidate_eligibility
 
     candidate_eligibility(p)
 
@@ -385,8 +385,8 @@ def test_killed_export_leaves_a_clean_retry(proj: Path, tmp_path: Path) -> None:
     out = tmp_path / "o"
     code = (
         "import os, signal, sys\n"
-        "from retest.pipeline.project import Project\n"
-        "from retest.pipeline.export import export_revision\n"
+        "from retest.project._project import Project\n"
+        "from retest.stages.export._export import export_revision\n"
         "def die(*a):\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "with Project.open(sys.argv[1]) as p:\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.stages.ingest import ingest_source
 from retest.store import open_store

@@ -12,7 +12,7 @@ import pytest
 
 from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.sources.base import ColumnItems, SourceItem
 from retest.stages.ingest import ingest_source
@@ -150,7 +150,9 @@ def test_recycled_batches_equal_fresh_ones_when_consumed_promptly(ti) -> None:
 _HELPER = """
 import sys
 from retest.stages.ingest import ingest_source
-from retest.pipeline.project import Project
+from retest.project._project import Project
+from retest.stages.ingest._ingest import ingest_source
+from retest.project import Project
 from retest.sources.arrays import TinyImagesSource
 from retest.store import open_store
 proj, folder = sys.argv[1], sys.argv[2]

@@ -17,9 +17,10 @@ from checkout_cli import RETEST  # type: ignore[import-not-found]
 from ingest_kill import APPENDED, INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.download import HashCache
 from retest.errors import StageError
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.project._ingest_runs import interrupted_ingests
 from retest.sources.base import make_source
-from retest.stages.ingest import BatchWriter, add_source, interrupted_ingests
+from retest.stages.ingest import BatchWriter, add_source
 from retest.store.artifacts import PixelArray
 
 ARRAY = "candidates_8x8x3"

@@ -18,7 +18,7 @@ from PIL import Image
 from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.stages.ingest import ingest_source, list_ingests
 from retest.store import open_store

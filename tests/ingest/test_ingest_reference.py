@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.plan import make_plan, planned_needs
-from retest.pipeline.project import Project
-from retest.pipeline.reference import (
+from retest.project import Project
+from retest.stages.ingest import add_source
+from retest.stages.plan import make_plan, planned_needs
+from retest.stages.reference import (
     recover_keywords,
     reference_keyword_histogram,
     register_reference,
 )
-from retest.stages.ingest import add_source
 from retest.store.rows import AnnotationEvent, Revision, RevisionMember, content_id
 
 runner = CliRunner()
@@ -204,7 +204,7 @@ def test_cli_source_reference_plan(world) -> None:
 
 
 def test_round_trip_cifar_pickles_to_npy_export(tmp_path: Path, rng) -> None:
-    from retest.pipeline.export import export_revision
+    from retest.stages.export import export_revision
 
     images = rng.integers(0, 256, size=(120, 32, 32, 3), dtype=np.uint8)
     # an asymmetric marker so a rotation or transpose would show

@@ -14,7 +14,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.project import Project
+from retest.project import Project
 
 runner = CliRunner()
 

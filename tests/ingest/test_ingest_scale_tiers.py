@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.rows import content_id
 
 N, BATCH, TIER = 1200, 50, 120
@@ -26,7 +26,9 @@ import sys
 import retest.store._sqlite_candidates as sc
 sc.TIER_MIN_ROWS = int(sys.argv[4])
 from retest.stages.ingest import ingest_source
-from retest.pipeline.project import Project
+from retest.project._project import Project
+from retest.stages.ingest._ingest import ingest_source
+from retest.project import Project
 from retest.sources.base import make_source
 from retest.store import open_store
 project, path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 
 from retest.errors import ConfigError, InputValidationError
 from retest.label_errors.crossval import cross_val_pred_probs
-from retest.pipeline.label_errors import NpyFoldCache
+from retest.stages.label_errors import NpyFoldCache
 
 
 class CountingModel:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.errors import InputValidationError, RetestWarning
 from retest.label_errors.finders import ProbabilitySumWarning, find_label_errors
-from retest.pipeline.label_errors import load_label_error_inputs, run_label_errors
+from retest.stages.label_errors import load_label_error_inputs, run_label_errors
 
 runner = CliRunner()
 CLEANLAB_NAME = {

@@ -21,11 +21,11 @@ from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.demo.run import DemoResult, DemoSettings, run_demo
 from retest.label_errors.ensemble import ensemble_pred_probs
 from retest.label_errors.finders import find_label_errors
-from retest.pipeline.eligibility import candidate_eligibility
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import create_revision
+from retest.project._eligibility import candidate_eligibility
+from retest.project._project import Project
 from retest.records import Predictions
 from retest.stages.crowd import project_secret
+from retest.stages.revisions._revisions import create_revision
 from retest.web.app import create_app
 
 pytestmark = pytest.mark.slow

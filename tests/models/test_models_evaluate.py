@@ -13,9 +13,13 @@ from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.errors import InputValidationError, RetestWarning
 from retest.models.base import get_model
 from retest.models.sklearn_runner import SklearnRunner
-from retest.pipeline.evaluate import compare_testbed, evaluate_testbed
-from retest.pipeline.prediction_cache import PredictionCache, dataset_fingerprint
 from retest.records import LabeledSet, Predictions
+from retest.stages.evaluate import (
+    PredictionCache,
+    compare_testbed,
+    dataset_fingerprint,
+    evaluate_testbed,
+)
 
 QUICK_MODELS = ("logreg-c1", "knn-5", "linear-svm", "gaussian-nb", "random-relu-256")
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from retest.models.base import get_model
-from retest.pipeline.evaluate import evaluate_testbed
 from retest.records import LabeledSet
+from retest.stages.evaluate import evaluate_testbed
 
 NAMES = ("logreg-c1", "gaussian-nb")
 

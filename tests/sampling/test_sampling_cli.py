@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.base import Store
 from retest.store.rows import BlacklistEvent
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import create_revision
+from retest.project import Project
+from retest.stages.export import export_revision
+from retest.stages.revisions import create_revision
 from retest.store.artifacts import PixelArray
 from retest.store.rows import AnnotationEvent, CandidateRow, content_id
 

@@ -15,8 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.eligibility import candidate_eligibility, check_fresh
-from retest.pipeline.project import Project
+from retest.project import Project, candidate_eligibility, check_fresh
 
 runner = CliRunner()
 
@@ -227,7 +226,7 @@ def test_evaluate_scores_only_releasable_revisions_and_undamaged_pixels(
 
 
 def test_heavy_automatic_losses_flag_a_class_the_rule_guts() -> None:
-    from retest.pipeline.eligibility import Eligibility, heavy_automatic_losses
+    from retest.project import Eligibility, heavy_automatic_losses
 
     reasons = {f"t{i}": ("near_original",) if i < 3 else () for i in range(10)}
     reasons |= {f"s{i}": ("exact_copy", "near_original") if i < 5 else () for i in range(10)}  # fmt: skip
@@ -263,7 +262,7 @@ def test_an_interrupted_dedup_run_is_refused_until_finished(project) -> None:
     """Ctrl-C in a dedup run that replaces earlier lists (here: against the
     training originals only) leaves lists of two runs; sample and status say so
     and name the command that finishes it."""
-    from retest.pipeline.dedup import run_dedup
+    from retest.stages.dedup import run_dedup
 
     root, _ = project
     p = str(root)

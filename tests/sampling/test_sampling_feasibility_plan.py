@@ -1,6 +1,6 @@
 """``retest plan`` (and ``status``) show, per class, what each sampling strategy
 needs against what the project has, from the one feasibility rule
-(:mod:`retest.pipeline.feasibility`)."""
+(:mod:`retest.stages.sample._feasibility`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.feasibility import STRATEGIES, ClassFeasibility
-from retest.pipeline.project import Project
+from retest.project._project import Project
+from retest.stages.sample._feasibility import STRATEGIES, ClassFeasibility
 from retest.store.base import Store
 from retest.store.rows import TaskRow
 

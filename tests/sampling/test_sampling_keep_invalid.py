@@ -10,8 +10,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.feasibility import ClassFeasibility
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.sample import ClassFeasibility
 from retest.store.base import Store
 
 runner = CliRunner()

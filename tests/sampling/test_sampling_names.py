@@ -20,8 +20,8 @@ from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.errors import InputValidationError, StoreError
 from retest.names import MAX_NAME_LENGTH, suggest_name, validate_name
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import create_revision
+from retest.project import Project
+from retest.stages.revisions import create_revision
 from retest.store.base import Store
 from retest.store.sqlite import SQLiteStore
 
@@ -86,7 +86,7 @@ def _project(tmp_path: Path, populate: Callable[[Store], None]) -> Path:
     root = tmp_path / "deep" / "proj"
     with Project.init(root, name="demo", classes=["cat", "dog", "fox"]) as p:
         populate(p.store)
-        from retest.pipeline.eligibility import candidate_eligibility
+        from retest.project import candidate_eligibility
 
         candidate_eligibility(p)  # its derived caches exist before the snapshot
     return root

@@ -14,12 +14,8 @@ import numpy as np
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.eligibility import (
-    REASONS,
-    candidate_eligibility,
-    reasons_by_class,
-)
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.project._eligibility import REASONS, candidate_eligibility, reasons_by_class
 
 runner = CliRunner()
 

@@ -79,7 +79,8 @@ def test_builtin_specs_match_what_the_pipeline_hard_codes_today() -> None:
 
 
 def test_pipeline_constants_agree_while_they_exist() -> None:
-    from retest.pipeline import revisions, sample
+    from retest.stages.revisions import _revisions as revisions
+    from retest.stages.sample import _sample as sample
 
     if hasattr(sample, "REVISION_STRATEGIES"):
         assert set(sample.REVISION_STRATEGIES) == set(revision_strategies())

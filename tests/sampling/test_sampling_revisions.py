@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from retest.errors import NotFoundError, StoreError, UnknownNameError
-from retest.pipeline.eligibility import candidate_eligibility, selection_frequencies
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import (
+from retest.project import Project, candidate_eligibility, selection_frequencies
+from retest.stages.revisions import (
     create_revision,
     diff_revisions,
     next_revision_name,
@@ -21,7 +20,7 @@ from retest.pipeline.revisions import (
     revision_statistics,
     set_class_review,
 )
-from retest.pipeline.sample import target_histograms
+from retest.stages.sample import target_histograms
 from retest.store import open_store
 from retest.store.base import Store
 from retest.store.rows import (

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retest.pipeline.plan import shared_summary, verified_per_keyword
-from retest.pipeline.project import Project
-from retest.pipeline.revisions import create_revision
+from retest.project import Project
+from retest.stages.plan import shared_summary, verified_per_keyword
+from retest.stages.revisions import create_revision
 from retest.store.artifacts import PixelArray
 from retest.store.rows import AnnotationEvent, CandidateRow, content_id
 

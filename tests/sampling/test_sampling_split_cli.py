@@ -16,13 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.pipeline.dedup import run_dedup
-from retest.pipeline.eligibility import candidate_eligibility
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import Project
-from retest.pipeline.reference import register_reference_arrays
-from retest.pipeline.revisions import create_revision
+from retest.project import Project, candidate_eligibility
+from retest.stages.dedup import run_dedup
+from retest.stages.export import export_revision
 from retest.stages.ingest import add_source
+from retest.stages.reference import register_reference_arrays
+from retest.stages.revisions import create_revision
 from retest.store.rows import content_id
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import numpy as np
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from ingest_kill import APPENDED, python  # type: ignore[import-not-found]
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.artifacts import PixelArray
 
 

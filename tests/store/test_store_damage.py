@@ -15,8 +15,8 @@ import pytest
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.errors import DataIntegrityError
-from retest.pipeline.export import export_revision
-from retest.pipeline.project import Project
+from retest.project import Project
+from retest.stages.export import export_revision
 from retest.store.rows import Revision, RevisionMember
 from retest.store.sqlite import SQLiteStore
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.config import ProjectConfig, dumps_toml, load_config, save_config
 from retest.errors import ConfigError
-from retest.pipeline.project import CLASS_PRESETS, Project
+from retest.project import CLASS_PRESETS, Project
 from retest.store.rows import (
     AnnotationEvent,
     BlacklistEvent,

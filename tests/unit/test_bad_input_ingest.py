@@ -370,8 +370,8 @@ def test_non_utf8_file_name_is_ingested(env: tuple[Path, Path], proj: Path) -> N
     assert snapshot(proj) != before  # the four images arrived
     res = invoke("source", "list", "--project", proj)
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
-    from retest.pipeline.project import Project
-    from retest.stages.ingest import interrupted_ingests
+    from retest.project import Project
+    from retest.project._ingest_runs import interrupted_ingests
 
     with Project.open(proj) as p:  # the job finished: nothing blocks `sample`
         assert interrupted_ingests(p) == []

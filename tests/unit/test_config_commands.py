@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app
 from retest.datasets.tinyimages import write_tinyimages
-from retest.pipeline.project import Project
+from retest.project import Project
 
 runner = CliRunner()
 

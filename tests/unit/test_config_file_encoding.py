@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
-from retest.pipeline.project import Project
+from retest.project import Project
 
 
 def test_latin1_byte_in_retest_toml_is_one_line_naming_file_and_line(

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from bad_input_helpers import build_project, invoke
 
-from retest.pipeline.project import Project
+from retest.project import Project
 
 N_PER_TASK = 60  # assignments per task: the check phase takes long enough to overlap
 

@@ -37,8 +37,8 @@ def test_the_readme_extension_guide_imports_only_retest_extend() -> None:
 
 
 def test_every_name_is_the_defining_object() -> None:
-    from retest.pipeline.dedup_metrics import DedupMetric
     from retest.sampling.base import SAMPLERS, register_sampler
+    from retest.stages.dedup._metrics import DedupMetric
     from retest.web.pages import register_page
 
     for name in extend.__all__:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
@@ -73,62 +72,4 @@ def test_validation_helpers() -> None:
         check_pred_probs([[0.2, 0.2]], require_normalized=True)
 
 
-# Layers (DESIGN.md): imports point one way only.
-_LAYER = {
-    "errors": 0,
-    "_atomic": 0,
-    "_native": 0,
-    "_parallel": 0,
-    "records": 0,
-    "registry": 0,
-    "_validation": 0,
-    "_output": 0,
-    "_progress": 0,
-    "_gc": 0,
-    "dedup": 1,
-    "sampling": 1,
-    "labeling": 1,
-    "evaluate": 1,
-    "label_errors": 1,
-    "datasets": 2,
-    "sources": 2,
-    "models": 2,
-    "store": 2,
-    "pipeline": 3,
-    "stages": 3,
-    "cli": 4,
-    "web": 4,
-    "demo": 4,
-    "api": 4,
-    "extend": 4,
-}
-
-
-def _layer_of(module: str) -> int | None:
-    parts = module.split(".")
-    if parts[0] != "retest" or len(parts) < 2:
-        return None
-    return _LAYER.get(parts[1])
-
-
-@pytest.mark.parametrize(
-    "path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC))
-)
-def test_imports_point_one_way(path: Path) -> None:
-    rel = path.relative_to(SRC).with_suffix("")
-    own = _layer_of("retest." + ".".join(rel.parts))
-    if own is None:
-        return
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        for name in names:
-            layer = _layer_of(name)
-            assert layer is None or layer <= own, (
-                f"{rel} (layer {own}) imports {name} (layer {layer}); imports must point "
-                "towards the core"
-            )
+# Layers and the import graph: tests/unit/test_import_graph.py.

@@ -36,7 +36,7 @@ from retest.datasets.idx import write_idx
 from retest.errors import RetestError
 from retest.labeling.tasks import image_token
 from retest.models.prediction_files import runners_from_folders
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.arrays import ArraySource, CifarSource, IdxSource
 from retest.stages.crowd import create_tasks, import_mturk
 from retest.store import open_store

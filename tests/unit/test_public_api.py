@@ -43,7 +43,7 @@ def test_import_loads_no_submodule_and_no_numpy() -> None:
 def test_first_use_loads_only_what_it_needs() -> None:
     code = (
         "import sys, retest; retest.knn; "
-        "print(any(m.startswith('retest.pipeline') for m in sys.modules))"
+        "print(any(m.startswith(('retest.project', 'retest.stages')) for m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -28,12 +28,10 @@ from typer.testing import CliRunner
 import retest.sampling.base as sampling_base
 from retest.cli.main import app as cli
 from retest.errors import ConfigError
-from retest.pipeline.dedup import review_targets
-from retest.pipeline.dedup_metrics import DEDUP_METRICS
-from retest.pipeline.eligibility import candidate_eligibility
-from retest.pipeline.project import Project
+from retest.project import Project, candidate_eligibility, review_targets
 from retest.sampling.base import SAMPLERS
 from retest.sources.base import CANDIDATE_SOURCES
+from retest.stages.dedup import DEDUP_METRICS
 from retest.store.rows import content_id
 from retest.web.pages import PAGES, register_page
 
@@ -353,7 +351,7 @@ def test_packaged_plugins_are_found_through_entry_points(tmp_path: Path) -> None
         from typer.testing import CliRunner
         from retest.cli.main import app
         from retest.config import load_config
-        from retest.pipeline.dedup_metrics import DEDUP_METRICS
+        from retest.stages.dedup import DEDUP_METRICS
         from retest.sampling.base import run_sampler
         from retest.sampling.eligibility import CandidateInfo
         from retest.sources.base import CANDIDATE_SOURCES

@@ -22,7 +22,7 @@ from bad_input_helpers import build_project, invoke, refused
 
 import retest
 from retest.errors import ConfigError, InputValidationError, RetestError
-from retest.pipeline.project import Project
+from retest.project import Project
 
 
 @pytest.fixture(scope="session")
@@ -135,11 +135,11 @@ def test_label_errors_refuses_repeated_class_names_and_1_based_true_labels(
 
 def test_the_api_refuses_what_the_cli_refuses(project: Path) -> None:
     from retest._validation import check_random_state
+    from retest.cluster import cluster_client
     from retest.models.sklearn_runner import SklearnRunner
-    from retest.pipeline.cluster import cluster_client
-    from retest.pipeline.dedup import record_review
-    from retest.pipeline.label_errors import load_label_error_inputs
-    from retest.pipeline.sample import draw_sample
+    from retest.stages.dedup import record_review
+    from retest.stages.label_errors import load_label_error_inputs
+    from retest.stages.sample import draw_sample
 
     with pytest.raises(ConfigError, match="cluster"):
         with cluster_client("notaurl"):
@@ -267,7 +267,7 @@ def test_crowd_import_rejects_a_row_naming_another_class(
 
 
 def test_cluster_takes_a_scheduler_file(tmp_path: Path) -> None:
-    from retest.pipeline.cluster import cluster_client
+    from retest.cluster import cluster_client
 
     with cluster_client(None, 1) as local:
         local.write_scheduler_file(str(tmp_path / "scheduler.json"))

@@ -25,9 +25,7 @@ import uvicorn
 from web_helpers import _free_port
 
 from retest.datasets.fashion_mnist import DEBIAN_DIR, FASHION_MNIST_CLASSES
-from retest.pipeline.eligibility import selection_frequencies
-from retest.pipeline.people import add_person, revoke_person
-from retest.pipeline.project import Project
+from retest.project import Project, add_person, revoke_person, selection_frequencies
 from retest.stages.crowd import create_tasks, project_secret
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, KeywordRow, ReferenceRow, content_id

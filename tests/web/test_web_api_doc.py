@@ -15,7 +15,7 @@ import httpx
 from starlette.routing import Mount
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
-from retest.pipeline.project import Project
+from retest.project._project import Project
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "web-api.md"
 

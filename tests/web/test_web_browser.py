@@ -144,11 +144,7 @@ def test_reviewer_decides_label_error_suspects(
     reviewer, live_server, web_project
 ) -> None:
     page = reviewer
-    from retest.pipeline.review_queue import (
-        VERDICT_KIND,
-        Suspect,
-        queue_label_errors,
-    )
+    from retest.project import VERDICT_KIND, Suspect, queue_label_errors
 
     store = web_project.project.store
     queue_label_errors(
@@ -217,7 +213,7 @@ def _wait_saved(pg, store, kind: str, n: int, calls: _ApiCalls, leaving: str) ->
 def test_enter_double_click_and_resubmit_store_one_vote(
     page, live_server, web_project
 ) -> None:
-    from retest.pipeline.eligibility import selection_frequencies
+    from retest.project import selection_frequencies
 
     store = web_project.project.store
     tasks = store.tasks.list()

@@ -19,10 +19,10 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
+from retest.project import EventWriter, Live, NotReady
 from retest.stages.crowd import project_secret
 from retest.store.base import Store
 from retest.store.rows import AnnotationEvent
-from retest.web.live import EventWriter, Live, NotReady
 from retest.web.routes import pages
 
 REVIEWER = "test-reviewer-456"  # the web conftest's owner token

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from web_helpers import REVIEWER, person
 
-from retest.pipeline.people import excluded_workers
+from retest.project._people import excluded_workers
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 OWNER = {"X-Retest-Token": REVIEWER}

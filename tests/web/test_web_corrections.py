@@ -9,9 +9,8 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
-from retest.pipeline.eligibility import selection_frequencies
+from retest.project import EventAggregates, selection_frequencies
 from retest.stages.crowd import project_secret
-from retest.web.live import EventAggregates
 
 
 def _body(wp, task, key: str, picked: list[str]) -> dict[str, object]:  # type: ignore[no-untyped-def]

@@ -106,7 +106,7 @@ def test_pages_that_had_no_data_answer_without_an_error(tmp_path) -> None:
 
 
 def test_neardup_before_any_dedup_run(tmp_path) -> None:
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     proj = Project.init(tmp_path / "p", name="bare", classes=["a", "b"])
     try:

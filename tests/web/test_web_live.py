@@ -7,12 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from retest.pipeline.plan import verified_per_keyword
-from retest.pipeline.review_queue import label_error_queue
+from retest.project import EventAggregates, Live, label_error_queue
 from retest.sampling.selection_frequency import aggregate_item_events
+from retest.stages.plan import verified_per_keyword
 from retest.store.rows import AnnotationEvent
 from retest.store.sqlite import SQLiteStore
-from retest.web.live import EventAggregates, Live
 from retest.web.views import candidate_pool, keyword_progress, verified_counts
 
 
@@ -128,7 +127,7 @@ def test_live_follows_appends_and_other_processes(web_project) -> None:
 
 
 def test_label_progress_and_queue_from_aggregates(web_project) -> None:
-    from retest.pipeline.review_queue import Suspect, queue_label_errors
+    from retest.project import Suspect, queue_label_errors
 
     proj = web_project.project
     store = proj.store

@@ -10,8 +10,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from retest.labeling.people import token_hash
-from retest.pipeline.people import add_person, new_link, revoke_person
-from retest.pipeline.project import Project
+from retest.project import Project, add_person, new_link, revoke_person
 from retest.stages.crowd import project_secret
 from retest.web.app import create_app
 

@@ -9,12 +9,15 @@ from fastapi.testclient import TestClient
 from web_helpers import person
 
 from retest.labeling.tasks import image_token
-from retest.pipeline.eligibility import selection_frequencies
-from retest.pipeline.people import control_scores, excluded_workers
+from retest.project import (
+    EventAggregates,
+    control_scores,
+    excluded_workers,
+    selection_frequencies,
+)
 from retest.stages.crowd import project_secret
 from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
-from retest.web.live import EventAggregates
 
 OWNER = {"X-Retest-Token": "test-reviewer-456"}
 

@@ -12,15 +12,15 @@ from typer.testing import CliRunner
 
 from retest.cli.main import app as cli
 from retest.errors import InputValidationError, NotFoundError
-from retest.pipeline.checkpoint import save_state
-from retest.pipeline.dedup import dedup_review_queue
-from retest.pipeline.review_queue import (
+from retest.project import (
     SUSPECT_KIND,
     VERDICT_KIND,
     Suspect,
+    dedup_review_queue,
     label_error_queue,
     load_suspects,
     queue_label_errors,
+    save_state,
 )
 from retest.sampling.histogram import bin_index
 from retest.store.rows import AnnotationEvent, DuplicateVerdict, NeighbourList
@@ -293,7 +293,7 @@ def _review_table(html: str) -> dict[str, list[int]]:
 def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> None:
     import numpy as np
 
-    from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
+    from retest.stages.label_errors import LabelErrorInputs, run_label_errors
 
     labels = np.arange(20) % 2  # the fixture's test split: class i % 2
     probs = np.full((20, 2), 0.05)
@@ -317,7 +317,7 @@ def test_queue_reads_real_label_errors_output(web_project, tmp_path, fmt) -> Non
 
 
 def test_index_shows_class_review_states(app, web_project) -> None:
-    from retest.pipeline.revisions import set_class_review
+    from retest.stages.revisions import set_class_review
 
     project = web_project.project
     c = TestClient(app, headers=READ)

@@ -9,8 +9,7 @@ from fastapi.testclient import TestClient
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import image_token
-from retest.pipeline.eligibility import selection_frequencies
-from retest.pipeline.people import add_person
+from retest.project import add_person, selection_frequencies
 from retest.stages.crowd import project_secret
 from retest.store.rows import AnnotationEvent
 from retest.web.app import create_app
@@ -77,7 +76,7 @@ def test_a_resubmitted_task_replaces_the_earlier_answer(app, web_project) -> Non
     html = c.get("/tasks", headers=REVIEW).text  # answer counts: reviewers only
     assert f"<td>{len(task.items)}</td><td>1</td>" in html  # one answer, not two
     # the page's aggregates agree with the store-wide rule
-    from retest.web.live import EventAggregates
+    from retest.project import EventAggregates
 
     agg = EventAggregates()
     agg.feed(store.annotations.list())

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from retest.labeling.people import name_key, token_hash
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.stages.crowd import create_tasks
 from retest.store.artifacts import PixelArray
 from retest.store.rows import (

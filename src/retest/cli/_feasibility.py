@@ -1,5 +1,5 @@
 """The "what each strategy needs" table that ``retest status`` and ``retest
-plan`` print (one table, from :mod:`retest.pipeline.feasibility`)."""
+plan`` print (one table, from :mod:`retest.stages.sample._feasibility`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def print_feasibility(feasible: Sequence[Any], per_class: int) -> None:
     strategy, ``ok`` or how many more of what it needs; then, per strategy, the
     first short class in words."""
     from retest.cli._console import console, print_table
-    from retest.pipeline.feasibility import STRATEGIES
+    from retest.stages.sample._feasibility import STRATEGIES
 
     if not feasible:
         return

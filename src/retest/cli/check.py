@@ -30,7 +30,7 @@ def check(
     processes and interrupted ingests. Exit 1 when a problem is found.
     """
     from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.check import check_project
+    from retest.stages.check import check_project
 
     rep = check_project(project_dir, repair=repair)
     if as_json:

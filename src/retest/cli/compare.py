@@ -33,7 +33,7 @@ def _show_retest_warnings() -> Iterator[None]:
 
 def _render(result: Any, out: Path, as_json: bool) -> None:
     from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.report import PAPER_COLUMNS, paper_rows, table_to_json
+    from retest.stages.report import PAPER_COLUMNS, paper_rows, table_to_json
 
     table, fit = result.table, result.fit
     if as_json:
@@ -75,7 +75,7 @@ def _render(result: Any, out: Path, as_json: bool) -> None:
 
 def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any:
     from retest._output import RULES, check_output, claim_output_dir
-    from retest.pipeline.compare import check_compare_options
+    from retest.stages.compare import check_compare_options
 
     check_compare_options(
         **{
@@ -110,7 +110,7 @@ def _run(example: bool, out: Path, kwargs: dict[str, Any], progress: Any) -> Any
             f"missing {', '.join(missing)}; pass them, or use --example to run on a "
             "generated example testbed."
         )
-    from retest.pipeline.compare import run_compare
+    from retest.stages.compare import run_compare
 
     return run_compare(out=out, progress=progress, **kwargs)
 

@@ -91,10 +91,10 @@ def tasks_cmd(
     every candidate gets a task, with a warning.
     """
     from retest.cli._console import console, print_json, print_warning
-    from retest.pipeline.feasibility import originals_needed, originals_shown
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.sampling.base import SAMPLERS
     from retest.stages.crowd import create_task_batch, pending_task_candidates
+    from retest.stages.sample._feasibility import originals_needed, originals_shown
 
     if images_per_task < 1:
         raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")
@@ -138,6 +138,8 @@ def tasks_cmd(
             dry_run=dry_run,
         )
         waiting = pending_task_candidates(proj)
+        from retest.stages.sample import originals_shown
+
         shown = originals_shown(proj, batch.rows if dry_run else ())
         names = proj.class_names
     rows = batch.rows
@@ -215,7 +217,7 @@ def _targeted_strategy(proj: Any) -> str | None:
 def _print_originals_shown(shown: dict[str, int], controls: int, target: int) -> None:
     """What the tasks allow for matched-frequency (its target histograms)."""
     from retest.cli._console import console
-    from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+    from retest.stages.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if not shown:
         return
@@ -316,7 +318,7 @@ def export_cmd(
 
     from retest._output import RULES, check_output
     from retest.cli._console import console
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.crowd import (
         export_mturk,
         exported_task_ids,
@@ -378,7 +380,7 @@ def import_cmd(
     The columns, statuses, time format and encodings read are in docs/mturk.md.
     """
     from retest.cli._console import console, print_json
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.crowd import (
         import_mturk,
         project_secret,
@@ -496,7 +498,7 @@ def workers_cmd(
     each hashed worker's MTurk WorkerId, to approve or reject them on MTurk.
     """
     from retest.cli._console import print_json
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.crowd import (
         project_secret,
         worker_ids_from_results,

@@ -18,7 +18,7 @@ from retest.cli._options import (
 )
 from retest.errors import ConfigError, StageError
 from retest.models.embedders import EMBEDDERS, parse_embedder_spec
-from retest.pipeline.dedup_metrics import (
+from retest.stages.dedup import (
     DEDUP_METRICS,
     DEFAULT_EMBEDDER,
     check_metric_names,
@@ -106,15 +106,10 @@ def dedup(
         print_table,
         progress_bar,
     )
+    from retest.cluster import cluster_client
     from retest.dedup.ssim import SSIMParams
-    from retest.pipeline.cluster import cluster_client
-    from retest.pipeline.dedup import (
-        check_resize,
-        dedup_report,
-        review_targets,
-        run_dedup,
-    )
-    from retest.pipeline.project import Project
+    from retest.project import Project, review_targets
+    from retest.stages.dedup import check_resize, dedup_report, run_dedup
 
     check_resize(resize)
     if cluster and workers:
@@ -219,10 +214,7 @@ def dedup(
             )
     with Project.open(project) as proj:
         from retest.cli.sample import _exclusion_line
-        from retest.pipeline.eligibility import (
-            candidate_eligibility,
-            eligibility_summary,
-        )
+        from retest.project import candidate_eligibility, eligibility_summary
 
         line = _exclusion_line(eligibility_summary(candidate_eligibility(proj)))
     console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -305,12 +297,10 @@ def dedup_queue(
     same queue as the web app's review page.
     """
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.dedup import review_targets
-    from retest.pipeline.eligibility import pending_reviews
-    from retest.pipeline.project import Project
+    from retest.project import Project, pending_reviews, review_targets
 
     if csv_out is not None:  # refused before any work, as every writer is
-        from retest.pipeline.dedup_review_csv import check_review_out
+        from retest.stages.dedup import check_review_out
 
         check_review_out(csv_out, overwrite=overwrite)
     with Project.open(project) as proj:
@@ -318,7 +308,7 @@ def dedup_queue(
         items = pending_reviews(proj, thresholds=th)
         if csv_out is not None:
             from retest.cli._console import console
-            from retest.pipeline.dedup_review_csv import write_review_file
+            from retest.stages.dedup import write_review_file
 
             names = proj.class_names
             class_of = {}
@@ -411,9 +401,9 @@ def dedup_verdict(
     group of a review file (--from FILE.csv, as `dedup-queue --csv` writes it).
     """
     from retest.cli._console import console
-    from retest.pipeline.dedup import record_review
-    from retest.pipeline.project import Project
-    from retest.pipeline.status import resolve_candidate, resolve_item
+    from retest.project import Project
+    from retest.stages.dedup import record_review
+    from retest.stages.status import resolve_candidate, resolve_item
 
     if who is None or not who.strip():
         raise ConfigError("--who needs the reviewer's name.")
@@ -485,8 +475,8 @@ def _verdicts_from_file(
 ) -> None:
     from retest._validation import check_input_path
     from retest.cli._console import console
-    from retest.pipeline.dedup_review_csv import read_review_file, record_review_file
-    from retest.pipeline.project import Project
+    from retest.project import Project
+    from retest.stages.dedup import read_review_file, record_review_file
 
     check_input_path(path, "--from", kind="file")
     res = read_review_file(

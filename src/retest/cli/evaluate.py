@@ -19,7 +19,7 @@ from retest.cli._options import (
 from retest.errors import ConfigError
 
 if TYPE_CHECKING:
-    from retest.pipeline.evaluate import ProjectEvaluation
+    from retest.stages.evaluate import ProjectEvaluation
 
 __all__ = ["register"]
 
@@ -40,7 +40,7 @@ def _folders(values: list[str]) -> dict[str, str]:
 
 
 def _formats(value: str) -> tuple[str, ...]:
-    from retest.pipeline.report import FIGURE_FORMATS
+    from retest.stages.report import FIGURE_FORMATS
 
     fmts = tuple(f.strip().lower() for f in value.split(",") if f.strip())
     bad = [f for f in fmts if f not in FIGURE_FORMATS]
@@ -190,14 +190,14 @@ def evaluate(
     from retest.cli.compare import _show_retest_warnings
     from retest.cli.reference import REFERENCE_SPLITS
     from retest.evaluate.metrics import METRICS
-    from retest.pipeline.evaluate import (
+    from retest.project import Project
+    from retest.stages.evaluate import (
         ORIGINAL,
         evaluate_project,
         project_models,
         project_revisions,
         releasable_revisions,
     )
-    from retest.pipeline.project import Project
 
     if preset is not None and preset not in ("quick", "full"):
         raise ConfigError(f"--preset must be 'quick' or 'full'. Got {preset!r}.")
@@ -271,7 +271,7 @@ def evaluate(
 
 def _render(res: ProjectEvaluation, as_json: bool) -> None:
     from retest.cli._console import console, print_json, print_table, print_warning
-    from retest.pipeline.report import PAPER_COLUMNS, paper_rows, table_to_json
+    from retest.stages.report import PAPER_COLUMNS, paper_rows, table_to_json
 
     if as_json:
         print_json(

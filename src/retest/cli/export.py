@@ -58,8 +58,8 @@ def export(
     content hash.
     """
     from retest.cli._console import console, print_json, print_warning, progress_bar
-    from retest.pipeline.export import export_revision
-    from retest.pipeline.project import Project
+    from retest.project import Project
+    from retest.stages.export import export_revision
 
     check_batch_size(batch_size, "--batch-size")
     if out is not None:

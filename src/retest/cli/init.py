@@ -50,7 +50,7 @@ def init(
 ) -> None:
     """Create a replication project in DIR (a new or empty folder)."""
     from retest.cli._console import console
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     if classes is None and classes_from is None:
         raise ConfigError(

@@ -59,8 +59,7 @@ def add_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a person and print their personal sign-in link."""
-    from retest.pipeline.people import add_person
-    from retest.pipeline.project import Project
+    from retest.project import Project, add_person
 
     with Project.open(project) as proj:
         inv = add_person(proj, name, role, by=_by())
@@ -76,8 +75,7 @@ def link_cmd(
 ) -> None:
     """A new sign-in link for a person: the old link and their sessions stop
     working (a revoked person is reinstated)."""
-    from retest.pipeline.people import new_link
-    from retest.pipeline.project import Project
+    from retest.project import Project, new_link
 
     with Project.open(project) as proj:
         inv = new_link(proj, name, by=_by())
@@ -91,8 +89,7 @@ def revoke_cmd(
 ) -> None:
     """End a person's link and sessions at once (their answers stay stored)."""
     from retest.cli._console import console, escape
-    from retest.pipeline.people import revoke_person
-    from retest.pipeline.project import Project
+    from retest.project import Project, revoke_person
 
     with Project.open(project) as proj:
         person = revoke_person(proj, name, by=_by())
@@ -106,7 +103,7 @@ def revoke_cmd(
 def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """The people of the project: name, role, added, revoked."""
     from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.project import Project
+    from retest.project import Project
 
     with Project.open(project) as proj:
         people = proj.store.people.list()
@@ -142,8 +139,8 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
 
 def _exclusion(worker: str, project: ProjectOpt, reason: str, excluded: bool) -> None:
     from retest.cli._console import console, escape
-    from retest.pipeline.people import resolve_worker, set_exclusion
-    from retest.pipeline.project import Project
+    from retest.project import Project, set_exclusion
+    from retest.project._people import resolve_worker
 
     with Project.open(project) as proj:
         key = resolve_worker(proj, worker)

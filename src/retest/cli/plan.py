@@ -61,10 +61,10 @@ def plan(
     """
     from retest.cli._console import print_json, print_table, print_warning
     from retest.cli._feasibility import print_feasibility
-    from retest.pipeline.feasibility import class_feasibility
-    from retest.pipeline.plan import make_plan
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.sampling.compat import check_compat
+    from retest.stages.plan import make_plan
+    from retest.stages.sample._feasibility import class_feasibility
 
     compat = check_compat(compat)
     if rule not in PLAN_RULES:

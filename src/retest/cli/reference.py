@@ -66,8 +66,8 @@ def add(
 ) -> None:
     """Register one split of the original dataset (pixels, labels, keywords if known)."""
     from retest.cli._console import print_json, print_table, progress_bar
-    from retest.pipeline.project import Project
-    from retest.pipeline.reference import register_reference
+    from retest.project import Project
+    from retest.stages.reference import register_reference
 
     _check_add(kind, split, labels)
     check_input_path(path, f"{kind} reference PATH")
@@ -102,8 +102,8 @@ def keywords(
     See docs/algorithms.md#keyword-recovery.
     """
     from retest.cli._console import print_json, print_table, progress_bar
-    from retest.pipeline.project import Project
-    from retest.pipeline.reference import recover_keywords
+    from retest.project import Project
+    from retest.stages.reference import recover_keywords
 
     kws = None
     if only is not None:
@@ -129,8 +129,8 @@ def show(
 ) -> None:
     """The per-class keyword histogram of the reference dataset."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.reference import reference_keyword_histogram
+    from retest.project import Project
+    from retest.stages.reference import reference_keyword_histogram
 
     if top < 1:
         raise ConfigError(f"--top must be an integer >= 1. Got {top}.")

@@ -44,13 +44,13 @@ def queue_label_errors_cmd(
     from retest.cli.reference import REFERENCE_SPLITS
     from retest.errors import ConfigError
     from retest.names import validate_name
-    from retest.pipeline.label_errors_project import revision_item_ids
-    from retest.pipeline.project import Project
-    from retest.pipeline.review_queue import (
+    from retest.project import (
+        Project,
         label_error_queue,
         load_suspects,
         queue_label_errors,
     )
+    from retest.stages.label_errors import revision_item_ids
 
     if split is not None and revision is not None:
         raise ConfigError(
@@ -85,8 +85,7 @@ def label_errors_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> No
     from dataclasses import asdict
 
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.review_queue import label_error_queue
+    from retest.project import Project, label_error_queue
 
     with Project.open(project) as proj:
         items = label_error_queue(proj)

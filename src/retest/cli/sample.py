@@ -183,13 +183,13 @@ def sample(
     """
     from retest.cli._console import console, print_json, print_table, print_warning
     from retest.names import validate_name
-    from retest.pipeline.eligibility import (
+    from retest.project import (
+        Project,
         candidate_eligibility,
         check_fresh,
         eligibility_summary,
     )
-    from retest.pipeline.project import Project
-    from retest.pipeline.revisions import create_revision
+    from retest.stages.revisions import create_revision
 
     if name is not None:
         validate_name(name, "revision")
@@ -313,7 +313,7 @@ def sample(
 
 def _shortfall_text(s: Any) -> str:
     """What a short class lacks, in words (a :class:`ClassShortfall`)."""
-    from retest.pipeline.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+    from retest.stages.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if s.reason == "invalid_target_histogram":
         n = dict(s.detail).get("originals", 0)
@@ -348,8 +348,8 @@ def _exclusion_line(summary: dict[str, Any]) -> str:
 def revisions(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """List the project's revisions."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.revisions import revision_summaries
+    from retest.project import Project
+    from retest.stages.revisions import revision_summaries
 
     with Project.open(project) as proj:
         rows = revision_summaries(proj)
@@ -384,8 +384,8 @@ def diff(
 ) -> None:
     """Added and removed members per class from revision A to B."""
     from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.revisions import diff_revisions
+    from retest.project import Project
+    from retest.stages.revisions import diff_revisions
 
     with Project.open(project) as proj:
         rows = diff_revisions(proj, a, b)
@@ -416,7 +416,7 @@ def diff(
 
 def revision_statistics_data(project: Any, name: str) -> dict[str, Any]:
     """JSON-ready statistics of revision ``name`` (for ``retest status REV``)."""
-    from retest.pipeline.revisions import revision_statistics
+    from retest.stages.revisions import revision_statistics
 
     return revision_statistics(project, name).as_dict()
 

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         from retest.cli._console import console
         from retest.errors import InputValidationError
         from retest.labeling.people import new_token
-        from retest.pipeline.project import Project
+        from retest.project import Project
         from retest.stages.crowd import project_secret
         from retest.web.app import create_app
 

@@ -177,7 +177,7 @@ def add(
     TinyImages source without keywords takes every keyword of \\[keywords].
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.ingest import add_source
 
     if name is not None:
@@ -296,7 +296,7 @@ def add(
 def list_(project_dir: ProjectOpt = None, as_json: JsonOpt = False) -> None:
     """Ingest jobs of the project with their counts."""
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.project import Project
+    from retest.project import Project
     from retest.stages.ingest import list_ingests
 
     with Project.open(project_dir) as project:

@@ -82,8 +82,8 @@ def split(
     (after writing) when a class is short.
     """
     from retest.cli._console import print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.split import split_pool
+    from retest.project import Project
+    from retest.stages.split import split_pool
 
     if per_class < 1:
         raise ConfigError(f"--per-class must be at least 1. Got {per_class}.")
@@ -92,7 +92,7 @@ def split(
     if policy not in ("min_overlap", "first"):
         raise ConfigError(f"--policy must be min_overlap or first. Got {policy!r}.")
     if out is not None:
-        from retest.pipeline.split import check_split_out
+        from retest.stages.split import check_split_out
 
         check_split_out(out, overwrite=overwrite)
     with Project.open(project_dir) as project:

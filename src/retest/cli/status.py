@@ -54,8 +54,8 @@ def status(
     originals its crowd tasks show; each strategy's cell is ok or what is short.
     """
     from retest.cli._console import console, print_json, print_table
-    from retest.pipeline.project import Project
-    from retest.pipeline.status import candidate_status, project_status
+    from retest.project import Project
+    from retest.stages.status import candidate_status, project_status
 
     if candidate is not None:
         with Project.open(project_dir) as project:
@@ -87,8 +87,8 @@ def status(
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
     from retest.errors import StageError
-    from retest.pipeline.eligibility import candidate_eligibility, check_fresh
-    from retest.pipeline.feasibility import class_feasibility
+    from retest.project import candidate_eligibility, check_fresh
+    from retest.stages.sample import class_feasibility
 
     with Project.open(project_dir) as project:
         result = project_status(

@@ -12,15 +12,25 @@ to one thread.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from retest import _native
 
-if TYPE_CHECKING:
-    from retest.dedup.ssim import SSIMStats
+
+class SSIMStats(Protocol):
+    """What the kernels read of :class:`retest.dedup.ssim.SSIMStats` (a protocol,
+    so that this module does not import the one that imports it)."""
+
+    @property
+    def image(self) -> NDArray[Any]: ...
+    @property
+    def c1(self) -> float: ...
+    @property
+    def c2(self) -> float: ...
+
 
 _P = ctypes.c_void_p
 _I32, _I64, _F64 = ctypes.c_int32, ctypes.c_int64, ctypes.c_double

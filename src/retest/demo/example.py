@@ -27,8 +27,8 @@ from retest.evaluate.simulate import (
     simulate_correctness,
     simulate_predicted_labels,
 )
-from retest.pipeline.compare import CompareResult, run_compare
 from retest.records import Predictions
+from retest.stages.compare import CompareResult, run_compare
 
 __all__ = ["EXAMPLE_MODELS", "ExampleData", "make_example", "run_example"]
 

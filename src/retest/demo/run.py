@@ -9,7 +9,7 @@ mean gap stays within sampling error and the fit of new vs original accuracy has
 slope ≈ 1 (the i.i.d. control).
 
 Steps (the data steps are runs of the checkpoint stage ``demo`` whose state is
-the step's result, :mod:`retest.pipeline.checkpoint`, so a rerun reuses finished
+the step's result, :mod:`retest.project._checkpoint`, so a rerun reuses finished
 ones; ``evaluate`` is resumed by the prediction cache, and ``compare`` and
 ``label-errors`` are cheap enough to redo):
 
@@ -19,7 +19,7 @@ ones; ``evaluate`` is resumed by the prediction cache, and ``compare`` and
 Decisions
 ---------
 * Which pool images may be sampled is decided by the project's shared rule,
-  :func:`retest.pipeline.eligibility.candidate_eligibility`, as for any project:
+  :func:`retest.project._eligibility.candidate_eligibility`, as for any project:
   exact copies of an original, pool images whose nearest original lies within
   the near-original threshold (CIFAR-10.1's "plain L2 ≤ 1000 on 32×32×3",
   squared and scaled to 28×28 grey values: 255,208), and all but one member of
@@ -55,22 +55,23 @@ from retest.evaluate.fits import LinearFit
 from retest.evaluate.table import ComparisonTable
 from retest.label_errors.ensemble import ensemble_pred_probs
 from retest.label_errors.ranking import LabelError
-from retest.pipeline.checkpoint import Checkpoint
-from retest.pipeline.dedup import AGAINST, dedup_report, run_dedup
-from retest.pipeline.eligibility import (
+from retest.project import (
+    AGAINST,
+    Checkpoint,
     Eligibility,
+    Project,
     candidate_eligibility,
     check_fresh,
     copies,
 )
-from retest.pipeline.evaluate import evaluate_project, project_models
-from retest.pipeline.export import export_revision
-from retest.pipeline.label_errors import LabelErrorInputs, run_label_errors
-from retest.pipeline.project import Project
-from retest.pipeline.reference import register_reference_arrays
-from retest.pipeline.revisions import create_revision
 from retest.records import LabeledSet
+from retest.stages.dedup import dedup_report, run_dedup
+from retest.stages.evaluate import evaluate_project, project_models
+from retest.stages.export import export_revision
 from retest.stages.ingest import add_source
+from retest.stages.label_errors import LabelErrorInputs, run_label_errors
+from retest.stages.reference import register_reference_arrays
+from retest.stages.revisions import create_revision
 from retest.store.artifacts import write_bytes, write_json
 from retest.store.rows import split_reference_id
 

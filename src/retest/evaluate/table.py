@@ -2,7 +2,7 @@
 
 Pure: labels and predictions in, a frozen :class:`ComparisonTable` out. Rows are
 ordered by original rank; every number is kept unrounded (formatting belongs to
-:mod:`retest.pipeline.report`).
+:mod:`retest.stages.report._report`).
 """
 
 from __future__ import annotations

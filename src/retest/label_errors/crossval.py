@@ -7,7 +7,7 @@ Confident learning needs probabilities the model did not fit to
 factory returning a fresh one per fold.
 
 Resumability without files in the core: the caller passes a :class:`FoldCache`
-(``retest.pipeline.label_errors.NpyFoldCache`` stores atomic ``.npy`` files in a
+(``retest.stages.label_errors._label_errors.NpyFoldCache`` stores atomic ``.npy`` files in a
 directory). Fold keys hash the fold's test indices, the labels, K and the seed,
 so a cache written for other data or another split is never reused.
 """

@@ -332,7 +332,7 @@ def make_embedder(spec: str) -> Embedder:
     ``onnx:PATH``, or a
     path ending in ``.pt``/``.ts`` (TorchScript) or ``.onnx``.
     ``reference-mlp`` (the dedup default) needs the project's training images
-    and is built by :func:`retest.pipeline.dedup.run_dedup`.
+    and is built by :func:`retest.stages.dedup._dedup.run_dedup`.
     """
     head, args = parse_embedder_spec(spec)
     factory = EMBEDDERS.get(head)

@@ -2,7 +2,8 @@
 
 See docs/algorithms.md#sampler-checks.
 
-Reasons are checked in a fixed order and the first failing one is reported:
+Reasons (named constants, the one vocabulary; :data:`SAMPLER_REASONS`) are checked
+in a fixed order and the first failing one is reported:
 ``blacklisted`` → ``few_annotations`` → ``below_threshold`` (threshold sampler only)
 → ``near_duplicate`` → ``unreviewed``. The CIFAR rule "nearest original image at
 L2 distance ≤ 1000 is never used" (docs/algorithms.md#near-original-threshold) is
@@ -20,7 +21,15 @@ from retest.errors import InputValidationError
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
 
 __all__ = [
-    "REASONS",
+    "BELOW_THRESHOLD",
+    "BLACKLISTED",
+    "EXACT_COPY",
+    "FEW_ANNOTATIONS",
+    "NEAR_DUPLICATE",
+    "NEAR_ORIGINAL",
+    "POOL_DUPLICATE",
+    "SAMPLER_REASONS",
+    "UNREVIEWED",
     "CandidateInfo",
     "EligibilityRules",
     "ExclusionReport",
@@ -28,13 +37,29 @@ __all__ = [
     "split_eligible",
 ]
 
-REASONS: tuple[str, ...] = (
-    "blacklisted",
-    "few_annotations",
-    "below_threshold",
-    "near_duplicate",
-    "unreviewed",
+# The one vocabulary of exclusion reasons (named, never by position). The
+# sampler checks a subset in SAMPLER_REASONS order; the project's decision
+# (retest.project.REASONS) uses the copy reasons instead of the vote ones.
+BLACKLISTED = "blacklisted"
+FEW_ANNOTATIONS = "few_annotations"
+BELOW_THRESHOLD = "below_threshold"
+EXACT_COPY = "exact_copy"
+"""Pixel-identical to an original image."""
+NEAR_ORIGINAL = "near_original"
+"""Within the near-original distance of an original image (CIFAR's L2 rule)."""
+NEAR_DUPLICATE = "near_duplicate"
+"""A reviewed near-duplicate (of an original, in the project's decision)."""
+POOL_DUPLICATE = "pool_duplicate"
+"""In a group of near-duplicate pool images that keeps another member."""
+UNREVIEWED = "unreviewed"
+SAMPLER_REASONS: tuple[str, ...] = (
+    BLACKLISTED,
+    FEW_ANNOTATIONS,
+    BELOW_THRESHOLD,
+    NEAR_DUPLICATE,
+    UNREVIEWED,
 )
+"""What :func:`check_candidate` reports, in the order it checks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,20 +157,20 @@ def check_candidate(c: CandidateInfo, rules: EligibilityRules) -> str | None:
     'near_duplicate'
     """
     if c.blacklisted:
-        return "blacklisted"
+        return BLACKLISTED
     if c.n_assignments < rules.min_annotations:
-        return "few_annotations"
+        return FEW_ANNOTATIONS
     tau = rules.threshold_for(c.class_name)
     if tau is not None and c.frequency < tau:
-        return "below_threshold"
+        return BELOW_THRESHOLD
     if c.near_duplicate or (
         rules.max_nn_distance is not None
         and c.nn_distance is not None
         and c.nn_distance <= rules.max_nn_distance
     ):
-        return "near_duplicate"
+        return NEAR_DUPLICATE
     if rules.require_reviewed and not c.reviewed:
-        return "unreviewed"
+        return UNREVIEWED
     return None
 
 

@@ -276,7 +276,7 @@ def aggregate_item_events(
     This equals :func:`compute_selection_frequencies` on the same assignments;
     ``compat="authors"`` counts every valid event, as it does there.
     Workers in ``excluded`` (left out of the counts for their quality on the
-    controls, :func:`retest.pipeline.people.excluded_workers`) count for nothing.
+    controls, :func:`retest.project._people.excluded_workers`) count for nothing.
 
     Examples
     --------

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from retest._progress import ProgressCallback
 from retest.errors import InputValidationError, NotFoundError, RetestError
 from retest.labeling.people import new_token
-from retest.pipeline.project import Project
+from retest.project import Live, Project
 from retest.web.deps import (
     COOKIE_SESSION,
     COOKIE_TOKEN,
@@ -31,9 +31,8 @@ from retest.web.deps import (
 )
 from retest.web.identity import Identities
 from retest.web.images import ItemImages
-from retest.web.live import Live
 from retest.web.pages import include_pages
-from retest.web.routes.pages import warm_up_steps
+from retest.web.routes.review import warm_up_steps
 from retest.web.views import error_page, is_page
 
 __all__ = ["MAX_BODY", "create_app", "new_token"]
@@ -232,12 +231,12 @@ def create_app(
     max_body : int
         Largest request body in bytes.
     refresh_seconds : float
-        See :class:`retest.web.live.Live`.
+        See :class:`retest.project._live.Live`.
     progress : callable, optional
         Told when the background computations started with the server (the
         eligibility decision, the near-duplicate queue) begin and end.
     processes : bool
-        Compute those in a worker process (see :class:`retest.web.live.Live`).
+        Compute those in a worker process (see :class:`retest.project._live.Live`).
     session_days : float
         How long a sign-in lasts (a persistent cookie).
     """
@@ -348,13 +347,11 @@ def create_app(
 
     @app.on_event("startup")
     def _warm_up() -> None:
-        if state.live is not None:
-            state.live.warm_up(warm_up_steps(state), progress)
+        state.live.warm_up(warm_up_steps(state), progress)
 
     @app.on_event("shutdown")
     def _close() -> None:
-        if state.live is not None:
-            state.live.close()
+        state.live.close()
 
     return app
 

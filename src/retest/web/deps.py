@@ -35,11 +35,10 @@ from urllib.parse import unquote, urlsplit
 from fastapi import Depends, HTTPException, Request
 
 from retest.labeling.people import LABELER, REVIEWER, name_key
-from retest.pipeline.project import Project
+from retest.project import Live, Project
 from retest.store.base import Store
 from retest.web.identity import Annotator, Identities
 from retest.web.images import ItemImages
-from retest.web.live import Live
 
 __all__ = [
     "Annotator",
@@ -145,9 +144,10 @@ class AppState:
     secret: bytes
     images: ItemImages
     name: str
+    live: Live
+    """Every read and write of the app goes through it (retest.project)."""
     reviewer_token: str = ""
     """The project owner's (admin) token: a reviewer writing as ``owner``."""
-    live: Live | None = None
     submissions: Submissions = field(default_factory=Submissions)
     identities: Identities | None = None
     session_days: float = 30.0
@@ -237,7 +237,7 @@ def _store(state: StateDep, role: RoleDep) -> Store:
 
     The checks above are ``async``: they do no I/O, and each synchronous
     dependency would cost a trip through the thread pool."""
-    return state.live.store() if state.live is not None else state.store
+    return state.live.store()
 
 
 StoreDep = Annotated[Store, Depends(_store)]

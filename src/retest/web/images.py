@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from retest.errors import NotFoundError
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.store.rows import split_reference_id
 
 __all__ = ["ItemImages"]

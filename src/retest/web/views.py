@@ -1,6 +1,6 @@
 """What the pages show, computed from the store's events (no writes here).
 
-Selection frequencies come from :func:`retest.pipeline.eligibility.selection_frequencies`
+Selection frequencies come from :func:`retest.project._eligibility.selection_frequencies`
 (``kind="task"`` events, Rejected assignments ignored), keyed by (item, class id);
 the five-bin histograms use :data:`retest.sampling.histogram.DEFAULT_BINS`. The
 keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json``).
@@ -24,12 +24,11 @@ from retest.config import ProjectConfig
 from retest.labeling.instructions import pick_instructions, render_markdown
 from retest.labeling.keyword_plan import assign_verified
 from retest.labeling.tasks import image_token
-from retest.pipeline.eligibility import candidate_eligibility, copies
-from retest.pipeline.plan import planned_needs, verified_per_keyword
-from retest.pipeline.project import Project
-from retest.pipeline.sample import class_names, target_histograms
+from retest.project import Project, candidate_eligibility, copies
 from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.sampling.selection_frequency import FrequencyStat
+from retest.stages.plan import planned_needs, verified_per_keyword
+from retest.stages.sample import class_names, target_histograms
 from retest.store.base import Store
 from retest.store.rows import split_reference_id
 
@@ -212,7 +211,7 @@ class KeywordProgress:
 
 def near_duplicate_ids(project: Project) -> frozenset[str]:
     """Candidates excluded as copies, by the one eligibility decision of the project
-    (:func:`retest.pipeline.eligibility.candidate_eligibility`)."""
+    (:func:`retest.project._eligibility.candidate_eligibility`)."""
     return copies(candidate_eligibility(project))
 
 
@@ -254,7 +253,7 @@ def verified_counts(
     names: Mapping[int, str],
 ) -> dict[tuple[str, str], int]:
     """``(class name, keyword) → candidates whose latest verify answer is yes``;
-    the same count as :func:`retest.pipeline.plan.verified_per_keyword`, from
+    the same count as :func:`retest.stages.plan._plan.verified_per_keyword`, from
     the kept latest answers instead of a scan of the events."""
     out: dict[tuple[str, str], int] = {}
     # an image verified for several classes counts once (the one rule)

@@ -15,8 +15,8 @@ from retest.labeling.instructions import (
     render_markdown,
 )
 from retest.labeling.tasks import image_token
-from retest.pipeline.checkpoint import Checkpoint, stage_runs
-from retest.pipeline.project import Project
+from retest.project._checkpoint import Checkpoint, stage_runs
+from retest.project._project import Project
 from retest.stages.crowd._secret import project_secret
 from retest.stages.crowd.mturk import BatchRow, batch_input_csv, question_html
 from retest.store.rows import ClassRow, TaskRow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 
-from retest.pipeline.project import Project
+from retest.project._project import Project
 
 __all__ = ["project_secret"]
 

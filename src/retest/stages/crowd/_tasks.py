@@ -10,13 +10,13 @@ import numpy as np
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import Task, compose_tasks
-from retest.pipeline.eligibility import (
+from retest.project._eligibility import (
     ORIGINAL_COPY_REASONS,
     candidate_eligibility,
     stale_candidates,
 )
-from retest.pipeline.people import excluded_workers
-from retest.pipeline.project import Project
+from retest.project._people import excluded_workers
+from retest.project._project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.rows import AnnotationEvent, TaskRow
 
@@ -102,7 +102,7 @@ def original_copies(project: Project) -> dict[str, str] | None:
     -------
     dict of str to str, or None
     """
-    from retest.pipeline.dedup import metrics_run
+    from retest.project._neardup import metrics_run
 
     if not metrics_run(project):
         return None
@@ -178,7 +178,7 @@ def create_task_batch(
     Then each class whose tasks (stored and new) show fewer than ``min_originals``
     distinct originals as positive controls gets tasks that show originals not
     shown yet (matched-frequency needs 20 per class for its target histogram,
-    :func:`retest.pipeline.feasibility.originals_needed`), their other cells
+    :func:`retest.stages.sample._feasibility.originals_needed`), their other cells
     filled with the class's candidates shown least so far. So running this again
     with a larger ``min_originals`` extends the project's tasks: stored tasks,
     exported or not, are never changed, and no task is made twice.

@@ -11,7 +11,7 @@ For each batch a source yields, in this order:
    to ``reports/ingest/<job>.log.jsonl`` for people (fsynced);
 5. the batch's end position is checkpointed in the store.
 
-Progress lives in the store (:class:`retest.pipeline.checkpoint.Checkpoint`,
+Progress lives in the store (:class:`retest.project._checkpoint.Checkpoint`,
 stage ``ingest``, run = the job key): the job's description and report, each
 batch's counts, the finished batches. The files under ``reports/ingest/`` are
 outputs only. A process killed anywhere resumes after the last checkpoint. The batch being
@@ -52,10 +52,10 @@ import numpy as np
 
 from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size, check_labels
-from retest.datasets.tinyimages import KeywordIndex, build_keyword_index
 from retest.errors import ConfigError, StageError
-from retest.pipeline.checkpoint import Checkpoint, stage_runs
-from retest.pipeline.project import Project
+from retest.project import INGEST_STAGE, interrupted_ingests, resume_command
+from retest.project._checkpoint import Checkpoint, stage_runs
+from retest.project._project import Project
 from retest.sources.base import (
     CandidateSource,
     SourceBatch,
@@ -75,11 +75,11 @@ from retest.stages.ingest._writer import (
     PreparedBatch,
     remove_stale_temporaries,
 )
+from retest.stages.reference import load_tinyimages_index
 from retest.store.artifacts import (
     dumps_json,
     record_artifact,
     write_bytes,
-    write_json,
     writers_lock,
 )
 from retest.store.rows import ClassRow, utc_now
@@ -98,7 +98,6 @@ __all__ = [
     "resume_command",
 ]
 
-INGEST_STAGE = "ingest"
 # Called with (moment, batch number): see Ingest.fault_hook.
 FaultHook = Callable[[str, int], None]
 
@@ -110,47 +109,8 @@ def ingest_job_key(source: CandidateSource) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_tinyimages_index(
-    project: Project,
-    metadata_path: str | os.PathLike[str],
-    *,
-    progress: ProgressCallback | None = None,
-) -> KeywordIndex:
-    """The keyword index of a ``tiny_metadata.bin``, built once and kept in the project.
-
-    Stored as ``indexes/tinyimages-<key>.json`` (artifact ``tinyimages-index:<key>``)
-    where the key covers the file's resolved path, size and modification time.
-
-    Parameters
-    ----------
-    project : Project
-    metadata_path : path
-        The TinyImages ``tiny_metadata.bin``.
-    progress : ProgressCallback, optional
-
-    Returns
-    -------
-    KeywordIndex
-    """
-    meta = Path(metadata_path).resolve()
-    st = meta.stat()
-    key = hashlib.sha256(f"{meta}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-    rel = f"indexes/tinyimages-{key[:16]}.json"
-    path = project.root / rel
-    if path.is_file():
-        return KeywordIndex.from_json(json.loads(path.read_text()))
-    index = build_keyword_index(meta, progress=progress)
-    sha = write_json(path, index.to_json())
-    record_artifact(
-        project.store,
-        project.root,
-        path,
-        name=f"tinyimages-index:{key[:16]}",
-        stage=INGEST_STAGE,
-        params={"metadata": str(meta), "records": index.n_records},
-        sha256=sha,
-    )
-    return index
+# Batches whose rows may be waiting for their commit while the next is prepared.
+_IN_FLIGHT = 2
 
 
 def _resume_position(cp: Checkpoint) -> int:
@@ -226,7 +186,7 @@ def ingest_source(
     ConfigError
         ``name`` differs from the name the job was started with.
     """
-    from retest.pipeline.check import reclaim_tail_orphans
+    from retest.project import reclaim_tail_orphans
 
     root = project.root
     _check_classes_first(project, source, add_classes)
@@ -307,7 +267,7 @@ def _check_form_first(project: Project, source: CandidateSource) -> None:
     """Refuse an array source whose images are not in the originals' form
     (channels): its exact copies would not hash alike and revisions would not
     evaluate against the original test set."""
-    from retest.pipeline.reference import describe_shape, reference_image_shape
+    from retest.stages.reference import describe_shape, reference_image_shape
 
     images = getattr(source, "images", None)
     shape = getattr(images, "shape", None)
@@ -334,7 +294,7 @@ def _channels(shape: Sequence[int]) -> int:
 def reference_mode(project: Project) -> str | None:
     """``L`` or ``RGB``: the form candidates from image files are stored in (that
     of the originals); None before any original is registered."""
-    from retest.pipeline.reference import reference_image_shape
+    from retest.stages.reference import reference_image_shape
 
     ref = reference_image_shape(project)
     if ref is None:
@@ -348,8 +308,8 @@ def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
     Images are stored in the originals' form; converting grey to RGB or RGB-grey
     to grey loses nothing and is automatic, colour to grey only with ``--mode L``.
     """
-    from retest.pipeline.reference import describe_shape, reference_image_shape
     from retest.sources.images import IMAGE_MODES
+    from retest.stages.reference import describe_shape, reference_image_shape
 
     if mode is not None and mode not in IMAGE_MODES:
         raise ConfigError(
@@ -710,87 +670,6 @@ def list_ingests(project: Project) -> list[dict[str, Any]]:
             row["processed"] = _resume_position(cp)
             row["complete"] = False
         out.append(row)
-    return out
-
-
-def resume_command(
-    project: Project,
-    desc: Mapping[str, Any],
-    name: str | None,
-    *,
-    options: Sequence[str] = (),
-) -> str:
-    """The ``retest source add`` command line of a job, from its source description.
-
-    Parameters
-    ----------
-    project : Project
-        Named by ``--project``.
-    desc : mapping
-        The source's description (:meth:`CandidateSource.describe`).
-    name : str, optional
-        The source name (``--name`` when it differs from the kind).
-    options : sequence of str
-        Replaces the options rebuilt from ``desc`` (``add_source`` passes the
-        ones it was given, which a description cannot always restore, e.g. a
-        keywords file).
-
-    Returns
-    -------
-    str
-        A shell-quoted command line.
-    """
-    kind = str(desc.get("kind", ""))
-    args = ["retest", "source", "add", kind, str(desc.get("path", ""))]
-    if options:
-        args += options
-    else:
-        for key, flag in (
-            ("class_name", "--class"),
-            ("labels_path", "--labels"),
-            ("images_dir", "--images"),
-        ):
-            if desc.get(key):
-                args += [flag, str(desc[key])]
-        if desc.get("from_colour"):
-            args += ["--mode", str(desc.get("mode"))]
-        kws = desc.get("keywords")
-        if kws:
-            args += ["--keywords", ",".join(kws)]
-    if name and name != kind:
-        args += ["--name", name]
-    args += ["--project", str(project.root.resolve())]
-    return shlex.join(args)
-
-
-def interrupted_ingests(project: Project) -> list[str]:
-    """The command that resumes each ingest job that started but did not complete.
-
-    A job is listed from the moment it stored its first batch until it finishes:
-    killed runs, runs that failed part-way, and runs still going in another
-    process. Stages that read the candidates should refuse to run while this is
-    not empty (their input is incomplete).
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    list of str
-        One command line per interrupted job, ordered by job key.
-    """
-    out = []
-    for run in stage_runs(project, INGEST_STAGE):
-        if run.done:
-            continue
-        rep = Checkpoint(project, INGEST_STAGE, run.key).load("report") or {}
-        cmd = rep.get("command") or (
-            resume_command(project, rep["source"], rep.get("name"))
-            if rep.get("source")
-            else f"retest source list --project {shlex.quote(str(project.root))}"
-        )
-        out.append(cmd)
     return out
 
 

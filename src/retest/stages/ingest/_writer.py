@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from retest._atomic import pid_alive, temporary_of
 from retest.errors import StageError
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.sources.base import ColumnItems, SourceBatch, SourceItem
 from retest.store.artifacts import (
     PixelArray,

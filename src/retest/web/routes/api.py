@@ -21,9 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from retest.pipeline.dedup import record_review
-from retest.pipeline.people import set_exclusion
-from retest.pipeline.review_queue import record_label_verdict
+from retest.project import record_label_verdict, set_exclusion
+from retest.stages.dedup import record_review
 from retest.store.base import Store
 from retest.store.rows import (
     AnnotationEvent,
@@ -54,16 +53,6 @@ from retest.web.views import task_tokens
 router = APIRouter(prefix="/api", tags=["api"])
 
 
-def _stored_events(
-    store: Store, assignment: str
-) -> Callable[[], dict[str, Any] | None]:
-    def lookup() -> dict[str, Any] | None:
-        n = len(store.annotations.list(assignment_id=assignment))
-        return {"events": n} if n else None
-
-    return lookup
-
-
 def _digest(values: Iterable[str]) -> str:
     """A short fingerprint of an answer (order-free)."""
     h = hashlib.sha256("\n".join(sorted(values)).encode())
@@ -82,7 +71,7 @@ def _unique(ids: list[str], what: str) -> None:
 
 def _reader(state: AppState) -> Store:
     """This thread's read-only store: checks never wait behind a write."""
-    return state.live.store() if state.live is not None else state.store
+    return state.live.store()
 
 
 async def _append(
@@ -90,13 +79,7 @@ async def _append(
 ) -> dict[str, Any]:
     """Append the events of one assignment unless it is already stored, batched
     with other requests' (one transaction per batch, answered once committed:
-    :class:`retest.web.live.EventWriter`)."""
-    if state.live is None:
-        stored = _stored_events(state.store, assignment)()
-        if stored is not None:
-            return {**stored, "replayed": True}
-        ids = await run_in_threadpool(state.store.annotations.add, events)
-        return {"events": len(ids)}
+    :class:`retest.project._live.EventWriter`)."""
     n, replayed = await asyncio.wrap_future(
         state.live.writer.submit(events, assignment)
     )
@@ -227,11 +210,7 @@ async def post_task(
     the same person to the same task replaces the earlier one in every
     selection frequency (the latest valid assignment of a worker counts).
     """
-    task = (
-        state.live.task(body.task_id)
-        if state.live is not None
-        else state.store.tasks.get(body.task_id)
-    )
+    task = state.live.task(body.task_id)
     items = tuple(dict.fromkeys(task.items))
     tokens = task_tokens(task.id, items, state.secret)
     bad = [t for t in body.selected_tokens if t not in tokens]
@@ -241,11 +220,9 @@ async def post_task(
     # the page load's key and what was answered: a replay is a no-op, a
     # corrected answer sent again from the same page (Back) is a new answer
     assignment = f"web:{who.name}:{task.id}:{body.submission}:{_digest(selected)}"
-    updated = False
-    if state.live is not None:
-        if not state.live.aggregates.built:  # once: the stored events are read
-            await run_in_threadpool(state.live.sync)
-        updated = state.live.aggregates.has_answered(task.id, who.worker)
+    if not state.live.aggregates.built:  # once: the stored events are read
+        await run_in_threadpool(state.live.sync)
+    updated = state.live.aggregates.has_answered(task.id, who.worker)
     now = utc_now()  # stamped here, so the aggregates see what is stored
     events = [
         AnnotationEvent(
@@ -291,7 +268,7 @@ def post_neardup(
 ) -> dict[str, Any]:
     """Verdicts for every shown neighbour, then a review mark for the row.
 
-    With ``reviewed`` the dedup stage's :func:`~retest.pipeline.dedup.record_review`
+    With ``reviewed`` the dedup stage's :func:`~retest.stages.dedup._dedup.record_review`
     writes both (so ``retest dedup queue`` and this page agree); without it only
     the verdicts are written. The shown ids must be neighbours of the candidate
     under the metric.
@@ -348,7 +325,7 @@ def post_exclusion(
             by=who.name,
             reason=body.reason,
         )
-        if changed and state.live is not None:
+        if changed:
             state.live.rebuild()
         return {"changed": changed}
 
@@ -432,12 +409,10 @@ def post_review(
 @_answer_route("/undo", UndoBody)
 async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str, Any]:
     """Undo the signed-in person's latest grid answer (see
-    :meth:`retest.web.live.Live.withdraw_last`); their previous answer to that
+    :meth:`retest.project._live.Live.withdraw_last`); their previous answer to that
     task, if any, counts again. Once per page load (a double click undoes one
     answer). Says which task, so the page can reopen it."""
     live = state.live
-    if live is None:
-        raise HTTPException(409, "Undo needs the live web app.")
 
     async def undo() -> dict[str, Any]:
         last = await run_in_threadpool(live.withdraw_last, who.worker)

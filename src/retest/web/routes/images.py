@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Response
 from fastapi.concurrency import run_in_threadpool
 
 from retest.errors import RetestError
-from retest.pipeline.project import Project
+from retest.project import Project
 from retest.web.deps import AppState, ImagesDep, RoleDep, StateDep
 from retest.web.images import ItemImages
 from retest.web.views import task_tokens
@@ -22,7 +22,7 @@ _MAX_ID = 200
 
 def _project(state: AppState) -> Project:
     """The project on this thread's read-only store (reads never wait behind writes)."""
-    return state.live.read_project() if state.live is not None else state.project
+    return state.live.read_project()
 
 
 async def _png(images: ItemImages, item_id: str, state: AppState) -> Response:
@@ -55,11 +55,7 @@ async def task_image(
     if len(task_id) > _MAX_ID:
         raise HTTPException(404, "No such task.")
     try:
-        task = (
-            state.live.task(task_id)
-            if state.live is not None
-            else state.store.tasks.get(task_id)
-        )
+        task = state.live.task(task_id)
     except LookupError:
         raise HTTPException(404, "No such task.") from None
     items = tuple(dict.fromkeys(task.items))

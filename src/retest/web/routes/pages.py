@@ -4,7 +4,7 @@ live in :mod:`retest.web.routes.review`).
 
 Labelers see the start page, labeling pages, keyword
 progress and grid tasks; results, controls and review pages need the reviewer
-token. Aggregates come from :class:`retest.web.live.Live`.
+token. Aggregates come from :class:`retest.project._live.Live`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from retest.errors import NotFoundError
 from retest.labeling.instructions import GRID_INSTRUCTIONS
-from retest.pipeline.revisions import review_states
+from retest.project import Live, NotReady
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
+from retest.stages.revisions import review_states
 from retest.store.base import Store
 from retest.store.rows import DuplicateVerdict, Revision
 from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep
-from retest.web.live import Live, NotReady
 from retest.web.views import (
     BIN_LABELS,
     Pool,
@@ -62,22 +62,11 @@ ELIGIBILITY = "the eligibility decision"
 def copies_now(state: Any) -> frozenset[str]:
     """The project's copies (its one eligibility decision), cached per revision.
 
-    Raises :class:`~retest.web.live.NotReady` while it is computed for the
+    Raises :class:`~retest.project._live.NotReady` while it is computed for the
     first time (at server start it is computed in the background)."""
     return live(state).derived(
         "copies", near_duplicate_ids, label=ELIGIBILITY, offload=True
     )
-
-
-def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
-    """What the server computes in the background at start: the eligibility
-    decision (stage-2 labeling, class review) and the near-duplicate queue."""
-    from retest.web.routes.review import neardup_step, review_targets_now
-
-    steps: list[tuple[str, Any, str]] = [("copies", near_duplicate_ids, ELIGIBILITY)]
-    if review_targets_now(state):  # some dedup metric has run
-        steps.append(neardup_step(state))
-    return steps
 
 
 def changes(state: Any, class_id: int | None = None) -> tuple[Any, ...]:

@@ -3,7 +3,7 @@ selection-frequency statistics per class, keyword progress against the plan, and
 label-error queue.
 
 The near-duplicate queue and "sufficiently reviewed" come from
-:mod:`retest.pipeline.dedup` / :mod:`retest.dedup.rules` (one implementation
+:mod:`retest.stages.dedup._dedup` / :mod:`retest.dedup.rules` (one implementation
 shared with ``retest dedup queue``).
 """
 
@@ -18,25 +18,35 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from retest.dedup.rules import is_sufficiently_reviewed, review_thresholds
-from retest.pipeline.dedup import (
+from retest.project import (
+    ControlScore,
+    Live,
+    NotReady,
+    Project,
     candidate_infos,
+    control_scores,
+    excluded_workers,
     load_neighbours,
+    pending_reviews,
     review_targets,
     reviewed_references,
 )
-from retest.pipeline.eligibility import pending_reviews
-from retest.pipeline.people import ControlScore, control_scores, excluded_workers
-from retest.pipeline.project import Project
-from retest.pipeline.sample import class_names
+from retest.stages.sample import class_names
 from retest.store.rows import split_reference_id
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
-from retest.web.live import Live, NotReady
-from retest.web.routes.pages import changes, live, pool, progress
+from retest.web.routes.pages import (
+    ELIGIBILITY,
+    changes,
+    live,
+    pool,
+    progress,
+)
 from retest.web.views import (
     BIN_LABELS,
     agreement,
     busy,
     class_histograms,
+    near_duplicate_ids,
     render,
 )
 
@@ -99,6 +109,15 @@ def review_targets_now(state: Any) -> dict[str, float]:
     )
 
 
+def warm_up_steps(state: Any) -> list[tuple[str, Any, str]]:
+    """What the server computes in the background at start: the eligibility
+    decision (stage-2 labeling, class review) and the near-duplicate queue."""
+    steps: list[tuple[str, Any, str]] = [("copies", near_duplicate_ids, ELIGIBILITY)]
+    if review_targets_now(state):  # some dedup metric has run
+        steps.append(neardup_step(state))
+    return steps
+
+
 def neardup_step(
     state: Any, metric: str | None = None, threshold: float | None = None
 ) -> tuple[str, Callable[[Project], dict[str, Any]], str]:
@@ -140,7 +159,7 @@ def neardup(
     """Candidates with neighbours under the review target that nobody reviewed yet,
     closest first, many per screen (decided with y/n without a reload).
 
-    The project's one queue (:func:`retest.pipeline.eligibility.pending_reviews`:
+    The project's one queue (:func:`retest.project._eligibility.pending_reviews`:
     the dedup review queue minus pairs the automatic rule already excludes).
     """
     lv = live(state)

@@ -1,0 +1,167 @@
+"""The project layer: a project on disk and everything several stages and the web app read.
+
+``Project`` (paths, config, store), checkpoints, the people of a campaign, the one
+eligibility decision, the label-error review queue and the live event model with
+its single writer. Imports adapters (``store``, ``sources``, ``models``), the core
+and the foundation; never a stage, the CLI or the web app.
+"""
+
+from __future__ import annotations
+
+from retest.project._checkpoint import (
+    Checkpoint,
+    list_states,
+    load_state,
+    save_state,
+    stage_runs,
+)
+from retest.project._eligibility import (
+    AUTO_METRICS,
+    ORIGINAL_COPY_REASONS,
+    REASONS,
+    CandidateReasons,
+    Eligibility,
+    candidate_eligibility,
+    check_fresh,
+    class_tallies,
+    copies,
+    eligibility_summary,
+    heavy_automatic_losses,
+    ineligible_members,
+    pending_reviews,
+    stale_candidates,
+)
+from retest.project._events import (
+    WITHDRAWN,
+    EventAggregates,
+)
+from retest.project._ingest_runs import (
+    INGEST_STAGE,
+    interrupted_ingests,
+    resume_command,
+)
+from retest.project._live import (
+    EventWriter,
+    Live,
+    NotReady,
+)
+from retest.project._neardup import (
+    AGAINST,
+    BUILTIN_METRICS,
+    DEDUP_STAGE,
+    STATE_PREFIX,
+    candidate_infos,
+    dedup_image_shape,
+    dedup_review_queue,
+    load_neighbours,
+    metric_state,
+    metrics_run,
+    review_targets,
+    reviewed_references,
+)
+from retest.project._people import (
+    ControlScore,
+    Invitation,
+    add_person,
+    control_scores,
+    excluded_workers,
+    new_link,
+    revoke_person,
+    set_exclusion,
+    sign_in_link,
+)
+from retest.project._pixels import (
+    ARRAYS,
+    read_arrays,
+    reclaim_tail_orphans,
+)
+from retest.project._project import (
+    CLASS_PRESETS,
+    DB_NAME,
+    Project,
+)
+from retest.project._review_queue import (
+    SUSPECT_KIND,
+    UNCLEAR,
+    VERDICT_KIND,
+    VERDICTS,
+    LabelErrorItem,
+    Suspect,
+    label_error_items,
+    label_error_queue,
+    load_suspects,
+    queue_label_errors,
+    record_label_verdict,
+)
+from retest.project._votes import (
+    selection_frequencies,
+)
+
+__all__ = [
+    "AGAINST",
+    "ARRAYS",
+    "AUTO_METRICS",
+    "BUILTIN_METRICS",
+    "CLASS_PRESETS",
+    "DB_NAME",
+    "DEDUP_STAGE",
+    "INGEST_STAGE",
+    "ORIGINAL_COPY_REASONS",
+    "REASONS",
+    "STATE_PREFIX",
+    "SUSPECT_KIND",
+    "UNCLEAR",
+    "VERDICTS",
+    "VERDICT_KIND",
+    "WITHDRAWN",
+    "CandidateReasons",
+    "Checkpoint",
+    "ControlScore",
+    "Eligibility",
+    "EventAggregates",
+    "EventWriter",
+    "Invitation",
+    "LabelErrorItem",
+    "Live",
+    "NotReady",
+    "Project",
+    "Suspect",
+    "add_person",
+    "candidate_eligibility",
+    "candidate_infos",
+    "check_fresh",
+    "class_tallies",
+    "control_scores",
+    "copies",
+    "dedup_image_shape",
+    "dedup_review_queue",
+    "eligibility_summary",
+    "excluded_workers",
+    "heavy_automatic_losses",
+    "ineligible_members",
+    "interrupted_ingests",
+    "label_error_items",
+    "label_error_queue",
+    "list_states",
+    "load_neighbours",
+    "load_state",
+    "load_suspects",
+    "metric_state",
+    "metrics_run",
+    "new_link",
+    "pending_reviews",
+    "queue_label_errors",
+    "read_arrays",
+    "reclaim_tail_orphans",
+    "record_label_verdict",
+    "resume_command",
+    "review_targets",
+    "reviewed_references",
+    "revoke_person",
+    "save_state",
+    "selection_frequencies",
+    "set_exclusion",
+    "sign_in_link",
+    "stage_runs",
+    "stale_candidates",
+]

@@ -1,0 +1,23 @@
+"""The ``plan`` stage: images needed per class and keyword."""
+
+from __future__ import annotations
+
+from retest.stages.plan._plan import (
+    KEYWORDS_FROM_CONFIG,
+    KEYWORDS_FROM_REFERENCE,
+    PlanResult,
+    make_plan,
+    planned_needs,
+    shared_summary,
+    verified_per_keyword,
+)
+
+__all__ = [
+    "KEYWORDS_FROM_CONFIG",
+    "KEYWORDS_FROM_REFERENCE",
+    "PlanResult",
+    "make_plan",
+    "planned_needs",
+    "shared_summary",
+    "verified_per_keyword",
+]

@@ -1,0 +1,21 @@
+"""``retest status``: per-class counts of a project."""
+
+from __future__ import annotations
+
+from retest.stages.status._status import (
+    ClassStatus,
+    ProjectStatus,
+    candidate_status,
+    project_status,
+    resolve_candidate,
+    resolve_item,
+)
+
+__all__ = [
+    "ClassStatus",
+    "ProjectStatus",
+    "candidate_status",
+    "project_status",
+    "resolve_candidate",
+    "resolve_item",
+]

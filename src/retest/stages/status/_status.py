@@ -1,0 +1,226 @@
+"""Per-class project status: candidates, annotated, blacklisted, near-duplicates,
+sampled and reviewed (``retest status``).
+
+``sampled``/``reviewed`` refer to one revision: the one asked for, else the latest.
+``near_duplicates``, ``unreviewed`` and ``eligible`` come from the one eligibility
+decision that ``retest sample`` uses
+(:func:`retest.project._eligibility.candidate_eligibility`): ``near_duplicates``
+counts candidates excluded as a copy of an original or of another candidate,
+``reasons`` holds the count per reason. ``blacklisted`` counts candidates on the
+current blacklist; ``annotated`` counts candidates with at least one valid (not
+rejected) annotation event.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from retest.errors import InputValidationError, NotFoundError
+from retest.project import (
+    REASONS,
+    Project,
+    candidate_eligibility,
+    class_tallies,
+    eligibility_summary,
+    heavy_automatic_losses,
+)
+from retest.store.base import Store
+from retest.store.rows import split_reference_id
+
+__all__ = [
+    "ClassStatus",
+    "ProjectStatus",
+    "candidate_status",
+    "project_status",
+    "resolve_candidate",
+    "resolve_item",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStatus:
+    """Counts of one class; ``reviewed`` is "yes", "no", "problematic" or "-"."""
+
+    class_id: int
+    name: str
+    candidates: int
+    annotated: int
+    blacklisted: int
+    near_duplicates: int
+    unreviewed: int
+    eligible: int
+    sampled: int
+    reviewed: str
+    reasons: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectStatus:
+    """Status of every class, relative to ``revision`` (None if there is none)."""
+
+    project: str
+    revision: str | None
+    classes: tuple[ClassStatus, ...]
+    eligibility: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = []
+        for c in self.classes:
+            d = asdict(c)
+            rows.append({"class": d.pop("name"), **d})
+        return {
+            "project": self.project,
+            "revision": self.revision,
+            "eligibility": self.eligibility,
+            "classes": rows,
+        }
+
+
+def _per_class(store: Store, items: Iterable[str]) -> Counter[int | None]:
+    """Candidates among ``items`` per class (other ids are not counted)."""
+    cols = store.candidates.columns(("class_id",), ids=items)
+    return Counter(cols["class_id"])
+
+
+def project_status(
+    project: Project,
+    *,
+    revision: str | None = None,
+    include_unreviewed: bool = False,
+) -> ProjectStatus:
+    """Count, per class, what the project holds (see the module docstring).
+
+    Reads only the candidates that are annotated, blacklisted or excluded; the
+    rest are counted per class in SQL.
+    """
+    store = project.store
+    annotated = _per_class(store, store.annotations.item_counts())
+    blacklisted = _per_class(store, store.blacklist.current())
+    elig = candidate_eligibility(project, include_unreviewed=include_unreviewed)
+    tallies = class_tallies(elig)
+    sampled: Counter[int] = Counter()
+    reviews: dict[int, Any] = {}
+    if revision is None:
+        revs = store.revisions.list()
+        revision = revs[-1].name if revs else None
+    if revision is not None:
+        sampled = Counter(m.class_id for m in store.revisions.members(revision))
+        reviews = store.revisions.reviews(revision)
+    rows = []
+    for c in store.classes.list():
+        state = reviews.get(c.id)
+        if revision is None:
+            reviewed = "-"
+        elif state is None or not (state.reviewed or state.problematic):
+            reviewed = "no"
+        else:
+            reviewed = "problematic" if state.problematic else "yes"
+        t = tallies.get(c.id, Counter())
+        rows.append(
+            ClassStatus(
+                c.id,
+                c.name,
+                t["candidates"],
+                annotated[c.id],
+                blacklisted[c.id],
+                t["copies"],
+                t["unreviewed"],
+                t["eligible"],
+                sampled[c.id],
+                reviewed,
+                {x: t[x] for x in (*REASONS, "eligible")},
+            )
+        )
+    summary = eligibility_summary(elig)
+    names = {c.id: c.name for c in store.classes.list()}
+    summary["heavy_automatic_losses"] = {
+        names.get(k, str(k)): round(v, 3)
+        for k, v in heavy_automatic_losses(elig).items()
+    }
+    return ProjectStatus(project.config.name, revision, tuple(rows), summary)
+
+
+MIN_PREFIX = 6
+"""Shortest id prefix :func:`resolve_candidate` searches for (retest's messages
+shorten ids to 12 or 16 characters)."""
+
+
+def resolve_candidate(project: Project, given: str) -> str:
+    """The candidate id ``given`` names: the id itself or a unique prefix of it,
+    as retest's own messages print ids shortened.
+
+    Raises
+    ------
+    NotFoundError
+        No candidate has that id or prefix; an original image's id (``test:17``)
+        is said to be one.
+    InputValidationError
+        The prefix is shared by several candidates.
+    """
+    store = project.store
+    if store.candidates.existing([given]):
+        return given
+    ref = split_reference_id(given)
+    if ref is not None:
+        raise NotFoundError(
+            f"{given!r} is an original image (split {ref[0]!r}), not a candidate; "
+            "give a candidate id, e.g. one listed by `retest dedup-queue`."
+        )
+    key = given.lower()
+    if len(key) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in key):
+        ids = [i for i in store.candidates.columns(("id",))["id"] if i.startswith(key)]
+        if len(ids) == 1:
+            return str(ids[0])
+        if ids:
+            raise InputValidationError(
+                f"candidate id prefix {given!r} matches {len(ids)} candidates (e.g. "
+                f"{ids[0]}, {ids[1]}); give more of the id."
+            )
+    raise NotFoundError(f"candidate {given!r} is not in the project.")
+
+
+def resolve_item(project: Project, given: str) -> str:
+    """An original's id (``SPLIT:INDEX``) as given, else :func:`resolve_candidate`."""
+    return (
+        given
+        if split_reference_id(given) is not None
+        else resolve_candidate(project, given)
+    )
+
+
+def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
+    """One candidate (its id or a unique prefix, :func:`resolve_candidate`): class,
+    source, annotations, and its eligibility reasons."""
+    store = project.store
+    candidate_id = resolve_candidate(project, candidate_id)
+    row = store.candidates.get(candidate_id)
+    elig = candidate_eligibility(project)
+    names = {c.id: c.name for c in store.classes.list()}
+    nbrs: dict[str, list[dict[str, Any]]] = {}
+    for nl in store.neardup.neighbours(candidate_id):
+        nbrs[nl.metric] = [
+            {"reference": r, "distance": d}
+            for r, d in list(zip(nl.ref_ids, nl.distances, strict=True))[:5]
+        ]
+    members = [
+        r.name
+        for r in store.revisions.list()
+        if any(m.item_id == candidate_id for m in store.revisions.members(r.name))
+    ]
+    reasons = list(elig.reasons.get(candidate_id, ("no_class",)))
+    return {
+        "id": row.id,
+        "class": names.get(row.class_id) if row.class_id is not None else None,
+        "source": row.source,
+        "source_ref": row.source_ref,
+        "keyword": row.keyword,
+        "eligible": elig.is_eligible(candidate_id),
+        "reasons": reasons,
+        "kept_from_group": candidate_id in elig.kept,
+        "near_original_threshold": elig.near_original_threshold,
+        "nearest": nbrs,
+        "revisions": members,
+    }
