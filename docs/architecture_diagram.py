@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "_validation": 0,
     "_output": 0,
     "_progress": 0,
+    "_gc": 0,
     # core: pure functions on arrays and records
     "dedup": 1,
     "sampling": 1,
@@ -54,13 +55,12 @@ LAYERS: dict[str, int] = {
     "project": 3,
     # the stages, one package each
     "stages": 4,
-    # crowd.py and ingest*.py until their branches move them to stages/crowd and
-    # stages/ingest (then this entry goes)
     # edges
     "cli": 5,
     "web": 5,
     "demo": 5,
     "api": 5,
+    "extend": 5,
     "__main__": 5,
 }
 LAYER_NAMES = ("foundation", "core", "adapters", "project", "stages", "edges")

@@ -139,7 +139,11 @@ def test_the_sampler_draws_a_revision_through_retest_sample(tmp_path: Path) -> N
         assert spread == {"plain": 3, "striped": 3, "tote": 2, "clutch": 2,
                           "backpack": 2}  # fmt: skip
         draws.append(out)
-    assert [d["name"] for d in draws] == ["shop-ks-0", "shop-ks-1", "shop-ks-2"]
+    assert [d["name"] for d in draws] == [
+        "shop-keyword-spread-0",
+        "shop-keyword-spread-1",
+        "shop-keyword-spread-2",
+    ]
     assert len({tuple(sorted(m["id"] for m in d["members"])) for d in draws}) == 3
 
     again = json.loads(

@@ -15,7 +15,7 @@ def print_feasibility(feasible: Sequence[Any], per_class: int) -> None:
     strategy, ``ok`` or how many more of what it needs; then, per strategy, the
     first short class in words."""
     from retest.cli._console import console, print_table
-    from retest.stages.sample._feasibility import STRATEGIES
+    from retest.stages.sample import STRATEGIES
 
     if not feasible:
         return

@@ -94,7 +94,7 @@ def tasks_cmd(
     from retest.project import Project
     from retest.sampling.base import SAMPLERS
     from retest.stages.crowd import create_task_batch, pending_task_candidates
-    from retest.stages.sample._feasibility import originals_needed, originals_shown
+    from retest.stages.sample import originals_needed, originals_shown
 
     if images_per_task < 1:
         raise ConfigError(f"--images-per-task must be >= 1. Got {images_per_task}.")

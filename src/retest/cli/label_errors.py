@@ -116,12 +116,12 @@ def label_errors(
     from retest.cli._console import console, print_json, print_table
     from retest.label_errors.finders import resolve_method
     from retest.label_errors.ranking import resolve_rank_by
-    from retest.project._project import Project
+    from retest.project import Project
     from retest.stages.label_errors import (
         load_label_error_inputs,
         revision_label_error_inputs,
+        suspect_row,
     )
-    from retest.stages.label_errors._label_errors import suspect_row
 
     resolve_method(method)  # fail fast, with suggestions, before reading files
     try:
@@ -218,7 +218,7 @@ def _run(
     top: int,
     min_examples_per_class: int | None,
 ) -> Any:
-    from retest.stages.label_errors._label_errors import run_label_errors
+    from retest.stages.label_errors import run_label_errors
 
     return run_label_errors(
         inputs,

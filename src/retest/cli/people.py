@@ -139,8 +139,7 @@ def list_cmd(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
 
 def _exclusion(worker: str, project: ProjectOpt, reason: str, excluded: bool) -> None:
     from retest.cli._console import console, escape
-    from retest.project import Project, set_exclusion
-    from retest.project._people import resolve_worker
+    from retest.project import Project, resolve_worker, set_exclusion
 
     with Project.open(project) as proj:
         key = resolve_worker(proj, worker)

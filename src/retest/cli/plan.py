@@ -64,7 +64,7 @@ def plan(
     from retest.project import Project
     from retest.sampling.compat import check_compat
     from retest.stages.plan import make_plan
-    from retest.stages.sample._feasibility import class_feasibility
+    from retest.stages.sample import class_feasibility
 
     compat = check_compat(compat)
     if rule not in PLAN_RULES:

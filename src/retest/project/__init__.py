@@ -93,6 +93,7 @@ from retest.project._review_queue import (
     queue_label_errors,
     record_label_verdict,
 )
+from retest.project._secret import project_secret
 from retest.project._votes import (
     selection_frequencies,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "metrics_run",
     "new_link",
     "pending_reviews",
+    "project_secret",
     "queue_label_errors",
     "read_arrays",
     "reclaim_tail_orphans",

@@ -169,7 +169,7 @@ def resolve_worker(project: Project, raw: str) -> str:
             )
         if _HEX_PREFIX.fullmatch(low) and hits:
             return hits[0]
-        from retest.stages.crowd import project_secret  # it imports this module
+        from retest.project._secret import project_secret
 
         hashed = hash_worker_id(text, project_secret(project))
         if hashed in crowd:

@@ -7,6 +7,7 @@ annotation events), ``_workers`` (control accuracy per worker) and ``_secret``
 (the key of image tokens and worker-id hashes).
 """
 
+from retest.project import project_secret
 from retest.stages.crowd._export import (
     EXPORT_STAGE,
     export_mturk,
@@ -14,7 +15,6 @@ from retest.stages.crowd._export import (
     task_instructions,
 )
 from retest.stages.crowd._import import CrowdImport, StatusChange, import_mturk
-from retest.stages.crowd._secret import project_secret
 from retest.stages.crowd._tasks import (
     COPY_REASONS,
     TaskBatch,

@@ -15,9 +15,7 @@ from retest.labeling.instructions import (
     render_markdown,
 )
 from retest.labeling.tasks import image_token
-from retest.project._checkpoint import Checkpoint, stage_runs
-from retest.project._project import Project
-from retest.stages.crowd._secret import project_secret
+from retest.project import Checkpoint, Project, project_secret, stage_runs
 from retest.stages.crowd.mturk import BatchRow, batch_input_csv, question_html
 from retest.store.rows import ClassRow, TaskRow
 

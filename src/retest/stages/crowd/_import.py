@@ -19,8 +19,7 @@ from pathlib import Path
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import control_accuracy, hash_worker_id, image_token
-from retest.project._project import Project
-from retest.stages.crowd._secret import project_secret
+from retest.project import Project, project_secret
 from retest.stages.crowd._tasks import task_from_row
 from retest.stages.crowd.mturk import (
     answer_tokens,

@@ -10,13 +10,13 @@ import numpy as np
 
 from retest.errors import InputValidationError
 from retest.labeling.tasks import Task, compose_tasks
-from retest.project._eligibility import (
+from retest.project import (
     ORIGINAL_COPY_REASONS,
+    Project,
     candidate_eligibility,
+    excluded_workers,
     stale_candidates,
 )
-from retest.project._people import excluded_workers
-from retest.project._project import Project
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.rows import AnnotationEvent, TaskRow
 
@@ -102,7 +102,7 @@ def original_copies(project: Project) -> dict[str, str] | None:
     -------
     dict of str to str, or None
     """
-    from retest.project._neardup import metrics_run
+    from retest.project import metrics_run
 
     if not metrics_run(project):
         return None

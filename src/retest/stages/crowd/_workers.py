@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from retest.labeling.tasks import Task, control_accuracy, hash_worker_id
-from retest.project._project import Project
+from retest.project import Project
 from retest.stages.crowd._tasks import task_from_row
 from retest.stages.crowd.mturk import read_results
 

@@ -53,9 +53,14 @@ import numpy as np
 from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size, check_labels
 from retest.errors import ConfigError, StageError
-from retest.project import INGEST_STAGE, interrupted_ingests, resume_command
-from retest.project._checkpoint import Checkpoint, stage_runs
-from retest.project._project import Project
+from retest.project import (
+    INGEST_STAGE,
+    Checkpoint,
+    Project,
+    interrupted_ingests,
+    resume_command,
+    stage_runs,
+)
 from retest.sources.base import (
     CandidateSource,
     SourceBatch,

@@ -19,15 +19,15 @@ import numpy as np
 from retest.datasets.predictions import read_labels
 from retest.errors import InputValidationError, NotFoundError
 from retest.label_errors.ensemble import ensemble_pred_probs
-from retest.project._project import Project
+from retest.project import Project
 from retest.records import LabeledSet, Predictions
-from retest.stages.evaluate._evaluate import (
+from retest.stages.evaluate import (
     ORIGINAL,
+    PredictionCache,
     project_revisions,
     reference_set,
     revision_set,
 )
-from retest.stages.evaluate._prediction_cache import PredictionCache
 from retest.stages.label_errors._label_errors import LabelErrorInputs
 from retest.store.rows import reference_id
 

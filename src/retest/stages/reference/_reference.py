@@ -505,7 +505,6 @@ def recover_keywords(
     StageError
         No reference images are registered.
     """
-    from retest.stages.ingest import load_tinyimages_index
 
     store = project.store
     ti = TinyImages(tinyimages_path)

@@ -7,6 +7,7 @@ from retest.stages.sample._feasibility import (
     STRATEGIES,
     ClassFeasibility,
     class_feasibility,
+    originals_needed,
     originals_shown,
 )
 from retest.stages.sample._sample import (
@@ -29,6 +30,7 @@ __all__ = [
     "class_feasibility",
     "class_names",
     "draw_sample",
+    "originals_needed",
     "originals_shown",
     "target_histograms",
     "verified_candidates",
