@@ -159,7 +159,7 @@ def run_all(root: Path, seed: int, plain: bool) -> dict[str, str]:
     with open_store(root / "retest.db") as st:
         populate(st, seed, plain)
         project = Project.from_store(root, st, name="gold")
-        kc = {c: {k: 4 for k in KEYWORDS[:4]} for c in CLASSES}
+        kc = {c: dict.fromkeys(KEYWORDS[:4], 4) for c in CLASSES}
         for strategy in STRATEGIES:
             opts: dict[str, Any] = {"keep_invalid": True}
             if strategy == "keyword-count":

@@ -22,6 +22,7 @@ from retest._validation import RandomStateLike, check_random_state
 from retest.errors import ConfigError
 from retest.names import validate_name
 from retest.registry import Registry
+from retest.sampling.columnar import ColumnarPool
 from retest.sampling.eligibility import CandidateInfo
 
 __all__ = [
@@ -307,7 +308,7 @@ def describe_samplers(*, revision_only: bool = True) -> str:
 
 def run_sampler(
     name: str,
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     *,
     random_state: RandomStateLike,
     **inputs: Any,
@@ -378,13 +379,15 @@ def draw(rng: np.random.Generator, pool: Sequence[str], k: int) -> list[str]:
 
 
 def required_classes(
-    pool: Iterable[CandidateInfo], classes: Iterable[str] | None
+    pool: Iterable[CandidateInfo] | ColumnarPool, classes: Iterable[str] | None
 ) -> list[str]:
     """Sorted classes to sample: the given ones, else those present in the pool."""
     if classes is not None:
         names = sorted({str(c) for c in classes})
         if names:
             return names
+    if isinstance(pool, ColumnarPool):
+        return pool.present_classes()
     return sorted({c.class_name for c in pool})
 
 
