@@ -19,12 +19,14 @@ from retest.errors import ConfigError, StageError
 from retest.labeling.keyword_plan import SharedImage, assign_verified
 from retest.pipeline.eligibility import Eligibility, selection_frequencies
 from retest.pipeline.project import Project
+from retest.pipeline.sample_pool import columnar_pool
 from retest.sampling.base import (
     SampleResult,
     revision_strategies,
     run_sampler,
     sampler_spec,
 )
+from retest.sampling.columnar import ColumnarPool
 from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo
 from retest.sampling.histogram import DEFAULT_BINS
@@ -228,7 +230,9 @@ def candidate_pool(
     if eligibility is not None:
         blocked = {c for c, _ in eligibility.excluded() if eligibility.blocking(c)}
     # three columns, not a row object per candidate (ten million at scale)
-    cols = store.candidates.columns(("id", "class_id", "keyword"), has_class=True)
+    cols = store.candidates.columns(
+        ("id", "class_id", "keyword"), ids=keep, has_class=True
+    )
     ids, ks, kws = cols["id"], cols["class_id"], cols["keyword"]
     del cols
     if blocked or keep is not None:
@@ -319,12 +323,17 @@ def draw_sample(
         )
     compat = check_compat(compat)
     stats = selection_frequencies(project, compat=compat)
-    pool = candidate_pool(
-        project,
-        stats=stats,
-        eligibility=eligibility,
-        verified_only=spec.verified_only,
-        shared_class=shared_class,
+    # columns, not a record per candidate; the verified pool is small
+    pool: list[CandidateInfo] | ColumnarPool = (
+        candidate_pool(
+            project,
+            stats=stats,
+            eligibility=eligibility,
+            verified_only=True,
+            shared_class=shared_class,
+        )
+        if spec.verified_only
+        else columnar_pool(project, stats=stats, eligibility=eligibility)
     )
     classes = sorted(class_names(project).values())
     if not classes:
