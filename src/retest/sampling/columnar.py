@@ -108,9 +108,7 @@ class ColumnarPool:
     handles: NDArray[np.int64] | None = None
     plain: Mapping[int, int] = field(default_factory=dict)
     plain_rows: PlainRows | None = None
-    removed: NDArray[np.int64] = field(
-        default_factory=lambda: np.zeros(0, np.int64)
-    )
+    removed: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.ids) + sum(self.plain.values())
@@ -220,9 +218,7 @@ def _reasons(pool: ColumnarPool, rules: EligibilityRules) -> NDArray[np.int64]:
     )
     if n and len(taus):
         tau = taus[pool.cls]
-        out[~np.isnan(tau) & (pool.frequency < tau)] = REASONS.index(
-            "below_threshold"
-        )
+        out[~np.isnan(tau) & (pool.frequency < tau)] = REASONS.index("below_threshold")
     out[pool.n_assignments < rules.min_annotations] = REASONS.index("few_annotations")
     out[pool.blacklisted] = REASONS.index("blacklisted")
     return out

@@ -273,8 +273,10 @@ def _sample_class(
                     break
                 here = pools[src]
                 preferred = np.flatnonzero(prev[here])
-                at = int(preferred[0]) if len(preferred) else int(
-                    draw_positions(rng, len(here), 1)[0]
+                at = (
+                    int(preferred[0])
+                    if len(preferred)
+                    else int(draw_positions(rng, len(here), 1)[0])
                 )
                 picks.append((int(here[at]), "upward", src, b))
                 pools[src] = np.delete(here, at)

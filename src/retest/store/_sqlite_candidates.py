@@ -450,12 +450,12 @@ class _Candidates(_Repo, CandidateRepo):
     def id_orders(self) -> dict[int, np.ndarray]:
         from retest.store._sqlite_columns import class_id_orders
 
-        return class_id_orders(self._db.rows)
+        return class_id_orders(self._db.read)
 
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
         from retest.store._sqlite_columns import ids_at
 
-        return ids_at(self._db.rows, handles)
+        return ids_at(self._db.read, handles)
 
     def locate(self, item_ids: Iterable[str]) -> dict[str, tuple[int, int | None]]:
         from retest.store._sqlite_columns import locate

@@ -24,6 +24,7 @@ from retest.store._sqlite_candidates import _ID
 
 __all__ = ["class_id_orders", "ids_at", "locate"]
 
+
 _CHUNK = 1 << 20  # rows per statement: one string of ~50 MB at most
 
 
@@ -33,47 +34,73 @@ def _ints(text: str | None, width: int) -> NDArray[np.int64]:
     return np.fromstring(text, dtype=np.int64, sep=" ").reshape(-1, width)
 
 
-def class_id_orders(rows: Any) -> dict[int, NDArray[np.int64]]:
+def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
     """``class_id → handles of its candidates in id order`` (classless left out).
 
-    ``rows`` runs a statement: ``rows(sql, params) -> list of tuples``.
+    ``read(fn)`` runs ``fn(connection)`` in one read transaction. Three cheap
+    passes: each class's rows from the class index (covering, no table read),
+    then ``kp`` of every classed row in row order (NULL for other ids, so a
+    shorter list means some class holds them and is sorted by its id strings).
     """
-    top = int(rows("SELECT COALESCE(MAX(seq), 0) FROM candidates")[0][0])
-    parts = []
-    # per row: seq, class, kp, is-a-content-id; "+class_id" walks the rowid range
-    sql = (
-        "SELECT group_concat(seq || ' ' || class_id || ' ' || kp || ' ' || "
-        "(length(key) = 32), ' ') FROM candidates WHERE seq > ? AND seq <= ? "
-        "AND +class_id IS NOT NULL"
-    )
-    for lo in range(0, top, _CHUNK):
-        parts.append(_ints(rows(sql, (lo, lo + _CHUNK))[0][0], 4))
-    a = np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
-    del parts
-    seq, cls, kp, content = a[:, 0], a[:, 1], a[:, 2], a[:, 3].astype(bool)
-    del a
+
+    def run(c: Any) -> tuple[dict[int, NDArray[np.int64]], NDArray[np.int64]]:
+        top = int(
+            c.execute("SELECT COALESCE(MAX(seq), 0) FROM candidates").fetchone()[0]
+        )
+        classes = [
+            int(r[0])
+            for r in c.execute(
+                "SELECT class_id FROM candidates WHERE class_id IS NOT NULL "
+                "GROUP BY class_id"
+            )
+        ]
+        seqs = {
+            k: _ints(
+                c.execute(
+                    "SELECT group_concat(seq, ' ') FROM candidates WHERE class_id = ?",
+                    (k,),
+                ).fetchone()[0],
+                1,
+            )[:, 0]
+            for k in classes
+        }
+        parts = [
+            _ints(
+                c.execute(
+                    "SELECT group_concat(CASE WHEN length(key) = 32 THEN kp END, ' ') "
+                    "FROM candidates WHERE seq > ? AND seq <= ? "
+                    "AND +class_id IS NOT NULL",
+                    (lo, lo + _CHUNK),
+                ).fetchone()[0],
+                1,
+            )[:, 0]
+            for lo in range(0, top, _CHUNK)
+        ]
+        kp = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return seqs, kp
+
+    seqs, kp = read(run)
+    every = np.sort(np.concatenate(list(seqs.values()))) if seqs else kp
     out: dict[int, NDArray[np.int64]] = {}
-    for k in np.unique(cls).tolist():
-        mine = cls == k
-        if not content[mine].all():
-            out[k] = _text_order(rows, seq[mine])
+    for k, s in seqs.items():
+        if len(kp) != len(every):  # not all content ids
+            out[k] = _text_order(read, s)
             continue
-        s, p = seq[mine], kp[mine].astype(np.uint64)
+        p = kp[np.searchsorted(every, s)].astype(np.uint64)
         order = np.argsort(p, kind="stable")
-        s, p = s[order], p[order]
-        out[k] = _break_ties(rows, s, p)
+        out[k] = _break_ties(read, s[order], p[order])
     return out
 
 
-def _text_order(rows: Any, seqs: NDArray[np.int64]) -> NDArray[np.int64]:
+def _text_order(read: Any, seqs: NDArray[np.int64]) -> NDArray[np.int64]:
     """``seqs`` sorted by their id strings (classes holding non-content ids)."""
-    got = ids_at(rows, seqs)
+    got = ids_at(read, seqs)
     order = sorted(range(len(seqs)), key=got.__getitem__)
     return seqs[np.array(order, np.int64)] if order else seqs
 
 
 def _break_ties(
-    rows: Any, seqs: NDArray[np.int64], kps: NDArray[np.uint64]
+    read: Any, seqs: NDArray[np.int64], kps: NDArray[np.uint64]
 ) -> NDArray[np.int64]:
     """Order runs of equal ``kp`` by the full id."""
     if len(kps) < 2:
@@ -82,7 +109,7 @@ def _break_ties(
     if not eq.any():
         return seqs
     tied = np.flatnonzero(np.concatenate([[False], eq]) | np.concatenate([eq, [False]]))
-    ids = ids_at(rows, seqs[tied])
+    ids = ids_at(read, seqs[tied])
     out = seqs.copy()
     start = 0
     while start < len(tied):
@@ -95,18 +122,21 @@ def _break_ties(
     return out
 
 
-def ids_at(rows: Any, seqs: Sequence[int] | NDArray[np.int64]) -> list[str]:
+def ids_at(read: Any, seqs: Sequence[int] | NDArray[np.int64]) -> list[str]:
     """The ids of the rows ``seqs``, in the same order (every seq must exist)."""
     want = [int(s) for s in np.asarray(seqs, np.int64).tolist()]
-    found: dict[int, str] = {}
-    for i in range(0, len(want), 100_000):
-        found.update(
-            rows(
-                f"SELECT seq, {_ID} FROM candidates WHERE seq IN "
-                "(SELECT value FROM json_each(?))",
-                (json.dumps(want[i : i + 100_000]),),
-            )
-        )
+    sql = (
+        f"SELECT seq, {_ID} FROM candidates WHERE seq IN "
+        "(SELECT value FROM json_each(?))"
+    )
+
+    def run(c: Any) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for i in range(0, len(want), 100_000):
+            found.update(c.execute(sql, (json.dumps(want[i : i + 100_000]),)))
+        return found
+
+    found = read(run)
     return [found[s] for s in want]
 
 
