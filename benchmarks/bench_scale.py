@@ -8,7 +8,9 @@
              (``VmHWM``) and peak anonymous memory (``RssAnon``) are reported;
              ``--reuse`` times them again on the project a ``--keep`` run left;
              ``--baseline-src`` runs each query a second time with another
-             checkout's ``src`` (main's) back to back, and main's recorded
+             checkout's ``src`` (main's) back to back and checks that both
+             print the same ``--json`` output (revision name aside: the same
+             members, parameters and exclusion counts); main's recorded
              figures are printed beside each query.
 ``dedup``  – exact kNN of Q queries against N references (default 1,048,576 ×
              4,096 float16, memory-mapped; 8 GiB) on a local Dask cluster of 1
@@ -30,6 +32,7 @@ Scratch data is deleted at the end unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -158,11 +161,20 @@ def _measure(
         check=False,
         env=env,
     )
-    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
+    lines = out.stdout.strip().splitlines()
+    last = lines[-1] if lines else "{}"
     try:
         res = json.loads(last)
     except json.JSONDecodeError:
         res = {"exit": out.returncode}
+    try:  # the command's --json output without the revision's name
+        body = json.loads("\n".join(lines[:-1]))
+        body.pop("name", None)
+        res["output_sha256"] = hashlib.sha256(
+            json.dumps(body, sort_keys=True).encode()
+        ).hexdigest()
+    except (json.JSONDecodeError, AttributeError):
+        pass
     res["stderr_tail"] = out.stderr.strip().splitlines()[-1:] if out.stderr else []
     res["load_before"] = load
     return res
@@ -287,6 +299,10 @@ def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]
                   f"{r.get('peak_anon_mib', float('nan')):5.0f})  exit {r.get('exit')}"
                   f"  load {r.get('load_before')}  {r.get('stderr_tail')}",
                   flush=True)  # fmt: skip
+        if args.baseline_src and name.startswith("sample") and "output_sha256" in r:
+            same = r["output_sha256"] == res["queries"][name].get("output_sha256")
+            res["queries"][name]["same_output_as_baseline"] = same
+            print(f"  {'':28s} same output as the baseline: {same}", flush=True)
         main = MAIN_FIGURES.get(args.n, {}).get(name)
         if main:
             print(f"  {'':28s} {'main':8s} {main[0]:8.1f} s  own {main[1] * 1024:5.0f} "
