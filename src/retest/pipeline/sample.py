@@ -323,17 +323,17 @@ def draw_sample(
         )
     compat = check_compat(compat)
     stats = selection_frequencies(project, compat=compat)
-    # columns, not a record per candidate; the verified pool is small
+    # columns, not a record per candidate, for the samplers that take them
     pool: list[CandidateInfo] | ColumnarPool = (
-        candidate_pool(
+        columnar_pool(project, stats=stats, eligibility=eligibility)
+        if spec.columnar and not spec.verified_only
+        else candidate_pool(
             project,
             stats=stats,
             eligibility=eligibility,
-            verified_only=True,
+            verified_only=spec.verified_only,
             shared_class=shared_class,
         )
-        if spec.verified_only
-        else columnar_pool(project, stats=stats, eligibility=eligibility)
     )
     classes = sorted(class_names(project).values())
     if not classes:

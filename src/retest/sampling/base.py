@@ -201,6 +201,10 @@ class SamplerSpec:
         Keys of :data:`SAMPLER_INPUTS` the sampler takes.
     verified_only : bool
         Draw only from candidates verified in a yes/no pass (CIFAR stage 2).
+    columnar : bool
+        Takes a :class:`~retest.sampling.columnar.ColumnarPool` as its pool
+        (the pipeline then never builds a record per candidate); otherwise it is
+        given a list of :class:`CandidateInfo`.
     """
 
     name: str
@@ -209,6 +213,7 @@ class SamplerSpec:
     tag: str | None = None
     inputs: tuple[str, ...] = ()
     verified_only: bool = False
+    columnar: bool = False
 
     @property
     def revision_tag(self) -> str:
@@ -233,6 +238,7 @@ def register_sampler(
     tag: str | None = None,
     inputs: Sequence[str] = (),
     verified_only: bool = False,
+    columnar: bool = False,
 ) -> Callable[[Sampler], Sampler]:
     """Register a sampler with what the pipeline needs to run it.
 
@@ -253,7 +259,9 @@ def register_sampler(
             f"sampler {name!r} declares unknown inputs {unknown}; known: "
             f"{', '.join(SAMPLER_INPUTS)}."
         )
-    spec = SamplerSpec(name, summary, revision, tag, tuple(inputs), verified_only)
+    spec = SamplerSpec(
+        name, summary, revision, tag, tuple(inputs), verified_only, columnar
+    )
     if revision:  # the tag becomes part of revision (and export folder) names
         validate_name(spec.revision_tag, "revision tag")
     taken = {s.revision_tag: s.name for s in _SPECS.values() if s.revision}

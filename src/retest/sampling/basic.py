@@ -109,6 +109,7 @@ def _carry_and_fill(
     "threshold",
     summary="per_class random images with selection frequency >= tau",
     revision=True,
+    columnar=True,
     tag="a",
     inputs=(
         "per_class",
@@ -168,6 +169,7 @@ def sample_threshold(
     "class-balanced",
     summary="per_class random images, no annotations needed",
     revision=True,
+    columnar=True,
     inputs=("per_class", "previous", "classes", "min_annotations"),
 )
 def sample_class_balanced(
@@ -211,6 +213,7 @@ def sample_class_balanced(
     "top-images",
     summary="the per_class most-selected images",
     revision=True,
+    columnar=True,
     tag="c",
     inputs=("per_class", "previous", "classes", "min_annotations"),
 )

@@ -61,6 +61,7 @@ __all__ = ["sample_matched_frequency"]
     "matched-frequency",
     summary="per_class images matching the originals' selection-frequency histogram",
     revision=True,
+    columnar=True,
     tag="b",
     inputs=(
         "targets",
