@@ -6,7 +6,12 @@
              ``retest sample`` (every strategy) and ``candidate_eligibility`` on
              the full project, each in a child process whose own peak RSS
              (``VmHWM``) and peak anonymous memory (``RssAnon``) are reported;
-             ``--reuse`` times them again on the project a ``--keep`` run left.
+             ``--reuse`` times them again on the project a ``--keep`` run left;
+             ``--baseline-src`` runs each query a second time with another
+             checkout's ``src`` (main's) back to back and checks that both
+             print the same ``--json`` output (revision name aside: the same
+             members, parameters and exclusion counts); main's recorded
+             figures are printed beside each query.
 ``dedup``  – exact kNN of Q queries against N references (default 1,048,576 ×
              4,096 float16, memory-mapped; 8 GiB) on a local Dask cluster of 1
              and then 2 worker processes (one thread each), against the
@@ -15,7 +20,7 @@
 Usage::
 
     python3 benchmarks/bench_scale.py store [--n 10000000] [--dir D] [--keep]
-        [--reuse] [--queries status,eligibility,sample]
+        [--reuse] [--queries status,eligibility,sample] [--baseline-src DIR]
     python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
         [--dtype float16] [--dir D] [--keep]
 
@@ -27,6 +32,7 @@ Scratch data is deleted at the end unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -135,20 +141,39 @@ def _child(argv: list[str]) -> None:
                       "peak_anon_mib": anon / 1024, "exit": code}))  # fmt: skip
 
 
-def _measure(argv: list[str], timeout: float = 1800) -> dict[str, Any]:
+def _measure(
+    argv: list[str], timeout: float = 1800, src: str | None = None
+) -> dict[str, Any]:
+    """Run one query in a child; ``src`` puts another checkout's ``src`` first
+    on the path (the baseline of ``--baseline-src``)."""
     load = _load()
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [src, *filter(None, [env.get("PYTHONPATH")])]
+        )
     out = subprocess.run(
         [sys.executable, __file__, "_child", *argv],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        env=env,
     )
-    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
+    lines = out.stdout.strip().splitlines()
+    last = lines[-1] if lines else "{}"
     try:
         res = json.loads(last)
     except json.JSONDecodeError:
         res = {"exit": out.returncode}
+    try:  # the command's --json output without the revision's name
+        body = json.loads("\n".join(lines[:-1]))
+        body.pop("name", None)
+        res["output_sha256"] = hashlib.sha256(
+            json.dumps(body, sort_keys=True).encode()
+        ).hexdigest()
+    except (json.JSONDecodeError, AttributeError):
+        pass
     res["stderr_tail"] = out.stderr.strip().splitlines()[-1:] if out.stderr else []
     res["load_before"] = load
     return res
@@ -212,6 +237,31 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
+MAIN_FIGURES: dict[int, dict[str, tuple[float, float]]] = {
+    # (wall s, own GiB) of main (aad0cc2) as benchmarks/README.md records them,
+    # at load 3.6-5.4 ("10 M after") and 4.5-5.1 ("1 M after")
+    10_000_000: {
+        "status": (11.9, 0.30),
+        "eligibility": (10.2, 0.29),
+        "sample class-balanced": (96.0, 3.0),
+        "sample keyword-count": (24.5, 1.7),
+        "sample matched-frequency": (53.5, 2.8),
+        "sample threshold": (60.0, 2.8),
+        "sample top-images": (62.1, 2.8),
+    },
+    1_000_000: {
+        "status": (2.1, 0.10),
+        "eligibility": (1.9, 0.09),
+        "sample class-balanced": (9.6, 0.34),
+        "sample keyword-count": (3.5, 0.24),
+        "sample matched-frequency": (5.5, 0.33),
+        "sample threshold": (5.0, 0.33),
+        "sample top-images": (6.1, 0.33),
+    },
+}
+"""Today's (main's) figures, printed beside each query of the same size."""
+
+
 def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]:
     """Time status, eligibility and every sampling strategy on the project."""
     res: dict[str, Any] = {}
@@ -231,19 +281,31 @@ def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]
         queries[f"sample {strategy}"] = cmd
     res["queries"] = {}
     wanted = args.queries.split(",") if args.queries else list(queries)
+    runs = [("", None)]
+    if args.baseline_src:  # the same query on the baseline, back to back
+        runs.append(("baseline", args.baseline_src))
     for name, argv in queries.items():
         if not any(name.startswith(w) for w in wanted):
             continue
-        try:
-            r = _measure(argv, timeout=args.query_timeout)
-        except subprocess.TimeoutExpired:
-            r = {"timeout_s": args.query_timeout}
-        res["queries"][name] = r
-        print(f"  {name:28s} {r.get('wall_s', float('nan')):8.1f} s  "
-              f"peak {r.get('peak_rss_mib', float('nan')):6.0f} MiB (own "
-              f"{r.get('peak_anon_mib', float('nan')):5.0f})  exit {r.get('exit')}"
-              f"  load {r.get('load_before')}  {r.get('stderr_tail')}",
-              flush=True)  # fmt: skip
+        for label, src in runs:
+            try:
+                r = _measure(argv, timeout=args.query_timeout, src=src)
+            except subprocess.TimeoutExpired:
+                r = {"timeout_s": args.query_timeout}
+            res["queries"][f"{name} ({label})" if label else name] = r
+            print(f"  {name:28s} {label:8s} {r.get('wall_s', float('nan')):8.1f} s  "
+                  f"peak {r.get('peak_rss_mib', float('nan')):6.0f} MiB (own "
+                  f"{r.get('peak_anon_mib', float('nan')):5.0f})  exit {r.get('exit')}"
+                  f"  load {r.get('load_before')}  {r.get('stderr_tail')}",
+                  flush=True)  # fmt: skip
+        if args.baseline_src and name.startswith("sample") and "output_sha256" in r:
+            same = r["output_sha256"] == res["queries"][name].get("output_sha256")
+            res["queries"][name]["same_output_as_baseline"] = same
+            print(f"  {'':28s} same output as the baseline: {same}", flush=True)
+        main = MAIN_FIGURES.get(args.n, {}).get(name)
+        if main:
+            print(f"  {'':28s} {'main':8s} {main[0]:8.1f} s  own {main[1] * 1024:5.0f} "
+                  "MiB (recorded in README, aad0cc2)", flush=True)  # fmt: skip
     if not (args.keep or args.reuse):
         shutil.rmtree(base, ignore_errors=True)
     return res
@@ -393,6 +455,10 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--queries", help="store: which of status,eligibility,sample")
     ap.add_argument("--query-timeout", type=float, default=1800)
+    ap.add_argument(
+        "--baseline-src", help="store: also run each query with this checkout's "
+        "src/ first on the path (e.g. main's), back to back"
+    )  # fmt: skip
     args = ap.parse_args()
     if args.n is None:
         args.n = 10_000_000 if args.part == "store" else 1 << 20

@@ -22,6 +22,7 @@ from retest._validation import RandomStateLike, check_random_state
 from retest.errors import ConfigError
 from retest.names import validate_name
 from retest.registry import Registry
+from retest.sampling.columnar import ColumnarPool
 from retest.sampling.eligibility import CandidateInfo
 
 __all__ = [
@@ -203,6 +204,10 @@ class SamplerSpec:
         Keys of :data:`SAMPLER_INPUTS` the sampler takes.
     verified_only : bool
         Draw only from candidates verified in a yes/no pass (CIFAR stage 2).
+    columnar : bool
+        Takes a :class:`~retest.sampling.columnar.ColumnarPool` as its pool
+        (the pipeline then never builds a record per candidate); otherwise it is
+        given a list of :class:`CandidateInfo`.
     """
 
     name: str
@@ -211,6 +216,7 @@ class SamplerSpec:
     tag: str | None = None
     inputs: tuple[str, ...] = ()
     verified_only: bool = False
+    columnar: bool = False
 
     @property
     def revision_tag(self) -> str:
@@ -241,6 +247,7 @@ def register_sampler(
     tag: str | None = None,
     inputs: Sequence[str] = (),
     verified_only: bool = False,
+    columnar: bool = False,
 ) -> Callable[[Sampler], Sampler]:
     """Register a sampler with what the pipeline needs to run it.
 
@@ -261,7 +268,9 @@ def register_sampler(
             f"sampler {name!r} declares unknown inputs {unknown}; known: "
             f"{', '.join(SAMPLER_INPUTS)}."
         )
-    spec = SamplerSpec(name, summary, revision, tag, tuple(inputs), verified_only)
+    spec = SamplerSpec(
+        name, summary, revision, tag, tuple(inputs), verified_only, columnar
+    )
     if revision:  # the tags become part of revision (and export folder) names
         for t in spec.revision_tags:
             validate_name(t, "revision tag")
@@ -325,7 +334,7 @@ def describe_samplers(*, revision_only: bool = True) -> str:
 
 def run_sampler(
     name: str,
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     *,
     random_state: RandomStateLike,
     **inputs: Any,
@@ -396,13 +405,15 @@ def draw(rng: np.random.Generator, pool: Sequence[str], k: int) -> list[str]:
 
 
 def required_classes(
-    pool: Iterable[CandidateInfo], classes: Iterable[str] | None
+    pool: Iterable[CandidateInfo] | ColumnarPool, classes: Iterable[str] | None
 ) -> list[str]:
     """Sorted classes to sample: the given ones, else those present in the pool."""
     if classes is not None:
         names = sorted({str(c) for c in classes})
         if names:
             return names
+    if isinstance(pool, ColumnarPool):
+        return pool.present_classes()
     return sorted({c.class_name for c in pool})
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from retest._validation import RandomStateLike, check_fraction
 from retest.sampling.base import (
     ClassShortfall,
@@ -17,24 +20,33 @@ from retest.sampling.base import (
     SampleResult,
     check_per_class,
     class_generators,
-    draw,
     finish,
     register_sampler,
     required_classes,
 )
-from retest.sampling.eligibility import CandidateInfo, EligibilityRules, split_eligible
-from retest.sampling.histogram import DEFAULT_BINS, bin_index
+from retest.sampling.columnar import (
+    ClassRows,
+    ColumnarPool,
+    as_columnar,
+    draw_positions,
+    eligible_by_class,
+)
+from retest.sampling.eligibility import CandidateInfo, EligibilityRules
+from retest.sampling.histogram import DEFAULT_BINS, bin_indices
 
 __all__ = ["sample_class_balanced", "sample_threshold", "sample_top_images"]
 
 
-def _bin(c: CandidateInfo) -> int | None:
-    return bin_index(c.frequency, DEFAULT_BINS) if c.n_assignments > 0 else None
+def _bins(rows: ClassRows, pos: NDArray[np.int64]) -> list[int | None]:
+    """Each position's selection-frequency bin, None without answers."""
+    b = bin_indices(rows.frequency[pos], DEFAULT_BINS).tolist()
+    has = (rows.n_assignments[pos] > 0).tolist()
+    return [x if h else None for x, h in zip(b, has, strict=True)]
 
 
 def _carry_and_fill(
     strategy: str,
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     rules: EligibilityRules,
     *,
     per_class: int,
@@ -45,35 +57,42 @@ def _carry_and_fill(
 ) -> SampleResult:
     """Keep still-eligible previous members, draw the missing ones uniformly."""
     per_class = check_per_class(per_class)
-    eligible, report = split_eligible(pool, rules)
-    names = required_classes(pool, classes)
+    cp = as_columnar(pool)
+    eligible, report = eligible_by_class(cp, rules, previous=previous)
+    names = required_classes(cp, classes)
     rngs = class_generators(random_state, names)
-    prev = frozenset(previous or ())
     members: list[SampleMember] = []
     short: list[ClassShortfall] = []
     n_carried = 0
     for name in names:
-        cands = {c.id: c for c in eligible.get(name, [])}
-        ids = sorted(cands)
-        carried = [i for i in ids if i in prev]
-        if len(carried) > per_class:  # per_class shrank since the parent
-            carried = draw(rngs[name], carried, per_class)
-        kept = frozenset(carried)
-        new = draw(rngs[name], [i for i in ids if i not in kept], per_class - len(kept))
+        rows = eligible.get(name)
+        n = 0 if rows is None else len(rows)
+        carried = np.zeros(0, np.int64)
+        new = np.zeros(0, np.int64)
+        if rows is not None:
+            carried = np.flatnonzero(rows.in_previous)
+            if len(carried) > per_class:  # per_class shrank since the parent
+                carried = carried[draw_positions(rngs[name], len(carried), per_class)]
+            rest = np.ones(n, np.bool_)
+            rest[carried] = False
+            others = np.flatnonzero(rest)
+            new = others[
+                draw_positions(rngs[name], len(others), per_class - len(carried))
+            ]
         n_carried += len(carried)
-        members += [
-            SampleMember(i, name, "carried", _bin(cands[i]), _bin(cands[i]))
-            for i in carried
-        ]
-        members += [
-            SampleMember(i, name, "sampled", _bin(cands[i]), _bin(cands[i]))
-            for i in new
-        ]
+        for how, pos in (("carried", carried), ("sampled", new)):
+            if rows is None or not len(pos):
+                continue
+            bins = _bins(rows, pos)
+            members += [
+                SampleMember(i, name, how, b, b)
+                for i, b in zip(rows.ids(pos), bins, strict=True)
+            ]
         got = len(carried) + len(new)
         if got < per_class:
             short.append(
                 ClassShortfall(
-                    name, per_class, got, "too_few_eligible", (("eligible", len(ids)),)
+                    name, per_class, got, "too_few_eligible", (("eligible", n),)
                 )
             )
     return finish(
@@ -90,6 +109,7 @@ def _carry_and_fill(
     "threshold",
     summary="per_class random images with selection frequency >= tau",
     revision=True,
+    columnar=True,
     tag="a",
     inputs=(
         "per_class",
@@ -101,7 +121,7 @@ def _carry_and_fill(
     ),
 )
 def sample_threshold(
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     *,
     random_state: RandomStateLike,
     per_class: int = 10,
@@ -149,10 +169,11 @@ def sample_threshold(
     "class-balanced",
     summary="per_class random images, no annotations needed",
     revision=True,
+    columnar=True,
     inputs=("per_class", "previous", "classes", "min_annotations"),
 )
 def sample_class_balanced(
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     *,
     random_state: RandomStateLike,
     per_class: int = 10,
@@ -192,11 +213,12 @@ def sample_class_balanced(
     "top-images",
     summary="the per_class most-selected images",
     revision=True,
+    columnar=True,
     tag="c",
     inputs=("per_class", "previous", "classes", "min_annotations"),
 )
 def sample_top_images(
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     *,
     random_state: RandomStateLike = 0,
     per_class: int = 10,
@@ -216,27 +238,35 @@ def sample_top_images(
     """
     per_class = check_per_class(per_class)
     rules = EligibilityRules(min_annotations, None, {}, require_reviewed)
-    eligible, report = split_eligible(pool, rules)
-    prev = frozenset(previous or ())
+    cp = as_columnar(pool)
+    eligible, report = eligible_by_class(cp, rules, previous=previous)
     members: list[SampleMember] = []
     short: list[ClassShortfall] = []
-    for name in required_classes(pool, classes):
-        ranked = sorted(
-            eligible.get(name, []),
-            key=lambda c: (c.frequency, c.n_assignments, c.id in prev, c.id),
-            reverse=True,
-        )
-        for c in ranked[:per_class]:
-            how = "carried" if c.id in prev else "sampled"
-            members.append(SampleMember(c.id, name, how, _bin(c), _bin(c)))
-        if len(ranked) < per_class:
+    for name in required_classes(cp, classes):
+        rows = eligible.get(name)
+        n = 0 if rows is None else len(rows)
+        if rows is not None:
+            # descending by (frequency, answers, in previous, id): positions are
+            # in id order, so the position is the last key
+            order = np.lexsort(
+                (
+                    np.arange(n),
+                    rows.in_previous,
+                    rows.n_assignments,
+                    rows.frequency,
+                )
+            )
+            top = order[::-1][:per_class].astype(np.int64)
+            bins = _bins(rows, top)
+            prev_flags = rows.in_previous[top].tolist()
+            members += [
+                SampleMember(i, name, "carried" if p else "sampled", b, b)
+                for i, b, p in zip(rows.ids(top), bins, prev_flags, strict=True)
+            ]
+        if n < per_class:
             short.append(
                 ClassShortfall(
-                    name,
-                    per_class,
-                    len(ranked),
-                    "too_few_eligible",
-                    (("eligible", len(ranked)),),
+                    name, per_class, n, "too_few_eligible", (("eligible", n),)
                 )
             )
     return finish(

@@ -33,16 +33,22 @@ from retest.sampling.base import (
     SampleResult,
     check_per_class,
     class_generators,
-    draw,
     finish,
     register_sampler,
     required_classes,
 )
+from retest.sampling.columnar import (
+    ClassRows,
+    ColumnarPool,
+    as_columnar,
+    draw_positions,
+    eligible_by_class,
+)
 from retest.sampling.compat import check_compat
-from retest.sampling.eligibility import CandidateInfo, EligibilityRules, split_eligible
+from retest.sampling.eligibility import CandidateInfo, EligibilityRules
 from retest.sampling.histogram import (
     DEFAULT_BINS,
-    bin_index,
+    bin_indices,
     check_bins,
     round_histogram,
 )
@@ -55,6 +61,7 @@ __all__ = ["sample_matched_frequency"]
     "matched-frequency",
     summary="per_class images matching the originals' selection-frequency histogram",
     revision=True,
+    columnar=True,
     tag="b",
     inputs=(
         "targets",
@@ -67,7 +74,7 @@ __all__ = ["sample_matched_frequency"]
     ),
 )
 def sample_matched_frequency(
-    pool: Sequence[CandidateInfo],
+    pool: Sequence[CandidateInfo] | ColumnarPool,
     targets: Mapping[str, TargetHistogram],
     *,
     random_state: RandomStateLike,
@@ -133,14 +140,14 @@ def sample_matched_frequency(
     edges = check_bins(bins)
     compat = check_compat(compat)
     rules = EligibilityRules(min_annotations, None, {}, require_reviewed)
-    eligible, report = split_eligible(pool, rules, bins=edges)
+    cp = as_columnar(pool)
+    eligible, report = eligible_by_class(cp, rules, bins=edges, previous=previous)
     names = (
-        required_classes(pool, classes)
+        required_classes(cp, classes)
         if classes is not None
-        else sorted(set(targets) | {c.class_name for c in pool})
+        else sorted(set(targets) | set(cp.present_classes()))
     )
     rngs = class_generators(random_state, names)
-    prev = frozenset(previous or ())
     members: list[SampleMember] = []
     short: list[ClassShortfall] = []
     meta: dict[str, Any] = {"targets": {}, "carried_over": {}, "upward_sampled": {}}
@@ -158,7 +165,7 @@ def sample_matched_frequency(
         if len(target) != len(edges) + 1:
             raise _bins_mismatch(name, hist, edges)
         chosen, missing = _sample_class(
-            name, eligible.get(name, []), target, prev, rngs[name], edges, allow_upward
+            name, eligible.get(name), target, rngs[name], edges, allow_upward
         )
         members += chosen
         meta["targets"][name] = {
@@ -223,54 +230,61 @@ def _bins_mismatch(
 
 def _sample_class(
     name: str,
-    cands: Sequence[CandidateInfo],
+    rows: ClassRows | None,
     target: Sequence[int],
-    prev: frozenset[str],
     rng: np.random.Generator,
     edges: tuple[float, ...],
     allow_upward: bool,
 ) -> tuple[list[SampleMember], list[int]]:
-    """Steps 2–4 for one class; returns the members and the missing count per bin."""
+    """Steps 2–4 for one class; returns the members and the missing count per bin.
+
+    Works on positions in the class's id-sorted eligible rows; ids are read
+    only for the chosen ones."""
     nb = len(target)
-    pools: list[list[str]] = [[] for _ in range(nb)]
-    for c in sorted(cands, key=lambda c: c.id):
-        pools[bin_index(c.frequency, edges)].append(c.id)
-    out: list[SampleMember] = []
+    if rows is None:
+        return [], [int(t) for t in target]
+    own = bin_indices(rows.frequency, edges)
+    prev = rows.in_previous
+    pools = [np.flatnonzero(own == b) for b in range(nb)]
+    picks: list[tuple[int, str, int, int]] = []  # position, how, bin, target bin
     missing = [0] * nb
     for b in range(nb):
-        prev_here = [i for i in pools[b] if i in prev]
+        here = pools[b]
+        prev_here = here[prev[here]]
         carried = (
             prev_here
             if len(prev_here) <= target[b]
-            else draw(rng, prev_here, target[b])
+            else prev_here[draw_positions(rng, len(prev_here), target[b])]
         )
-        taken = frozenset(carried)
-        pools[b] = [i for i in pools[b] if i not in taken]
-        out += [SampleMember(i, name, "carried", b, b) for i in carried]
+        here = here[~np.isin(here, carried)]
+        picks += [(p, "carried", b, b) for p in carried.tolist()]
         need = target[b] - len(carried)
-        new = draw(rng, pools[b], need)
-        got = frozenset(new)
-        pools[b] = [i for i in pools[b] if i not in got]
-        out += [SampleMember(i, name, "sampled", b, b) for i in new]
+        take = draw_positions(rng, len(here), need)
+        new = here[take]
+        keep = np.ones(len(here), np.bool_)
+        keep[take] = False
+        pools[b] = here[keep]
+        picks += [(p, "sampled", b, b) for p in new.tolist()]
         missing[b] = need - len(new)
     if allow_upward:
         for b in range(nb):
             while missing[b]:
-                pick = _pick_upward(pools, b, prev, rng)
-                if pick is None:
+                src = next((s for s in range(b + 1, nb) if len(pools[s])), None)
+                if src is None:
                     break
-                src, cid = pick
-                pools[src].remove(cid)
-                out.append(SampleMember(cid, name, "upward", src, b))
+                here = pools[src]
+                preferred = np.flatnonzero(prev[here])
+                at = (
+                    int(preferred[0])
+                    if len(preferred)
+                    else int(draw_positions(rng, len(here), 1)[0])
+                )
+                picks.append((int(here[at]), "upward", src, b))
+                pools[src] = np.delete(here, at)
                 missing[b] -= 1
+    ids = rows.ids([p for p, *_ in picks])
+    out = [
+        SampleMember(i, name, how, bb, tb)
+        for i, (_, how, bb, tb) in zip(ids, picks, strict=True)
+    ]
     return out, missing
-
-
-def _pick_upward(
-    pools: list[list[str]], b: int, prev: frozenset[str], rng: np.random.Generator
-) -> tuple[int, str] | None:
-    for src in range(b + 1, len(pools)):
-        if pools[src]:
-            preferred = [i for i in pools[src] if i in prev]
-            return src, preferred[0] if preferred else draw(rng, pools[src], 1)[0]
-    return None

@@ -476,6 +476,21 @@ class _Candidates(_Repo, CandidateRepo):
                     )
         return dict(zip(names, out, strict=True))
 
+    def id_orders(self) -> dict[int, np.ndarray]:
+        from retest.store._sqlite_columns import class_id_orders
+
+        return class_id_orders(self._db.read)
+
+    def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
+        from retest.store._sqlite_columns import ids_at
+
+        return ids_at(self._db.read, handles)
+
+    def locate(self, item_ids: Iterable[str]) -> dict[str, tuple[int, int | None]]:
+        from retest.store._sqlite_columns import locate
+
+        return locate(self._fetch, builtins.list(dict.fromkeys(item_ids)))
+
     def source_groups(self) -> builtins.list[builtins.list[str]]:
         # One sort of every source id inside SQLite, on the read-only second
         # connection (never inside a transaction, where temp_store cannot

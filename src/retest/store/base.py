@@ -312,6 +312,20 @@ class CandidateRepo(ABC):
                     out[n].append(getattr(r, n))
         return out
 
+    def id_orders(self) -> dict[int, Any]:
+        """``class_id → handles`` (int64 array) of every candidate of the class in
+        id order; a handle names one candidate for :meth:`ids_at` and
+        :meth:`locate`. The columnar sampling pool reads it in bulk."""
+        raise NotImplementedError(f"{type(self).__name__} has no handles")
+
+    def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
+        """The ids of ``handles`` (see :meth:`id_orders`), in the same order."""
+        raise NotImplementedError(f"{type(self).__name__} has no handles")
+
+    def locate(self, item_ids: Iterable[str]) -> dict[str, tuple[int, int | None]]:
+        """``id → (handle, class_id)`` of the stored ones among ``item_ids``."""
+        raise NotImplementedError(f"{type(self).__name__} has no handles")
+
     def source_groups(self) -> builtins.list[builtins.list[str]]:
         """Candidates sharing a source id ``"<source>:<source_ref>"`` (linked as
         near-duplicates): one sorted list of ids per id held by two or more."""

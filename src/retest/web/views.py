@@ -238,12 +238,14 @@ def candidate_pool(store: Store) -> Pool:
     black = store.blacklist.current()
     by_kw: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
     keyword_of: dict[str, str] = {}
-    for c in store.candidates.iter():
-        if c.keyword is None:
+    # three columns, not a row object per candidate (still every candidate)
+    cols = store.candidates.columns(("id", "class_id", "keyword"))
+    for cid, k, kw in zip(cols["id"], cols["class_id"], cols["keyword"], strict=True):
+        if kw is None:
             continue
-        keyword_of[c.id] = c.keyword
-        if c.id not in black:
-            by_kw[c.keyword].append((c.id, c.class_id))
+        keyword_of[cid] = kw
+        if cid not in black:
+            by_kw[kw].append((cid, k))
     return Pool(dict(by_kw), keyword_of, black)
 
 

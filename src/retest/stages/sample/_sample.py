@@ -23,6 +23,7 @@ from retest.sampling.base import (
     run_sampler,
     sampler_spec,
 )
+from retest.sampling.columnar import ColumnarPool
 from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo
 from retest.sampling.histogram import DEFAULT_BINS
@@ -31,6 +32,7 @@ from retest.sampling.selection_frequency import (
     TargetHistogram,
     class_target_histograms,
 )
+from retest.stages.sample._pool import columnar_pool
 
 __all__ = [
     "TARGET_MIN_ANNOTATIONS",
@@ -212,7 +214,9 @@ def candidate_pool(
     if eligibility is not None:
         blocked = {c for c, _ in eligibility.excluded() if eligibility.blocking(c)}
     # three columns, not a row object per candidate (ten million at scale)
-    cols = store.candidates.columns(("id", "class_id", "keyword"), has_class=True)
+    cols = store.candidates.columns(
+        ("id", "class_id", "keyword"), ids=keep, has_class=True
+    )
     ids, ks, kws = cols["id"], cols["class_id"], cols["keyword"]
     del cols
     if blocked or keep is not None:
@@ -303,12 +307,17 @@ def draw_sample(
         )
     compat = check_compat(compat)
     stats = selection_frequencies(project, compat=compat)
-    pool = candidate_pool(
-        project,
-        stats=stats,
-        eligibility=eligibility,
-        verified_only=spec.verified_only,
-        shared_class=shared_class,
+    # columns, not a record per candidate, for the samplers that take them
+    pool: list[CandidateInfo] | ColumnarPool = (
+        columnar_pool(project, stats=stats, eligibility=eligibility)
+        if spec.columnar and not spec.verified_only
+        else candidate_pool(
+            project,
+            stats=stats,
+            eligibility=eligibility,
+            verified_only=spec.verified_only,
+            shared_class=shared_class,
+        )
     )
     classes = sorted(class_names(project).values())
     if not classes:
