@@ -37,6 +37,7 @@ import numpy as np
 
 from retest._gc import no_cyclic_gc
 from retest.errors import NotFoundError
+from retest.store._sqlite_columns import _ID, class_id_orders, ids_at, locate
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
 from retest.store.base import CandidateRepo, _check_columns
@@ -53,12 +54,6 @@ __all__ = [
 TIER_MIN_ROWS = 1 << 21
 """The new tier is never merged into the old one before it holds this many rows."""
 
-# The id, decoded from the key (inverse of candidate_key).
-_ID = (
-    "CASE WHEN length(key) = 32 THEN lower(hex(key)) "
-    "WHEN substr(key, 1, 2) = X'FFFF' THEN CAST(substr(key, 3) AS TEXT) "
-    "ELSE CAST(substr(key, 2) AS TEXT) END"
-)
 _FIELDS = (
     "source, source_ref, class_id, keyword, date_taken, date_uploaded, url, "
     "license, width, height, array_name, array_row, file_path, extra"
@@ -477,17 +472,14 @@ class _Candidates(_Repo, CandidateRepo):
         return dict(zip(names, out, strict=True))
 
     def id_orders(self) -> dict[int, np.ndarray]:
-        from retest.store._sqlite_columns import class_id_orders
 
         return class_id_orders(self._db.read)
 
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
-        from retest.store._sqlite_columns import ids_at
 
         return ids_at(self._db.read, handles)
 
     def locate(self, item_ids: Iterable[str]) -> dict[str, tuple[int, int | None]]:
-        from retest.store._sqlite_columns import locate
 
         return locate(self._fetch, builtins.list(dict.fromkeys(item_ids)))
 

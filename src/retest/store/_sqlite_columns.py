@@ -20,12 +20,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from retest.store._sqlite_candidates import _ID
-
 __all__ = ["class_id_orders", "ids_at", "locate"]
 
 
 _CHUNK = 1 << 20  # rows per statement: one string of ~50 MB at most
+
+
+# The id, decoded from the key (inverse of candidate_key): the SQL every candidate query selects.
+_ID = (
+    "CASE WHEN length(key) = 32 THEN lower(hex(key)) "
+    "WHEN substr(key, 1, 2) = X'FFFF' THEN CAST(substr(key, 3) AS TEXT) "
+    "ELSE CAST(substr(key, 2) AS TEXT) END"
+)
 
 
 def _ints(text: str | None, width: int) -> NDArray[np.int64]:
