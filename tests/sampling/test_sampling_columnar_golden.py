@@ -138,6 +138,16 @@ def populate(store: Store, seed: int, plain: bool) -> list[str]:
     return ids
 
 
+def _parent(store: Store, name: str | None) -> list[Any] | None:
+    """The parent by what it is (strategy, seed, size), not by its name: revision
+    names changed spelling (``-b-0`` became ``-matched-frequency-0``) after the
+    digests were recorded."""
+    if name is None:
+        return None
+    p = store.revisions.get(name)
+    return [p.strategy, p.seed, len(store.revisions.members(name))]
+
+
 def _digest(store: Store, name: str) -> str:
     rev = store.revisions.get(name)
     members = [
@@ -146,7 +156,8 @@ def _digest(store: Store, name: str) -> str:
     ]
     doc = {
         "strategy": rev.strategy, "params": rev.params, "seed": rev.seed,
-        "parent": rev.parent, "valid": rev.valid, "shortfall": rev.shortfall,
+        "parent": _parent(store, rev.parent), "valid": rev.valid,
+        "shortfall": rev.shortfall,
         "members": members,
     }  # fmt: skip
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -199,10 +210,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "3aaa531e73c0e623255f66be4c6c267be548f24ea69d5676371d8b834322ca25"
         ),
         "class-balanced/child": (
-            "b35cf7e1747dc48c2ce85c1705344348bed6a8dc96457bcfa695e85c4e3ef379"
+            "afe3be9efd902ed65b1b2f7069a660381f72bfa778a94944e34fceda4d66d265"
         ),
         "class-balanced/shrunk": (
-            "e523c7ec603ee25aee729f75f19fb38246a4c7cc8430573cbb66080b113177ca"
+            "46be1859b4df35302478463b6ee6a93622b1799fd4365ce881a818bda3bbf696"
         ),
         "keyword-count/0": (
             "6c8ca5d089cefbb7dc6958e9766e4f069799eba7c1de28151b83f8a859c09e4e"
@@ -211,10 +222,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "84935c515f65a8309003810c3a13cb2e0e72f0afe50d4d7ee27188c6b2651409"
         ),
         "keyword-count/child": (
-            "c509dd84311b9bfc08078eca24ddd49fae43af5de2c830692acc3b7c9ec3dd7a"
+            "bf318973727a3fb3b270e4d366bea51dd7d5f5c9e439d37cefb485cb3672c9d7"
         ),
         "keyword-count/shrunk": (
-            "1ff707efc44238ff14ec2de3fdf9d4a58b72ee459c4d7d37eb6a0a1aa05ccdea"
+            "db965b72d93be2c8640e23b9a3563b3857f31772ff297639b79d56b25945839d"
         ),
         "matched-frequency/0": (
             "8c1bd889e98da40eb03bfd416d7dd64d935fa870d6531eb1e0c5426b11b23394"
@@ -223,10 +234,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "d78da797f06b2205c7026d5267a8f51b6d2b058770b588b250c838c6ddc982ee"
         ),
         "matched-frequency/child": (
-            "8e2ce8cf098003e29723af7794783d3fa26a7ed950e45f06a2b6d50f3da5acd4"
+            "752fbf083f7bc2e71539baacaff30425d2d90afe46e606800fa1dd49a301c288"
         ),
         "matched-frequency/shrunk": (
-            "7dae03cc21614ca776aa3121da052a598a97e82c983ceaf392df978ade03f631"
+            "17343a9520367a5911b166645c22bd87e0cf46673270dadae51aac0427789a93"
         ),
         "threshold/0": (
             "8bc7b8195aeca861a62fdd47c5b45951df0d519d1351f97d0efef85f9aeb59b8"
@@ -235,10 +246,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "34d1dd1d1787f309c46a6962396fb8077cc89b5459e718fb6d968da0b788831e"
         ),
         "threshold/child": (
-            "842cbe02a8dad6c4a5b70abfdbb043bcc22ab25c22c295f12111a6d959012f20"
+            "669764cd54c915e8e238d65b2776d757b65355b88ffd6e039249e2be49b50482"
         ),
         "threshold/shrunk": (
-            "3a68819e891f1e36465b638d03cf043af9acbe4032d55db9834c87fa31e8ccc7"
+            "6b6dd5e946efa25d6cc1eb7b8cc179ef537662c1cc17b341b465bfcc0ddc9efc"
         ),
         "top-images/0": (
             "85056aa7b1fb491e4f6dd5e2f219a5c83d7385f4a47d84bf74391a2e7cfa033f"
@@ -247,10 +258,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "3894d63551529202454556466770ae141c796900a96265ed9ddbf878da6dd5d6"
         ),
         "top-images/child": (
-            "630e05c6565ba576d1c31426ba7c90977c40d9fc60518dd2d65fe7a6ecc94955"
+            "7120cd819594d5cbd9aea96ef015e47779972e661cc3a824684661da31e6277b"
         ),
         "top-images/shrunk": (
-            "c884bb03e63469c0af0b3cb3be5f33a5808e186a41099131078edb88005b7737"
+            "e532092fd9a134094072cca6cfe040ae0bc04802d225d8c21369d443d03e9778"
         ),
     },
     "mixed": {
@@ -261,10 +272,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "fca6a5fb84c623bcd99ae01f591a8737be8feaf09a7e536e88db388aa3a72bae"
         ),
         "class-balanced/child": (
-            "df47442f2d65e1bfbc1224ef9e612d48ec875e9a4d2a1cfc2e8a230e1061f098"
+            "a74b4cf09d9e9d39f175a72b25b1a7333cbe5708152c1e9432b30b2242479f55"
         ),
         "class-balanced/shrunk": (
-            "a92e76204ad6607a6f2a6451ec51d23333dd3d097c8ccc39d4abca18de8b1d7b"
+            "f4bd2bedc944b42f357d677ffbe9e75bc036179af228449a3acb046074b575e2"
         ),
         "keyword-count/0": (
             "0bcff7498337d7443fc88d682de38ad7e5cca8b3d4964f601b7b3fad29451f19"
@@ -273,10 +284,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "ba3f89917eae59d115ff1c5f2a4970c59ea394eb0e1a3985675f2b14da06151d"
         ),
         "keyword-count/child": (
-            "f2efdd724f24dc5e8fd31b9a66c0d22c4e2d4ea64c377a7fe63f5a6150540281"
+            "2966eed41804445e6128c7533fb5590873253d00b9b14b1e5ecd900ea97fc525"
         ),
         "keyword-count/shrunk": (
-            "d32080cdcb6d31c4f6a6a04dd8131d8dcdd3361fdb6a687e72156b43daaad920"
+            "d3cfc323be6b57ad35beb6906563058ede6ef5ec00cb58e85f149083a5dcd411"
         ),
         "matched-frequency/0": (
             "a16e6a18d85edd38562764ecf054ea3d38f4435e8baccc86741c94f7633c1bbd"
@@ -285,10 +296,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "8d4f0467165a3615c0524e1f8da5f468109bc405c819f3be426807c5b4544406"
         ),
         "matched-frequency/child": (
-            "a5cd0820f77127b0662fd837657318832305072605be57e72dce31a642089e56"
+            "f5caa50b085f6c1f3bf38c32aff42c827af1e42c7c67d9996657fd7e7c391577"
         ),
         "matched-frequency/shrunk": (
-            "b8c90f585b039aeaa50b0d03d68d95ee4459e40e8559eb63c978dfab2fe79e15"
+            "a2369bee997ecf858ba6d2c5c22c15b21219af9baab0035c8540485f9f00526d"
         ),
         "threshold/0": (
             "96d5ea1f1a54ab3aa8d9336fa5e5072d015b44ff36960693dab86d7b1cc133c4"
@@ -297,10 +308,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "1a8211047828b329553ac99dcf36c85cf7f19cb3f9fdd6b0d4634ee421b3d397"
         ),
         "threshold/child": (
-            "22cc676872484e4ce52086559b1b8ef88624a5ef24bb8f7c42e3b7e202807f82"
+            "eb98fa706f1dae9cc8ee1ae2929c4b7d8f917e8b9e8eea2232a04d30d7dcfbcd"
         ),
         "threshold/shrunk": (
-            "69d120fd061fd54ff63b1aea53159bad730eed3c1eb1f134fd0f6a090fdc501a"
+            "dfb331b488fd779a3b5331194a771cc8d3f887f5becd429d95c29a8c528f1c66"
         ),
         "top-images/0": (
             "cfc6fc89454f2dafeed967609aa176087cab5bdcf6f48c950751620e0e8b8b34"
@@ -309,10 +320,10 @@ GOLDEN: dict[str, dict[str, str]] = {
             "c3747dd82ba2afe6e6c0ed18bd20840ea540f3d65a3c07ca5ed82290e0157da4"
         ),
         "top-images/child": (
-            "087a35f06463b3c2a3d1b65fda6abc304326e79f03d395323680483aee258a34"
+            "beccc10f28e8960cd4579d9639a8b31e10cec662611f1e518f21eaf269b74734"
         ),
         "top-images/shrunk": (
-            "510379b5518083167db28f47468726175dc28f833cb75495b9b946a429007f04"
+            "9d7218d9be3bb8f2564235814fca510568df63d10661282002c5870415acb248"
         ),
     },
 }

@@ -40,7 +40,7 @@ def _answer(c: TestClient, wp: Any, task: Any, key: str, picked: list[str],
 
 def _shown(html: str, item: str) -> tuple[str, int]:
     """(frequency, answers) the review or statistics page shows for ``item``."""
-    m = re.search(re.escape(item[:10]) + r'(?: · |<br>)<span class="freq">([\d.]+)'
+    m = re.search(re.escape(item[:10]) + r'…?(?: · |<br>)<span class="freq">([\d.]+)'
                   r"</span> \(n=(\d+)\)", html)  # fmt: skip
     assert m, item
     return m.group(1), int(m.group(2))
