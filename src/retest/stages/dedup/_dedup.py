@@ -53,7 +53,6 @@ from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
-from retest.names import validate_person_name
 from retest.project import (
     AGAINST,
     BUILTIN_METRICS,
@@ -77,11 +76,7 @@ from retest.stages.dedup._metrics import (
 )
 from retest.stages.dedup._shortlist import shortlist_chunk
 from retest.store.artifacts import sha256_file, write_json
-from retest.store.rows import (
-    DuplicateVerdict,
-    NeighbourList,
-    NeighbourReview,
-)
+from retest.store.rows import NeighbourList
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -89,7 +84,6 @@ __all__ = [
     "DedupResult",
     "check_resize",
     "dedup_report",
-    "record_review",
     "run_dedup",
 ]
 
@@ -441,60 +435,6 @@ def run_dedup(
         str(summary),
         targets=targets,
         states=states,
-    )
-
-
-def record_review(
-    project: Project,
-    candidate_id: str,
-    metric: str,
-    *,
-    reviewer: str,
-    shown: Sequence[str],
-    duplicates: Sequence[str] = (),
-) -> None:
-    """Append a verdict per shown reference and a review mark (both append-only).
-
-    Candidate ids may be given as unique prefixes, as ``retest dedup-queue``
-    prints them (:func:`retest.stages.status._status.resolve_candidate`).
-
-    Parameters
-    ----------
-    project : Project
-    candidate_id, metric : str
-    reviewer : str
-        Checked by :func:`retest.names.validate_person_name`.
-    shown : sequence of str
-        References shown to the reviewer.
-    duplicates : sequence of str
-        Those the reviewer marked as copies (a subset of ``shown``).
-
-    Raises
-    ------
-    InputValidationError
-        A duplicate that was not shown, an ambiguous id prefix or a reviewer name
-        that is not one line of text.
-    NotFoundError
-        An unknown candidate.
-    """
-    from retest.stages.status import resolve_candidate, resolve_item
-
-    validate_person_name(reviewer)
-    candidate_id = resolve_candidate(project, candidate_id)
-    shown = [resolve_item(project, r) for r in shown]
-    duplicates = [resolve_item(project, r) for r in duplicates]
-    bad = set(duplicates) - set(shown)
-    if bad:
-        raise InputValidationError(
-            f"duplicates {sorted(bad)[:3]} were not among the shown references of "
-            f"{candidate_id!r}."
-        )
-    dup = set(duplicates)
-    project.store.neardup.add_verdicts(
-        DuplicateVerdict(candidate_id, r, metric, r in dup, reviewer) for r in shown
-    )
-    project.store.neardup.add_reviews(
-        [NeighbourReview(candidate_id, metric, reviewer, tuple(sorted(set(shown))))]
     )
 
 

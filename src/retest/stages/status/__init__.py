@@ -7,8 +7,6 @@ from retest.stages.status._status import (
     ProjectStatus,
     candidate_status,
     project_status,
-    resolve_candidate,
-    resolve_item,
 )
 
 __all__ = [
@@ -16,6 +14,4 @@ __all__ = [
     "ProjectStatus",
     "candidate_status",
     "project_status",
-    "resolve_candidate",
-    "resolve_item",
 ]

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from retest.errors import InputValidationError, NotFoundError
 from retest.project import (
     REASONS,
     Project,
@@ -26,17 +25,15 @@ from retest.project import (
     class_tallies,
     eligibility_summary,
     heavy_automatic_losses,
+    resolve_candidate,
 )
 from retest.store.base import Store
-from retest.store.rows import split_reference_id
 
 __all__ = [
     "ClassStatus",
     "ProjectStatus",
     "candidate_status",
     "project_status",
-    "resolve_candidate",
-    "resolve_item",
 ]
 
 
@@ -141,54 +138,6 @@ def project_status(
         for k, v in heavy_automatic_losses(elig).items()
     }
     return ProjectStatus(project.config.name, revision, tuple(rows), summary)
-
-
-MIN_PREFIX = 6
-"""Shortest id prefix :func:`resolve_candidate` searches for (retest's messages
-shorten ids to 12 or 16 characters)."""
-
-
-def resolve_candidate(project: Project, given: str) -> str:
-    """The candidate id ``given`` names: the id itself or a unique prefix of it,
-    as retest's own messages print ids shortened.
-
-    Raises
-    ------
-    NotFoundError
-        No candidate has that id or prefix; an original image's id (``test:17``)
-        is said to be one.
-    InputValidationError
-        The prefix is shared by several candidates.
-    """
-    store = project.store
-    if store.candidates.existing([given]):
-        return given
-    ref = split_reference_id(given)
-    if ref is not None:
-        raise NotFoundError(
-            f"{given!r} is an original image (split {ref[0]!r}), not a candidate; "
-            "give a candidate id, e.g. one listed by `retest dedup-queue`."
-        )
-    key = given.lower()
-    if len(key) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in key):
-        ids = [i for i in store.candidates.columns(("id",))["id"] if i.startswith(key)]
-        if len(ids) == 1:
-            return str(ids[0])
-        if ids:
-            raise InputValidationError(
-                f"candidate id prefix {given!r} matches {len(ids)} candidates (e.g. "
-                f"{ids[0]}, {ids[1]}); give more of the id."
-            )
-    raise NotFoundError(f"candidate {given!r} is not in the project.")
-
-
-def resolve_item(project: Project, given: str) -> str:
-    """An original's id (``SPLIT:INDEX``) as given, else :func:`resolve_candidate`."""
-    return (
-        given
-        if split_reference_id(given) is not None
-        else resolve_candidate(project, given)
-    )
 
 
 def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
