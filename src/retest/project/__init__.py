@@ -91,6 +91,8 @@ from retest.project._project import (
     CLASS_PRESETS,
     DB_NAME,
     Project,
+    init_project,
+    open_project,
 )
 from retest.project._review_queue import (
     SUSPECT_KIND,
@@ -160,6 +162,7 @@ __all__ = [
     "excluded_workers",
     "heavy_automatic_losses",
     "ineligible_members",
+    "init_project",
     "interrupted_ingests",
     "label_error_items",
     "label_error_queue",
@@ -170,6 +173,7 @@ __all__ = [
     "metric_state",
     "metrics_run",
     "new_link",
+    "open_project",
     "pending_reviews",
     "planned_needs",
     "project_secret",

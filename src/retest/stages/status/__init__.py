@@ -7,6 +7,7 @@ from retest.stages.status._status import (
     ProjectStatus,
     candidate_status,
     project_status,
+    status,
 )
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     "ProjectStatus",
     "candidate_status",
     "project_status",
+    "status",
 ]

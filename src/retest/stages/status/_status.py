@@ -13,6 +13,7 @@ rejected) annotation event.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -25,6 +26,7 @@ from retest.project import (
     class_tallies,
     eligibility_summary,
     heavy_automatic_losses,
+    open_project,
     resolve_candidate,
 )
 from retest.store.base import Store
@@ -34,6 +36,7 @@ __all__ = [
     "ProjectStatus",
     "candidate_status",
     "project_status",
+    "status",
 ]
 
 
@@ -83,16 +86,55 @@ def _per_class(store: Store, items: Iterable[str]) -> Counter[int | None]:
 
 
 def project_status(
-    project: Project,
+    project: Project | str | os.PathLike[str],
     *,
     revision: str | None = None,
     include_unreviewed: bool = False,
 ) -> ProjectStatus:
-    """Count, per class, what the project holds (see the module docstring).
+    """Per-class counts of a project, as ``retest status`` shows them.
 
-    Reads only the candidates that are annotated, blacklisted or excluded; the
-    rest are counted per class in SQL.
+    Public as ``retest.status``. Reads only the candidates that are annotated,
+    blacklisted or excluded; the rest are counted per class in SQL.
+
+    Parameters
+    ----------
+    project : Project or path-like
+        An open project, or a project directory (opened and closed here).
+    revision : str, optional
+        Revision whose members are counted as ``sampled``; default the latest.
+    include_unreviewed : bool
+        Count candidates whose only exclusion reason is a pending near-duplicate
+        review as eligible (``retest sample --include-unreviewed``).
+
+    Returns
+    -------
+    ProjectStatus
+        ``classes``: one ``ClassStatus`` per class (candidates, annotated,
+        blacklisted, near_duplicates, unreviewed, eligible, sampled, reviewed and
+        the count per exclusion reason); ``to_dict()`` gives JSON-ready data.
+
+    Raises
+    ------
+    ConfigError
+        ``project`` is a path that is not inside a retest project.
+    NotFoundError
+        ``revision`` does not exist.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from retest import init_project, status
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     init_project(d, classes=["cat", "dog"]).close()
+    ...     s = status(d)
+    >>> [(c.name, c.candidates, c.eligible) for c in s.classes], s.revision
+    ([('cat', 0, 0), ('dog', 0, 0)], None)
     """
+    if not isinstance(project, Project):
+        with open_project(project) as opened:
+            return project_status(
+                opened, revision=revision, include_unreviewed=include_unreviewed
+            )
     store = project.store
     annotated = _per_class(store, store.annotations.item_counts())
     blacklisted = _per_class(store, store.blacklist.current())
@@ -138,6 +180,10 @@ def project_status(
         for k, v in heavy_automatic_losses(elig).items()
     }
     return ProjectStatus(project.config.name, revision, tuple(rows), summary)
+
+
+#: The public name of :func:`project_status` (``retest.status``).
+status = project_status
 
 
 def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:
