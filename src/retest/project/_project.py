@@ -154,9 +154,10 @@ def _refuse_lost_database(root: Path) -> None:
     if db.exists():
         return
     held = [
-        d for d in ("arrays", "images")
+        d
+        for d in ("arrays", "images")
         if (root / d).is_dir() and any(p.name[:1] != "." for p in (root / d).iterdir())
-    ]  # fmt: skip
+    ]
     if held:
         raise DataIntegrityError(
             f"{db} is missing but {' and '.join(f'{d}/' for d in held)} of {root} "

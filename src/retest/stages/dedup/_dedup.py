@@ -389,11 +389,15 @@ def run_dedup(
         if data_file not in sha:
             sha[data_file] = sha256_file(data_file)
         # the metric's state describes the reference data it was computed on
-        record = {"stage": DEDUP_STAGE, "sha256": sha[data_file],
-                  "path": data_file.relative_to(project.root).as_posix()}  # fmt: skip
+        record = {
+            "stage": DEDUP_STAGE,
+            "sha256": sha[data_file],
+            "path": data_file.relative_to(project.root).as_posix(),
+        }
         state = _json_safe(state)
-        save_state(project, f"{STATE_PREFIX}{metric}",
-                   {**state, "complete": False}, **record)  # fmt: skip
+        save_state(
+            project, f"{STATE_PREFIX}{metric}", {**state, "complete": False}, **record
+        )
         shards: Any = None
         for n, c0 in enumerate(chunks):
             key = f"{metric}:{n:06d}"
@@ -403,16 +407,30 @@ def run_dedup(
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
             ex = None if inp.exclude is None else inp.exclude[c0:c1]
             if space is None:
-                res = shortlist_chunk(m, project, inp, c0, c1, cand_px=cand_px,
-                                      ref_px=ref_px, options=opts, base_metrics=exact)  # fmt: skip
+                res = shortlist_chunk(
+                    m,
+                    project,
+                    inp,
+                    c0,
+                    c1,
+                    cand_px=cand_px,
+                    ref_px=ref_px,
+                    options=opts,
+                    base_metrics=exact,
+                )
             else:
                 q, r = space.queries, space.references
                 if client is not None and shards is None:
                     todo = sum(
                         f"{metric}:{i:06d}" not in done for i in range(len(chunks))
                     )
-                    shards = ClusterReferences(client, r, transfer=shard_transfer,
-                                               progress=progress, expected_calls=todo)  # fmt: skip
+                    shards = ClusterReferences(
+                        client,
+                        r,
+                        transfer=shard_transfer,
+                        progress=progress,
+                        expected_calls=todo,
+                    )
                 res = _knn_chunk(q[c0:c1], r, k, ex, shards, memory_budget, backend)
             _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
             run.mark(key)
@@ -420,8 +438,9 @@ def run_dedup(
             report(progress, "dedup", computed + skipped, total)
         if shards is not None:
             shards.release()
-        save_state(project, f"{STATE_PREFIX}{metric}",
-                   {**state, "complete": True}, **record)  # fmt: skip
+        save_state(
+            project, f"{STATE_PREFIX}{metric}", {**state, "complete": True}, **record
+        )
         states[metric] = state
     write_json(summary, {**common, "metrics": list(order), "states": states})
     return DedupResult(

@@ -24,6 +24,7 @@ from retest.labeling.keyword_plan import (
     needed_vs_available,
 )
 from retest.project import (
+    CLASS_PRESETS,
     PLAN_STATE,
     Project,
     save_state,
@@ -43,11 +44,6 @@ __all__ = [
 
 KEYWORDS_FROM_REFERENCE = "reference"
 KEYWORDS_FROM_CONFIG = "retest.toml [keywords]"
-
-_CIFAR10 = (
-    "airplane", "automobile", "bird", "cat", "deer",
-    "dog", "frog", "horse", "ship", "truck",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +137,7 @@ def make_plan(
             )
         hist = _configured_histogram(keywords, classes, rule)
         source = KEYWORDS_FROM_CONFIG
-    cifar = tuple(classes) == _CIFAR10
+    cifar = tuple(classes) == CLASS_PRESETS["cifar10"]
     if rule == "v6":
         if exclude:
             raise ConfigError("--exclude applies to the v4 rule only.")
@@ -171,10 +167,20 @@ def make_plan(
     rel = f"reports/plan_{rule}.json"
     shared = shared_summary(project, shared_class=shared_class)
     result = PlanResult(plan, table, rel, source, shared)
-    save_json(store, project.root, rel, result.to_json(), stage="plan",
-              params={"rule": rule, "size": size, "top_k": top_k,
-                      "keyword_source": source,
-                      "compat": plan.params["compat"]})  # fmt: skip
+    save_json(
+        store,
+        project.root,
+        rel,
+        result.to_json(),
+        stage="plan",
+        params={
+            "rule": rule,
+            "size": size,
+            "top_k": top_k,
+            "keyword_source": source,
+            "compat": plan.params["compat"],
+        },
+    )
     # what later stages read (the web app's progress vs plan) lives in the store;
     # the report above is for people
     save_state(
