@@ -1,4 +1,4 @@
-"""The ``dedup`` stage: neighbours per metric, the metric registry, review CSV, verdicts."""
+"""The ``dedup`` stage: neighbours per metric, the metric registry, the review CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The ``dedup`` stage: neighbours per metric, review queue, verdicts, resolution.
+"""The ``dedup`` stage: neighbours per metric and their report (the review queue and
+verdicts are the project layer's: :mod:`retest.project._neardup`).
 
 For every (non-blacklisted) candidate it stores the ``k`` nearest images under each
 requested metric. Metrics come from a registry
