@@ -31,9 +31,9 @@ _EXPORTS: dict[str, str] = {
     "Predictions": "retest.records",
     "Registry": "retest.registry",
     # projects
-    "init_project": "retest.api",
-    "open_project": "retest.api",
-    "status": "retest.api",
+    "init_project": "retest.project._project",
+    "open_project": "retest.project._project",
+    "status": "retest.stages.status._status",
     # reference datasets and prediction files
     "load_dataset": "retest.datasets.base",
     "read_labels": "retest.datasets.predictions",
@@ -93,11 +93,8 @@ if TYPE_CHECKING:  # static checkers see the real objects
     from retest.api import (
         compare,
         dssim,
-        init_project,
-        open_project,
         sample,
         ssim,
-        status,
     )
     from retest.datasets.base import load_dataset
     from retest.datasets.predictions import read_labels, read_testbed
@@ -118,9 +115,11 @@ if TYPE_CHECKING:  # static checkers see the real objects
     from retest.label_errors.ensemble import ensemble_pred_probs
     from retest.label_errors.finders import find_label_errors
     from retest.label_errors.ranking import rank_label_errors
+    from retest.project import init_project, open_project
     from retest.records import LabeledSet, Predictions
     from retest.registry import Registry
     from retest.sampling.eligibility import CandidateInfo
+    from retest.stages.status import status
 
 
 def __getattr__(name: str) -> Any:

@@ -1,10 +1,11 @@
 """Public entry points whose defining function is not already shaped for Python use.
 
-``from retest import ...`` reaches these and the core functions listed in
-``retest.__all__`` (loaded lazily by ``retest/__init__.py``). Each function here
-is a thin, documented front for the module that does the work: opening and
-creating projects, reading their status, comparing a testbed on two test sets,
-SSIM over image batches and running a sampler by name. No algorithm lives here.
+``from retest import ...`` reaches these and the functions listed in
+``retest.__all__`` (loaded lazily by ``retest/__init__.py``; ``open_project``,
+``init_project`` and ``status`` are the project layer's and the status stage's own
+functions). Each function here is a thin, documented front for the module that
+does the work: comparing a testbed on two test sets, SSIM over image batches and
+running a sampler by name. No algorithm lives here.
 """
 
 from __future__ import annotations
@@ -23,177 +24,19 @@ from retest.records import LabeledSet, Predictions
 
 if TYPE_CHECKING:
     from retest.dedup.ssim import SSIMStats
-    from retest.project import Project
     from retest.sampling.base import SampleResult
     from retest.sampling.eligibility import CandidateInfo
     from retest.stages.compare import CompareResult
-    from retest.stages.status import ProjectStatus
 
 __all__ = [
     "compare",
     "dssim",
-    "init_project",
-    "open_project",
     "sample",
     "ssim",
-    "status",
 ]
 
 PathLike = str | os.PathLike[str]
 TestbedLike = Mapping[str, Predictions | ArrayLike] | Sequence[Predictions]
-
-
-# -- projects
-
-
-def open_project(path: PathLike | None = None) -> Project:
-    """Open the retest project in ``path`` or the nearest parent holding ``retest.toml``.
-
-    Parameters
-    ----------
-    path : path-like, optional
-        A project directory or any folder inside one; default the current
-        directory.
-
-    Returns
-    -------
-    Project
-        The open project (root, configuration, store). Use it as a context
-        manager, or call ``close()``, to close its database.
-
-    Raises
-    ------
-    ConfigError
-        No ``retest.toml`` in ``path`` or its parents, or the file is invalid.
-    DataIntegrityError
-        ``retest.db`` is missing or damaged while the project still holds images.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from retest import init_project, open_project
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> init_project(tmp.name, name="pets", classes=["cat", "dog"]).close()
-    >>> with open_project(tmp.name) as project:
-    ...     project.config.name, project.class_names
-    ('pets', ('cat', 'dog'))
-    >>> tmp.cleanup()
-    """
-    from retest.project import Project
-
-    return Project.open(path)
-
-
-def init_project(
-    path: PathLike,
-    *,
-    name: str | None = None,
-    classes: Sequence[str] = (),
-    classes_from: str | None = None,
-    force: bool = False,
-) -> Project:
-    """Create a project in ``path`` (created if missing) and open it.
-
-    Parameters
-    ----------
-    path : path-like
-        Project directory; must not already hold a ``retest.toml``, nor files
-        other than hidden ones unless ``force``.
-    name : str, optional
-        Project name (letters, digits, ``_ . -``); default from the directory name.
-    classes : sequence of str
-        Distinct class names in class-id order (a list, not ``"cat,dog"``).
-    classes_from : {"cifar10", "fashion-mnist"}, optional
-        Take the class names of a known dataset instead of ``classes``.
-    force : bool
-        Make the project in a folder that already holds other files.
-
-    Returns
-    -------
-    Project
-        The new, open project (close it, or use it as a context manager).
-
-    Raises
-    ------
-    InputValidationError
-        ``path`` is not a path or is a file, or ``classes`` is not a sequence of
-        str (a comma-separated string is refused).
-    ConfigError
-        ``path`` is already a project or holds other files (without ``force``),
-        ``classes`` is empty or repeats a name, both ``classes`` and
-        ``classes_from`` are given, or the name is invalid.
-    UnknownNameError
-        ``classes_from`` names no known dataset.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from retest import init_project
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     with init_project(d, classes_from="cifar10") as project:
-    ...         len(project.class_names), project.class_names[:2]
-    (10, ('airplane', 'automobile'))
-    """
-    from retest.project import Project
-
-    return Project.init(
-        path, name=name, classes=classes, classes_from=classes_from, force=force
-    )
-
-
-def status(
-    project: Project | PathLike,
-    *,
-    revision: str | None = None,
-    include_unreviewed: bool = False,
-) -> ProjectStatus:
-    """Per-class counts of a project, as ``retest status`` shows them.
-
-    Parameters
-    ----------
-    project : Project or path-like
-        An open project, or a project directory (opened and closed here).
-    revision : str, optional
-        Revision whose members are counted as ``sampled``; default the latest.
-    include_unreviewed : bool
-        Count candidates whose only exclusion reason is a pending near-duplicate
-        review as eligible (``retest sample --include-unreviewed``).
-
-    Returns
-    -------
-    ProjectStatus
-        ``classes``: one ``ClassStatus`` per class (candidates, annotated,
-        blacklisted, near_duplicates, unreviewed, eligible, sampled, reviewed and
-        the count per exclusion reason); ``to_dict()`` gives JSON-ready data.
-
-    Raises
-    ------
-    ConfigError
-        ``project`` is a path that is not inside a retest project.
-    NotFoundError
-        ``revision`` does not exist.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from retest import init_project, status
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     init_project(d, classes=["cat", "dog"]).close()
-    ...     s = status(d)
-    >>> [(c.name, c.candidates, c.eligible) for c in s.classes], s.revision
-    ([('cat', 0, 0), ('dog', 0, 0)], None)
-    """
-    from retest.project import Project
-    from retest.stages.status import project_status
-
-    if isinstance(project, Project):
-        return project_status(
-            project, revision=revision, include_unreviewed=include_unreviewed
-        )
-    with Project.open(project) as opened:
-        return project_status(
-            opened, revision=revision, include_unreviewed=include_unreviewed
-        )
 
 
 # -- comparing a testbed on the original and the new test set

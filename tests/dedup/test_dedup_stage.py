@@ -15,9 +15,9 @@ from figure_checks import assert_png  # type: ignore[import-not-found]
 from retest.cli.main import app
 from retest.cluster import cluster_client
 from retest.errors import InputValidationError
-from retest.project import Project, dedup_review_queue
+from retest.project import Project, dedup_review_queue, record_review
 from retest.project._eligibility import DUPLICATE_REASONS, candidate_eligibility
-from retest.stages.dedup import record_review, run_dedup
+from retest.stages.dedup import run_dedup
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from retest.cli.main import app
 from retest.datasets.cifar10 import CIFAR10_CLASSES, write_cifar_batch, write_cifar_meta
 from retest.datasets.tinyimages import write_tinyimages
-from retest.project import Project
+from retest.project import Project, planned_needs
 from retest.stages.ingest import add_source
-from retest.stages.plan import make_plan, planned_needs
+from retest.stages.plan import make_plan
 from retest.stages.reference import (
     recover_keywords,
     reference_keyword_histogram,

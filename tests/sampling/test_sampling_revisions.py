@@ -11,16 +11,20 @@ from pathlib import Path
 import pytest
 
 from retest.errors import NotFoundError, StoreError, UnknownNameError
-from retest.project import Project, candidate_eligibility, selection_frequencies
+from retest.project import (
+    Project,
+    candidate_eligibility,
+    review_states,
+    selection_frequencies,
+    target_histograms,
+)
 from retest.stages.revisions import (
     create_revision,
     diff_revisions,
     next_revision_name,
-    review_states,
     revision_statistics,
     set_class_review,
 )
-from retest.stages.sample import target_histograms
 from retest.store import open_store
 from retest.store.base import Store
 from retest.store.rows import (

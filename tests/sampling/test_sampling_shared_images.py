@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retest.project import Project
-from retest.stages.plan import shared_summary, verified_per_keyword
+from retest.project import Project, verified_per_keyword
+from retest.stages.plan import shared_summary
 from retest.stages.revisions import create_revision
 from retest.store.artifacts import PixelArray
 from retest.store.rows import AnnotationEvent, CandidateRow, content_id

@@ -17,7 +17,8 @@ Rules (docs/architecture.md):
 * private modules (``_name.py``) of ``retest.project``, ``retest.cluster`` and the
   stage packages are imported only from inside their package;
 * no circle among modules;
-* the web package imports neither ``sqlite3`` nor the SQLite store;
+* the web package imports neither ``sqlite3`` nor the SQLite store, nor any
+  stage: it serves, and reads and writes project state through ``retest.project``;
 * no module over 1,000 lines without a reason written at its top.
 """
 
@@ -177,6 +178,19 @@ def test_web_imports_neither_sqlite3_nor_the_sqlite_store() -> None:
         )
     ]
     assert not bad, "the web app goes through retest.project:\n" + "\n".join(bad)
+
+
+def test_web_imports_no_stage() -> None:
+    bad = [
+        f"{imp.source}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if imp.source.startswith("retest.web")
+        and (imp.target == "retest.stages" or imp.target.startswith("retest.stages."))
+    ]
+    assert not bad, (
+        "the web app only serves; what it reads or writes lives in retest.project:\n"
+        + "\n".join(bad)
+    )
 
 
 def test_third_party_imports_are_seen() -> None:

@@ -137,7 +137,7 @@ def test_the_api_refuses_what_the_cli_refuses(project: Path) -> None:
     from retest._validation import check_random_state
     from retest.cluster import cluster_client
     from retest.models.sklearn_runner import SklearnRunner
-    from retest.stages.dedup import record_review
+    from retest.project import record_review
     from retest.stages.label_errors import load_label_error_inputs
     from retest.stages.sample import draw_sample
 

@@ -7,9 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from retest.project import EventAggregates, Live, label_error_queue
+from retest.project import (
+    EventAggregates,
+    Live,
+    label_error_queue,
+    verified_per_keyword,
+)
 from retest.sampling.selection_frequency import aggregate_item_events
-from retest.stages.plan import verified_per_keyword
 from retest.store.rows import AnnotationEvent
 from retest.store.sqlite import SQLiteStore
 from retest.web.views import candidate_pool, keyword_progress, verified_counts

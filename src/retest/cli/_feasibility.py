@@ -42,5 +42,7 @@ def print_feasibility(feasible: Sequence[Any], per_class: int) -> None:
             more = f" (and {len(short) - 1} more classes)" if len(short) > 1 else ""
             console.print(
                 f"{s}: {cls} needs {'; '.join(why)}{more}",
-                soft_wrap=True, markup=False, highlight=False,
-            )  # fmt: skip
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )

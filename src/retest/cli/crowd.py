@@ -217,7 +217,7 @@ def _targeted_strategy(proj: Any) -> str | None:
 def _print_originals_shown(shown: dict[str, int], controls: int, target: int) -> None:
     """What the tasks allow for matched-frequency (its target histograms)."""
     from retest.cli._console import console
-    from retest.stages.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+    from retest.project import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if not shown:
         return

@@ -401,9 +401,12 @@ def dedup_verdict(
     group of a review file (--from FILE.csv, as `dedup-queue --csv` writes it).
     """
     from retest.cli._console import console
-    from retest.project import Project
-    from retest.stages.dedup import record_review
-    from retest.stages.status import resolve_candidate, resolve_item
+    from retest.project import (
+        Project,
+        record_review,
+        resolve_candidate,
+        resolve_item,
+    )
 
     if who is None or not who.strip():
         raise ConfigError("--who needs the reviewer's name.")

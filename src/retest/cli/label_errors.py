@@ -131,9 +131,13 @@ def label_errors(
             "--rank-by must be self-confidence or normalized-margin (or cleanlab's "
             f"self_confidence, normalized_margin). Got {rank_by!r}."
         ) from None
-    files = {"--labels": labels, "--pred-probs": pred_probs,
-             "--predictions-dir": predictions_dir, "--images": images,
-             "--class-names": class_names}  # fmt: skip
+    files = {
+        "--labels": labels,
+        "--pred-probs": pred_probs,
+        "--predictions-dir": predictions_dir,
+        "--images": images,
+        "--class-names": class_names,
+    }
     if revision is not None:
         given = [flag for flag, value in files.items() if value is not None]
         if given:

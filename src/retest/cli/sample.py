@@ -313,7 +313,7 @@ def sample(
 
 def _shortfall_text(s: Any) -> str:
     """What a short class lacks, in words (a :class:`ClassShortfall`)."""
-    from retest.stages.sample import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
+    from retest.project import TARGET_MIN_ANNOTATIONS, TARGET_MIN_ORIGINALS
 
     if s.reason == "invalid_target_histogram":
         n = dict(s.detail).get("originals", 0)

@@ -431,9 +431,18 @@ class ClusterReferences:
                 q_fut[0] = self.client.scatter(q, broadcast=True, hash=False)
             lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
             return self.client.submit(
-                _shard_task, q_fut[0], self._source(i), lo, hi, int(k), ex,
-                memory_budget, backend, self.threads, pure=False,
-            )  # fmt: skip
+                _shard_task,
+                q_fut[0],
+                self._source(i),
+                lo,
+                hi,
+                int(k),
+                ex,
+                memory_budget,
+                backend,
+                self.threads,
+                pure=False,
+            )
 
         owner = {submit(i): i for i in range(self.n_shards)}
         tries = [0] * self.n_shards

@@ -548,9 +548,14 @@ def _f16_load_norms(out: NDArray[np.float32], src: Any) -> NDArray[np.float64] |
         return None
     norms = np.empty(src.shape[0], dtype=np.float64)
     fn.f16_norms(
-        src.shape[0], src.shape[1], src.ctypes.data, src.strides[0] // 2,
-        out.ctypes.data, out.strides[0] // 4, norms.ctypes.data,
-    )  # fmt: skip
+        src.shape[0],
+        src.shape[1],
+        src.ctypes.data,
+        src.strides[0] // 2,
+        out.ctypes.data,
+        out.strides[0] // 4,
+        norms.ctypes.data,
+    )
     return norms
 
 

@@ -1,8 +1,10 @@
 """The project layer: a project on disk and everything several stages and the web app read.
 
 ``Project`` (paths, config, store), checkpoints, the people of a campaign, the one
-eligibility decision, the label-error review queue and the live event model with
-its single writer. Imports adapters (``store``, ``sources``, ``models``), the core
+eligibility decision, the classes and their review states, selection frequencies
+and target histograms, the verified candidates and the keyword plan's needs, ids
+as users give them, the near-duplicate state and verdicts, the label-error review
+queue and the live event model with its single writer. Imports adapters (``store``, ``sources``, ``models``), the core
 and the foundation; never a stage, the CLI or the web app.
 """
 
@@ -15,6 +17,7 @@ from retest.project._checkpoint import (
     save_state,
     stage_runs,
 )
+from retest.project._classes import class_names, review_states
 from retest.project._eligibility import (
     AUTO_METRICS,
     ORIGINAL_COPY_REASONS,
@@ -35,10 +38,17 @@ from retest.project._events import (
     WITHDRAWN,
     EventAggregates,
 )
+from retest.project._ids import MIN_PREFIX, resolve_candidate, resolve_item
 from retest.project._ingest_runs import (
     INGEST_STAGE,
     interrupted_ingests,
     resume_command,
+)
+from retest.project._keywords import (
+    PLAN_STATE,
+    planned_needs,
+    verified_candidates,
+    verified_per_keyword,
 )
 from retest.project._live import (
     EventWriter,
@@ -56,6 +66,7 @@ from retest.project._neardup import (
     load_neighbours,
     metric_state,
     metrics_run,
+    record_review,
     review_targets,
     reviewed_references,
 )
@@ -80,6 +91,8 @@ from retest.project._project import (
     CLASS_PRESETS,
     DB_NAME,
     Project,
+    init_project,
+    open_project,
 )
 from retest.project._review_queue import (
     SUSPECT_KIND,
@@ -96,7 +109,10 @@ from retest.project._review_queue import (
 )
 from retest.project._secret import project_secret
 from retest.project._votes import (
+    TARGET_MIN_ANNOTATIONS,
+    TARGET_MIN_ORIGINALS,
     selection_frequencies,
+    target_histograms,
 )
 
 __all__ = [
@@ -108,10 +124,14 @@ __all__ = [
     "DB_NAME",
     "DEDUP_STAGE",
     "INGEST_STAGE",
+    "MIN_PREFIX",
     "ORIGINAL_COPY_REASONS",
+    "PLAN_STATE",
     "REASONS",
     "STATE_PREFIX",
     "SUSPECT_KIND",
+    "TARGET_MIN_ANNOTATIONS",
+    "TARGET_MIN_ORIGINALS",
     "UNCLEAR",
     "VERDICTS",
     "VERDICT_KIND",
@@ -132,6 +152,7 @@ __all__ = [
     "candidate_eligibility",
     "candidate_infos",
     "check_fresh",
+    "class_names",
     "class_tallies",
     "control_scores",
     "copies",
@@ -141,6 +162,7 @@ __all__ = [
     "excluded_workers",
     "heavy_automatic_losses",
     "ineligible_members",
+    "init_project",
     "interrupted_ingests",
     "label_error_items",
     "label_error_queue",
@@ -151,14 +173,20 @@ __all__ = [
     "metric_state",
     "metrics_run",
     "new_link",
+    "open_project",
     "pending_reviews",
+    "planned_needs",
     "project_secret",
     "queue_label_errors",
     "read_arrays",
     "reclaim_tail_orphans",
     "record_label_verdict",
+    "record_review",
+    "resolve_candidate",
+    "resolve_item",
     "resolve_worker",
     "resume_command",
+    "review_states",
     "review_targets",
     "reviewed_references",
     "revoke_person",
@@ -168,4 +196,7 @@ __all__ = [
     "sign_in_link",
     "stage_runs",
     "stale_candidates",
+    "target_histograms",
+    "verified_candidates",
+    "verified_per_keyword",
 ]

@@ -215,9 +215,13 @@ class Checkpoint:
     ) -> None:
         """Store the run's state ``name`` (see :func:`save_state`)."""
         save_state(
-            self.project, f"{self.chunk_stage}/{name}", state,
-            stage=self.chunk_stage, path=path, sha256=sha256,
-        )  # fmt: skip
+            self.project,
+            f"{self.chunk_stage}/{name}",
+            state,
+            stage=self.chunk_stage,
+            path=path,
+            sha256=sha256,
+        )
 
     def load(self, name: str) -> dict[str, Any] | None:
         """The run's state ``name``, or None."""

@@ -52,8 +52,11 @@ def resume_command(
     if options:
         args += options
     else:
-        for key, flag in (("class_name", "--class"), ("labels_path", "--labels"),
-                          ("images_dir", "--images")):  # fmt: skip
+        for key, flag in (
+            ("class_name", "--class"),
+            ("labels_path", "--labels"),
+            ("images_dir", "--images"),
+        ):
             if desc.get(key):
                 args += [flag, str(desc[key])]
         if desc.get("from_colour"):

@@ -1,7 +1,8 @@
 """The near-duplicate state of a project, as the dedup stage left it in the store.
 
 The read side of the ``dedup`` stage: which metrics ran, their review targets,
-the stored neighbour lists, and THE review queue. It is here, below the stages,
+the stored neighbour lists, THE review queue, and a reviewer's verdicts (the web
+app and ``retest dedup-review`` record them). It is here, below the stages,
 because the one eligibility decision (:mod:`retest.project._eligibility`), the web
 app and several stages read it; :mod:`retest.stages.dedup` writes it. Nothing
 here needs the metric registry: a run stores its metric's kind, order and review
@@ -20,9 +21,13 @@ from retest.dedup.rules import (
     default_thresholds,
     review_queue,
 )
+from retest.errors import InputValidationError
+from retest.names import validate_person_name
 from retest.project._checkpoint import list_states, load_state
+from retest.project._ids import resolve_candidate, resolve_item
 from retest.project._project import Project
 from retest.project._votes import selection_frequencies
+from retest.store.rows import DuplicateVerdict, NeighbourReview
 
 __all__ = [
     "AGAINST",
@@ -35,6 +40,7 @@ __all__ = [
     "load_neighbours",
     "metric_state",
     "metrics_run",
+    "record_review",
     "review_targets",
     "reviewed_references",
 ]
@@ -288,4 +294,56 @@ def dedup_review_queue(
         blacklist=set(project.store.blacklist.current()),
         reviewed=reviewed_references(project),
         top=top,
+    )
+
+
+def record_review(
+    project: Project,
+    candidate_id: str,
+    metric: str,
+    *,
+    reviewer: str,
+    shown: Sequence[str],
+    duplicates: Sequence[str] = (),
+) -> None:
+    """Append a verdict per shown reference and a review mark (both append-only).
+
+    Candidate ids may be given as unique prefixes, as ``retest dedup-queue``
+    prints them (:func:`retest.project._ids.resolve_candidate`).
+
+    Parameters
+    ----------
+    project : Project
+    candidate_id, metric : str
+    reviewer : str
+        Checked by :func:`retest.names.validate_person_name`.
+    shown : sequence of str
+        References shown to the reviewer.
+    duplicates : sequence of str
+        Those the reviewer marked as copies (a subset of ``shown``).
+
+    Raises
+    ------
+    InputValidationError
+        A duplicate that was not shown, an ambiguous id prefix or a reviewer name
+        that is not one line of text.
+    NotFoundError
+        An unknown candidate.
+    """
+    validate_person_name(reviewer)
+    candidate_id = resolve_candidate(project, candidate_id)
+    shown = [resolve_item(project, r) for r in shown]
+    duplicates = [resolve_item(project, r) for r in duplicates]
+    bad = set(duplicates) - set(shown)
+    if bad:
+        raise InputValidationError(
+            f"duplicates {sorted(bad)[:3]} were not among the shown references of "
+            f"{candidate_id!r}."
+        )
+    dup = set(duplicates)
+    project.store.neardup.add_verdicts(
+        DuplicateVerdict(candidate_id, r, metric, r in dup, reviewer) for r in shown
+    )
+    project.store.neardup.add_reviews(
+        [NeighbourReview(candidate_id, metric, reviewer, tuple(sorted(set(shown))))]
     )

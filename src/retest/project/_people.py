@@ -154,8 +154,10 @@ def resolve_worker(project: Project, raw: str) -> str:
     if text in known:
         return text
     typed = [  # answers from before people had links: a name typed on the page
-        w for w in known if w.startswith(LOCAL) and name_key(w[len(LOCAL) :]) == name_key(name)
-    ]  # fmt: skip
+        w
+        for w in known
+        if w.startswith(LOCAL) and name_key(w[len(LOCAL) :]) == name_key(name)
+    ]
     if len(typed) == 1:
         return typed[0]
     crowd = {w for w in known if not w.startswith(LOCAL)}

@@ -10,8 +10,8 @@
       revisions/<name>/  exported datasets + manifest.json
       reports/           tables and figures
 
-:meth:`Project.init` creates one, :meth:`Project.open` finds one (in a directory or
-any of its parents). :meth:`Project.pixels` loads the pixels of any item id
+:func:`init_project` creates one, :func:`open_project` finds one (in a directory
+or any of its parents); ``Project.init`` and ``Project.open`` are the same functions. :meth:`Project.pixels` loads the pixels of any item id
 (candidate or original image) wherever they are stored.
 """
 
@@ -34,6 +34,7 @@ from retest.errors import (
     DataIntegrityError,
     InputValidationError,
     StoreError,
+    UnknownNameError,
 )
 from retest.names import validate_class_name
 from retest.store.artifacts import PixelArray
@@ -41,7 +42,7 @@ from retest.store.base import Store
 from retest.store.rows import ClassRow, split_reference_id
 from retest.store.sqlite import SQLiteStore
 
-__all__ = ["CLASS_PRESETS", "DB_NAME", "Project"]
+__all__ = ["CLASS_PRESETS", "DB_NAME", "Project", "init_project", "open_project"]
 
 CLASS_PRESETS: dict[str, tuple[str, ...]] = {
     "cifar10": (
@@ -153,15 +154,157 @@ def _refuse_lost_database(root: Path) -> None:
     if db.exists():
         return
     held = [
-        d for d in ("arrays", "images")
+        d
+        for d in ("arrays", "images")
         if (root / d).is_dir() and any(p.name[:1] != "." for p in (root / d).iterdir())
-    ]  # fmt: skip
+    ]
     if held:
         raise DataIntegrityError(
             f"{db} is missing but {' and '.join(f'{d}/' for d in held)} of {root} "
             "still hold stored images. Restore retest.db from a backup; a new empty "
             "database would not know those images (`retest check` shows the state)."
         )
+
+
+def init_project(
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    classes: Sequence[str] = (),
+    classes_from: str | None = None,
+    force: bool = False,
+) -> Project:
+    """Create a project in ``path`` (created if missing) and open it.
+
+    Also :meth:`Project.init`.
+
+    Parameters
+    ----------
+    path : path-like
+        Project directory; must not already hold a ``retest.toml``, nor files
+        other than hidden ones unless ``force``.
+    name : str, optional
+        Project name (letters, digits, ``_ . -``); default from the directory name.
+    classes : sequence of str
+        Distinct class names in class-id order (a list, not ``"cat,dog"``).
+    classes_from : {"cifar10", "fashion-mnist"}, optional
+        Take the class names of a known dataset instead of ``classes`` (its
+        dataset name, ``fashion_mnist``, works too).
+    force : bool
+        Make the project in a folder that already holds other files.
+
+    Returns
+    -------
+    Project
+        The new, open project (close it, or use it as a context manager).
+
+    Raises
+    ------
+    InputValidationError
+        ``path`` is not a path or is a file, or ``classes`` is not a sequence of
+        str (a comma-separated string is refused).
+    ConfigError
+        ``path`` is already a project or holds other files (without ``force``),
+        ``classes`` is empty or repeats a name, both ``classes`` and
+        ``classes_from`` are given, or the name is invalid.
+    UnknownNameError
+        ``classes_from`` names no known dataset.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from retest import init_project
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with init_project(d, classes_from="cifar10") as project:
+    ...         len(project.class_names), project.class_names[:2]
+    (10, ('airplane', 'automobile'))
+    """
+    root = _check_root(path, "the project folder")
+    if root.exists() and not root.is_dir():
+        raise InputValidationError(
+            f"{root} is a file, not a folder: a project needs a folder that does "
+            "not exist yet or is empty. Choose another path."
+        )
+    check_location(root, RULES["init"], "the project folder")
+    if (root / CONFIG_NAME).exists():
+        raise ConfigError(
+            f"{root} is already a retest project ({CONFIG_NAME} exists). "
+            "Open it with --project, or init another directory."
+        )
+    if classes_from is not None:
+        if isinstance(classes, str) or not isinstance(classes, Sequence) or classes:
+            raise ConfigError("pass either classes or classes_from, not both.")
+        if classes_from.replace("_", "-") in CLASS_PRESETS:
+            classes_from = classes_from.replace("_", "-")  # the dataset's name
+        if classes_from not in CLASS_PRESETS:
+            raise UnknownNameError(
+                "class preset", classes_from, (), list(CLASS_PRESETS)
+            )
+        classes = CLASS_PRESETS[classes_from]
+    classes = _check_classes(classes)
+    if not force:
+        _refuse_occupied(root)
+    from retest.names import suggest_name, validate_name
+
+    name = validate_name(name, "project") if name else suggest_name(root.name)
+    config = ProjectConfig(name=name, classes=tuple(classes))
+    root.mkdir(parents=True, exist_ok=True)
+    for d in _DIRS:
+        (root / d).mkdir(exist_ok=True)
+    store = SQLiteStore(root / DB_NAME)
+    store.classes.put(ClassRow(i, c) for i, c in enumerate(config.classes))
+    save_config(root / CONFIG_NAME, config)  # last: its presence marks a project
+    return Project(root, config, store)
+
+
+def open_project(path: str | os.PathLike[str] | None = None) -> Project:
+    """Open the retest project in ``path`` or the nearest parent holding ``retest.toml``.
+
+    Also :meth:`Project.open`.
+
+    Parameters
+    ----------
+    path : path-like, optional
+        A project directory or any folder inside one; default the current
+        directory.
+
+    Returns
+    -------
+    Project
+        The open project (root, configuration, store). Use it as a context
+        manager, or call ``close()``, to close its database.
+
+    Raises
+    ------
+    ConfigError
+        No ``retest.toml`` in ``path`` or its parents, or the file is invalid.
+    DataIntegrityError
+        ``retest.db`` is missing or damaged while the project still holds images.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from retest import init_project, open_project
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> init_project(tmp.name, name="pets", classes=["cat", "dog"]).close()
+    >>> with open_project(tmp.name) as project:
+    ...     project.config.name, project.class_names
+    ('pets', ('cat', 'dog'))
+    >>> tmp.cleanup()
+    """
+    start = _check_root(path if path is not None else ".", "the project folder")
+    found = _find_root(start)
+    if found is None:
+        raise ConfigError(
+            f"{start} is not a retest project (no {CONFIG_NAME} in it or its "
+            "parents). Run `retest init DIR` first, or pass --project DIR."
+        )
+    config = load_config(found / CONFIG_NAME)
+    _refuse_lost_database(found)
+    store = SQLiteStore(found / DB_NAME)
+    project = Project(found, config, store)
+    project._sync_classes()
+    return project
 
 
 @dataclass
@@ -213,99 +356,10 @@ class Project:
         return self.config.classes
 
     # -- lifecycle
-    @classmethod
-    def init(
-        cls,
-        root: str | os.PathLike[str],
-        *,
-        name: str | None = None,
-        classes: Sequence[str] = (),
-        classes_from: str | None = None,
-        force: bool = False,
-    ) -> Project:
-        """Create a project in ``root`` (created if missing) and open it.
-
-        Parameters
-        ----------
-        root : path-like
-            Project directory; must not already hold a ``retest.toml``, nor other
-            files than hidden ones unless ``force``.
-        name : str, optional
-            Project name; defaults to the directory name.
-        classes : sequence of str
-            Distinct class names in id order (a list, not a comma-separated str).
-        classes_from : {"cifar10", "fashion-mnist"}, optional
-            Take the class names of a known dataset instead (its dataset name,
-            ``fashion_mnist``, works too).
-        force : bool
-            Make the project in a folder that already holds other files.
-
-        Raises
-        ------
-        InputValidationError
-            ``root`` is not a path or is a file, or ``classes`` is not a sequence
-            of str.
-        ConfigError
-            ``root`` is already a project or holds other files (without
-            ``force``), ``classes`` is empty or repeats a name, or both
-            ``classes`` and ``classes_from`` are given.
-        """
-        root = _check_root(root, "the project folder")
-        if root.exists() and not root.is_dir():
-            raise InputValidationError(
-                f"{root} is a file, not a folder: a project needs a folder that does "
-                "not exist yet or is empty. Choose another path."
-            )
-        check_location(root, RULES["init"], "the project folder")
-        if (root / CONFIG_NAME).exists():
-            raise ConfigError(
-                f"{root} is already a retest project ({CONFIG_NAME} exists). "
-                "Open it with --project, or init another directory."
-            )
-        if classes_from is not None:
-            if isinstance(classes, str) or not isinstance(classes, Sequence) or classes:
-                raise ConfigError("pass either classes or classes_from, not both.")
-            if classes_from.replace("_", "-") in CLASS_PRESETS:
-                classes_from = classes_from.replace("_", "-")  # the dataset's name
-            if classes_from not in CLASS_PRESETS:
-                from retest.errors import UnknownNameError
-
-                raise UnknownNameError(
-                    "class preset", classes_from, (), list(CLASS_PRESETS)
-                )
-            classes = CLASS_PRESETS[classes_from]
-        classes = _check_classes(classes)
-        if not force:
-            _refuse_occupied(root)
-        from retest.names import suggest_name, validate_name
-
-        name = validate_name(name, "project") if name else suggest_name(root.name)
-        config = ProjectConfig(name=name, classes=tuple(classes))
-        root.mkdir(parents=True, exist_ok=True)
-        for d in _DIRS:
-            (root / d).mkdir(exist_ok=True)
-        store = SQLiteStore(root / DB_NAME)
-        store.classes.put(ClassRow(i, c) for i, c in enumerate(config.classes))
-        save_config(root / CONFIG_NAME, config)  # last: its presence marks a project
-        return cls(root, config, store)
-
-    @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None) -> Project:
-        """Open the project in ``root`` or the nearest parent holding ``retest.toml``
-        (``root`` defaults to the current directory)."""
-        start = _check_root(root if root is not None else ".", "the project folder")
-        found = _find_root(start)
-        if found is None:
-            raise ConfigError(
-                f"{start} is not a retest project (no {CONFIG_NAME} in it or its "
-                "parents). Run `retest init DIR` first, or pass --project DIR."
-            )
-        config = load_config(found / CONFIG_NAME)
-        _refuse_lost_database(found)
-        store = SQLiteStore(found / DB_NAME)
-        project = cls(found, config, store)
-        project._sync_classes()
-        return project
+    # the module's functions, one definition and one documentation
+    # (public as ``retest.init_project`` and ``retest.open_project``)
+    init = staticmethod(init_project)
+    open = staticmethod(open_project)
 
     @classmethod
     def from_store(

@@ -24,11 +24,17 @@ from retest.config import ProjectConfig
 from retest.labeling.instructions import pick_instructions, render_markdown
 from retest.labeling.keyword_plan import assign_verified
 from retest.labeling.tasks import image_token
-from retest.project import Project, candidate_eligibility, copies
+from retest.project import (
+    Project,
+    candidate_eligibility,
+    class_names,
+    copies,
+    planned_needs,
+    target_histograms,
+    verified_per_keyword,
+)
 from retest.sampling.histogram import DEFAULT_BINS, bin_index, round_histogram
 from retest.sampling.selection_frequency import FrequencyStat
-from retest.stages.plan import planned_needs, verified_per_keyword
-from retest.stages.sample import class_names, target_histograms
 from retest.store.base import Store
 from retest.store.rows import split_reference_id
 
@@ -255,7 +261,7 @@ def verified_counts(
     names: Mapping[int, str],
 ) -> dict[tuple[str, str], int]:
     """``(class name, keyword) → candidates whose latest verify answer is yes``;
-    the same count as :func:`retest.stages.plan._plan.verified_per_keyword`, from
+    the same count as :func:`retest.project.verified_per_keyword`, from
     the kept latest answers instead of a scan of the events."""
     out: dict[tuple[str, str], int] = {}
     # an image verified for several classes counts once (the one rule)

@@ -74,8 +74,12 @@ class Problem:
     repaired: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "detail": self.detail, "count": self.count,
-                "repaired": self.repaired}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "count": self.count,
+            "repaired": self.repaired,
+        }
 
 
 @dataclass
@@ -145,13 +149,17 @@ def _check_database(root: Path, rep: CheckReport) -> bool:
     db = root / DB_NAME
     if not db.exists():
         held = [
-            d for d in (ARRAYS, IMAGES)
-            if (root / d).is_dir() and any(
-                p.name[:1] != "." for p in (root / d).iterdir())
-        ]  # fmt: skip
+            d
+            for d in (ARRAYS, IMAGES)
+            if (root / d).is_dir()
+            and any(p.name[:1] != "." for p in (root / d).iterdir())
+        ]
         if held:
-            rep.add("database", f"{db} is missing but {', '.join(held)} hold stored "
-                    "images; restore retest.db from a backup.")  # fmt: skip
+            rep.add(
+                "database",
+                f"{db} is missing but {', '.join(held)} hold stored "
+                "images; restore retest.db from a backup.",
+            )
         else:
             rep.notes.append(f"{db} does not exist yet (created on first use).")
         return False
@@ -165,14 +173,21 @@ def _check_database(root: Path, rep: CheckReport) -> bool:
     found, version = inspect_database(db)
     rep.stats["integrity_check_seconds"] = round(time.perf_counter() - t0, 3)
     if found:
-        p = rep.add("database", f"{db} is damaged: {'; '.join(found[:3])}. "
-                    "Restore retest.db from a backup.", len(found))  # fmt: skip
+        p = rep.add(
+            "database",
+            f"{db} is damaged: {'; '.join(found[:3])}. "
+            "Restore retest.db from a backup.",
+            len(found),
+        )
         p.detail = p.detail[:2000]
         return False
     rep.stats["schema_version"] = version
     if version is None or version > SCHEMA_VERSION:
-        rep.add("schema", f"{db} has schema version {version}; this retest reads "
-                f"1..{SCHEMA_VERSION}. Upgrade retest or restore a backup.")  # fmt: skip
+        rep.add(
+            "schema",
+            f"{db} has schema version {version}; this retest reads "
+            f"1..{SCHEMA_VERSION}. Upgrade retest or restore a backup.",
+        )
         return False
     if version < SCHEMA_VERSION:
         rep.notes.append(
@@ -205,15 +220,23 @@ def _check_arrays(store: Store, root: Path, rep: CheckReport, repair: bool) -> N
                 f"pixel array {name} has no header (arrays/{name}.json is missing); "
                 "restore it from a backup."
             )
-            rep.add("pixels", f"{why} Until then the pixels of the {n} items "
-                    f"stored in {name} cannot be read.", n)  # fmt: skip
+            rep.add(
+                "pixels",
+                f"{why} Until then the pixels of the {n} items "
+                f"stored in {name} cannot be read.",
+                n,
+            )
             continue
         count = len(px)
         size = px.data_path.stat().st_size if px.data_path.exists() else 0
         if size < count * px.row_bytes:
-            rep.add("pixels", f"{px.data_path} holds {size} bytes but its header "
-                    f"commits {count} rows of {px.row_bytes} bytes (truncated); "
-                    "restore it from a backup.", count)  # fmt: skip
+            rep.add(
+                "pixels",
+                f"{px.data_path} holds {size} bytes but its header "
+                f"commits {count} rows of {px.row_bytes} bytes (truncated); "
+                "restore it from a backup.",
+                count,
+            )
             continue
         used = np.zeros(count, bool)
         bad: list[str] = []
@@ -233,29 +256,43 @@ def _check_arrays(store: Store, root: Path, rep: CheckReport, repair: bool) -> N
                     bad.append(cid)
             verified += len(rows_in)
         if outside:
-            rep.add("pixels", f"{outside} items point past the {count} rows of "
-                    f"{px.header_path}; restore arrays/ from a backup.", outside)  # fmt: skip
+            rep.add(
+                "pixels",
+                f"{outside} items point past the {count} rows of "
+                f"{px.header_path}; restore arrays/ from a backup.",
+                outside,
+            )
         if bad:
-            rep.add("pixels", f"{len(bad)} pixel rows of {px.data_path} no longer "
-                    f"match their content id (e.g. {bad[0][:16]}…): the file was "
-                    "overwritten. Restore it from a backup or re-ingest the source.",
-                    len(bad))  # fmt: skip
+            rep.add(
+                "pixels",
+                f"{len(bad)} pixel rows of {px.data_path} no longer "
+                f"match their content id (e.g. {bad[0][:16]}…): the file was "
+                "overwritten. Restore it from a backup or re-ingest the source.",
+                len(bad),
+            )
         for a, b in px.free_ranges():
             used[a:b] = True  # released earlier: not orphans any more
         orphan = np.flatnonzero(~used)
         if orphan.size:
             orphans_total += int(orphan.size)
-            p = rep.add("orphan_rows", f"{orphan.size} rows of {px.data_path} are not "
-                        "used by any candidate or reference image (left by a killed "
-                        "or failed ingest); `retest check --repair` gives them back.",
-                        int(orphan.size))  # fmt: skip
+            p = rep.add(
+                "orphan_rows",
+                f"{orphan.size} rows of {px.data_path} are not "
+                "used by any candidate or reference image (left by a killed "
+                "or failed ingest); `retest check --repair` gives them back.",
+                int(orphan.size),
+            )
             if repair:
                 px.release(orphan)
                 p.repaired = True
         if size > count * px.row_bytes:
             extra = size - count * px.row_bytes
-            p = rep.add("leftover", f"{px.data_path} has {extra} bytes past its "
-                        "committed rows (a writer was killed mid-append).", 1)  # fmt: skip
+            p = rep.add(
+                "leftover",
+                f"{px.data_path} has {extra} bytes past its "
+                "committed rows (a writer was killed mid-append).",
+                1,
+            )
             if repair:
                 with PixelArray._locked(px.root, px.name):
                     if len(px) == count:
@@ -298,16 +335,27 @@ def _check_files(store: Store, root: Path, rep: CheckReport, repair: bool) -> No
             bad.append(rel)
     rep.stats["files_verified"] = len(used) - len(missing)
     if missing:
-        rep.add("pixels", f"{len(missing)} image files are missing (e.g. {missing[0]}); "
-                "restore images/ from a backup or re-ingest.", len(missing))  # fmt: skip
+        rep.add(
+            "pixels",
+            f"{len(missing)} image files are missing (e.g. {missing[0]}); "
+            "restore images/ from a backup or re-ingest.",
+            len(missing),
+        )
     if bad:
-        rep.add("pixels", f"{len(bad)} image files no longer match their sha256 name "
-                f"(e.g. {bad[0]}); restore them or re-ingest.", len(bad))  # fmt: skip
+        rep.add(
+            "pixels",
+            f"{len(bad)} image files no longer match their sha256 name "
+            f"(e.g. {bad[0]}); restore them or re-ingest.",
+            len(bad),
+        )
     orphans = sorted(set(present) - used)
     if orphans:
-        found = rep.add("orphan_files", f"{len(orphans)} files in images/ are not "
-                        "used by any candidate (left by a killed or failed ingest).",
-                        len(orphans))  # fmt: skip
+        found = rep.add(
+            "orphan_files",
+            f"{len(orphans)} files in images/ are not "
+            "used by any candidate (left by a killed or failed ingest).",
+            len(orphans),
+        )
         if repair:
             for rel in orphans:
                 present[rel].unlink(missing_ok=True)
@@ -318,9 +366,13 @@ def _stray(rep: CheckReport, folder: str, names: list[str]) -> None:
     """Files retest did not write in one of its data folders: named, never deleted
     (not even by ``--repair``: they may be a user's)."""
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    rep.add("stray", f"{len(names)} entries in {folder}/ are not retest's "
-            f"({', '.join(names[:3])}{more}); retest leaves them alone. Move them "
-            f"out of {folder}/.", len(names))  # fmt: skip
+    rep.add(
+        "stray",
+        f"{len(names)} entries in {folder}/ are not retest's "
+        f"({', '.join(names[:3])}{more}); retest leaves them alone. Move them "
+        f"out of {folder}/.",
+        len(names),
+    )
 
 
 def _check_array_strays(store: Store, root: Path, rep: CheckReport) -> None:
@@ -381,16 +433,22 @@ def _check_leftovers(project: Any, rep: CheckReport, repair: bool) -> None:
         elif _TEMP_ANY.fullmatch(p.name) and now - p.stat().st_mtime > STALE_SECONDS:
             temps.append(p)
     for folder, name, kind in staging:
-        pr = rep.add("leftover", f"{folder} is the {'staging' if kind == 'tmp' else 'moved-aside'} "
-                     "folder of an export that was killed.")  # fmt: skip
+        pr = rep.add(
+            "leftover",
+            f"{folder} is the {'staging' if kind == 'tmp' else 'moved-aside'} "
+            "folder of an export that was killed.",
+        )
         if repair:
             from retest.stages.export import clean_leftovers
 
             clean_leftovers(project, folder.parent / name)
             pr.repaired = not folder.exists()
     if temps:
-        pr = rep.add("leftover", f"{len(temps)} temporary files of killed writers "
-                     f"(e.g. {temps[0]}).", len(temps))  # fmt: skip
+        pr = rep.add(
+            "leftover",
+            f"{len(temps)} temporary files of killed writers (e.g. {temps[0]}).",
+            len(temps),
+        )
         if repair:
             for t in temps:
                 t.unlink(missing_ok=True)
@@ -456,12 +514,16 @@ def check_project(
         rep.stats["candidates"] = project.store.candidates.count()
         rep.stats["references"] = project.store.references.count()
         not_dirs = [
-            d for d in (project.arrays_dir, project.images_dir)
+            d
+            for d in (project.arrays_dir, project.images_dir)
             if d.exists() and not d.is_dir()
-        ]  # fmt: skip
+        ]
         for d in not_dirs:
-            rep.add("pixels", f"{d} is a file, not the folder of the project's "
-                    "pixels; restore the folder from a backup.")  # fmt: skip
+            rep.add(
+                "pixels",
+                f"{d} is a file, not the folder of the project's "
+                "pixels; restore the folder from a backup.",
+            )
         if not_dirs:
             rep.stats["seconds"] = round(time.perf_counter() - t0, 3)
             return rep
@@ -482,7 +544,9 @@ def check_project(
             _check_array_strays(project.store, found, rep)
             _check_leftovers(project, rep, repair)
         for cmd in interrupted_ingests(project):
-            rep.add("interrupted_ingest", f"an ingest started but did not complete; "
-                    f"resume it with: {cmd}")  # fmt: skip
+            rep.add(
+                "interrupted_ingest",
+                f"an ingest started but did not complete; resume it with: {cmd}",
+            )
     rep.stats["seconds"] = round(time.perf_counter() - t0, 3)
     return rep

@@ -238,9 +238,13 @@ def run_compare(
         The table, the fit and the written paths (see ``write_report``).
     """
     check_compare_options(
-        metric=metric, axes=axes, confidence=confidence, num_classes=num_classes,
-        name_orig=name_orig, name_new=name_new,
-    )  # fmt: skip
+        metric=metric,
+        axes=axes,
+        confidence=confidence,
+        num_classes=num_classes,
+        name_orig=name_orig,
+        name_new=name_new,
+    )
     check_output(out, RULES["compare"])
     lp_o, lp_n = Path(labels_orig), Path(labels_new)
     y_o, y_n = read_labels(lp_o), read_labels(lp_n)

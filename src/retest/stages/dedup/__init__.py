@@ -1,4 +1,4 @@
-"""The ``dedup`` stage: neighbours per metric, the metric registry, review CSV, verdicts."""
+"""The ``dedup`` stage: neighbours per metric, the metric registry, the review CSV."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from retest.stages.dedup._dedup import (
     DedupResult,
     check_resize,
     dedup_report,
-    record_review,
     run_dedup,
 )
 from retest.stages.dedup._inputs import (
@@ -62,7 +61,6 @@ __all__ = [
     "load_images",
     "metric_names",
     "read_review_file",
-    "record_review",
     "record_review_file",
     "run_dedup",
     "shortlist_chunk",

@@ -1,4 +1,5 @@
-"""The ``dedup`` stage: neighbours per metric, review queue, verdicts, resolution.
+"""The ``dedup`` stage: neighbours per metric and their report (the review queue and
+verdicts are the project layer's: :mod:`retest.project._neardup`).
 
 For every (non-blacklisted) candidate it stores the ``k`` nearest images under each
 requested metric. Metrics come from a registry
@@ -53,7 +54,6 @@ from retest.dedup.ssim import SSIMParams
 from retest.dedup.warp import WarpParams
 from retest.errors import ConfigError, InputValidationError, StageError
 from retest.models.embedders import parse_embedder_spec
-from retest.names import validate_person_name
 from retest.project import (
     AGAINST,
     BUILTIN_METRICS,
@@ -77,11 +77,7 @@ from retest.stages.dedup._metrics import (
 )
 from retest.stages.dedup._shortlist import shortlist_chunk
 from retest.store.artifacts import sha256_file, write_json
-from retest.store.rows import (
-    DuplicateVerdict,
-    NeighbourList,
-    NeighbourReview,
-)
+from retest.store.rows import NeighbourList
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -89,7 +85,6 @@ __all__ = [
     "DedupResult",
     "check_resize",
     "dedup_report",
-    "record_review",
     "run_dedup",
 ]
 
@@ -395,11 +390,15 @@ def run_dedup(
         if data_file not in sha:
             sha[data_file] = sha256_file(data_file)
         # the metric's state describes the reference data it was computed on
-        record = {"stage": DEDUP_STAGE, "sha256": sha[data_file],
-                  "path": data_file.relative_to(project.root).as_posix()}  # fmt: skip
+        record = {
+            "stage": DEDUP_STAGE,
+            "sha256": sha[data_file],
+            "path": data_file.relative_to(project.root).as_posix(),
+        }
         state = _json_safe(state)
-        save_state(project, f"{STATE_PREFIX}{metric}",
-                   {**state, "complete": False}, **record)  # fmt: skip
+        save_state(
+            project, f"{STATE_PREFIX}{metric}", {**state, "complete": False}, **record
+        )
         shards: Any = None
         for n, c0 in enumerate(chunks):
             key = f"{metric}:{n:06d}"
@@ -409,16 +408,30 @@ def run_dedup(
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
             ex = None if inp.exclude is None else inp.exclude[c0:c1]
             if space is None:
-                res = shortlist_chunk(m, project, inp, c0, c1, cand_px=cand_px,
-                                      ref_px=ref_px, options=opts, base_metrics=exact)  # fmt: skip
+                res = shortlist_chunk(
+                    m,
+                    project,
+                    inp,
+                    c0,
+                    c1,
+                    cand_px=cand_px,
+                    ref_px=ref_px,
+                    options=opts,
+                    base_metrics=exact,
+                )
             else:
                 q, r = space.queries, space.references
                 if client is not None and shards is None:
                     todo = sum(
                         f"{metric}:{i:06d}" not in done for i in range(len(chunks))
                     )
-                    shards = ClusterReferences(client, r, transfer=shard_transfer,
-                                               progress=progress, expected_calls=todo)  # fmt: skip
+                    shards = ClusterReferences(
+                        client,
+                        r,
+                        transfer=shard_transfer,
+                        progress=progress,
+                        expected_calls=todo,
+                    )
                 res = _knn_chunk(q[c0:c1], r, k, ex, shards, memory_budget, backend)
             _store_lists(project, metric, inp.cand_ids[c0:c1], inp.ref_ids, res)
             run.mark(key)
@@ -426,8 +439,9 @@ def run_dedup(
             report(progress, "dedup", computed + skipped, total)
         if shards is not None:
             shards.release()
-        save_state(project, f"{STATE_PREFIX}{metric}",
-                   {**state, "complete": True}, **record)  # fmt: skip
+        save_state(
+            project, f"{STATE_PREFIX}{metric}", {**state, "complete": True}, **record
+        )
         states[metric] = state
     write_json(summary, {**common, "metrics": list(order), "states": states})
     return DedupResult(
@@ -441,60 +455,6 @@ def run_dedup(
         str(summary),
         targets=targets,
         states=states,
-    )
-
-
-def record_review(
-    project: Project,
-    candidate_id: str,
-    metric: str,
-    *,
-    reviewer: str,
-    shown: Sequence[str],
-    duplicates: Sequence[str] = (),
-) -> None:
-    """Append a verdict per shown reference and a review mark (both append-only).
-
-    Candidate ids may be given as unique prefixes, as ``retest dedup-queue``
-    prints them (:func:`retest.stages.status._status.resolve_candidate`).
-
-    Parameters
-    ----------
-    project : Project
-    candidate_id, metric : str
-    reviewer : str
-        Checked by :func:`retest.names.validate_person_name`.
-    shown : sequence of str
-        References shown to the reviewer.
-    duplicates : sequence of str
-        Those the reviewer marked as copies (a subset of ``shown``).
-
-    Raises
-    ------
-    InputValidationError
-        A duplicate that was not shown, an ambiguous id prefix or a reviewer name
-        that is not one line of text.
-    NotFoundError
-        An unknown candidate.
-    """
-    from retest.stages.status import resolve_candidate, resolve_item
-
-    validate_person_name(reviewer)
-    candidate_id = resolve_candidate(project, candidate_id)
-    shown = [resolve_item(project, r) for r in shown]
-    duplicates = [resolve_item(project, r) for r in duplicates]
-    bad = set(duplicates) - set(shown)
-    if bad:
-        raise InputValidationError(
-            f"duplicates {sorted(bad)[:3]} were not among the shown references of "
-            f"{candidate_id!r}."
-        )
-    dup = set(duplicates)
-    project.store.neardup.add_verdicts(
-        DuplicateVerdict(candidate_id, r, metric, r in dup, reviewer) for r in shown
-    )
-    project.store.neardup.add_reviews(
-        [NeighbourReview(candidate_id, metric, reviewer, tuple(sorted(set(shown))))]
     )
 
 

@@ -127,7 +127,9 @@ class DedupMetric:
     order: ClassVar[int] = 100  # computation/listing order among metrics of a kind
     summary: ClassVar[str] = ""
 
-    def params(self, project: Project, options: DedupOptions, shape: Sequence[int]) -> dict[str, Any]:  # fmt: skip
+    def params(
+        self, project: Project, options: DedupOptions, shape: Sequence[int]
+    ) -> dict[str, Any]:
         """Settings that change this metric's distances (part of the run fingerprint)."""
         return {}
 
@@ -328,7 +330,9 @@ class Features(DedupMetric):
         )
         return f"{REFERENCE_EMBEDDER}-{fp}"
 
-    def params(self, project: Project, options: DedupOptions, shape: Sequence[int]) -> dict[str, Any]:  # fmt: skip
+    def params(
+        self, project: Project, options: DedupOptions, shape: Sequence[int]
+    ) -> dict[str, Any]:
         head, _ = parse_embedder_spec(options.embedder)
         if head == REFERENCE_EMBEDDER:
             return {"embedder": self._mlp_name(project, options, shape)}
@@ -417,7 +421,9 @@ class DSSIM(DedupMetric):
     order = 2
     summary = "structural dissimilarity (1 - SSIM) / 2 on the shortlist"
 
-    def params(self, project: Project, options: DedupOptions, shape: Sequence[int]) -> dict[str, Any]:  # fmt: skip
+    def params(
+        self, project: Project, options: DedupOptions, shape: Sequence[int]
+    ) -> dict[str, Any]:
         return {"ssim": asdict(options.ssim)}
 
     def default_target(self, shape: Sequence[int]) -> float:
@@ -459,7 +465,9 @@ class Warp(DedupMetric):
     order = 3
     summary = "squared L2 up to a small shift/rescale on the shortlist"
 
-    def params(self, project: Project, options: DedupOptions, shape: Sequence[int]) -> dict[str, Any]:  # fmt: skip
+    def params(
+        self, project: Project, options: DedupOptions, shape: Sequence[int]
+    ) -> dict[str, Any]:
         return {"warp": asdict(options.warp)}
 
     def default_target(self, shape: Sequence[int]) -> float:

@@ -29,7 +29,7 @@ from typing import Any
 from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output
 from retest.errors import InputValidationError
-from retest.project import Project
+from retest.project import Project, record_review
 
 __all__ = [
     "QUEUE_COLUMNS",
@@ -194,8 +194,6 @@ def record_review_file(
     project: Project, result: ReviewFileResult, *, reviewer: str
 ) -> int:
     """Record every decided group of ``result``; returns the reviews recorded."""
-    from retest.stages.dedup._dedup import record_review
-
     for cand, metric, shown, dups in result.reviews:
         record_review(
             project, cand, metric, reviewer=reviewer, shown=shown, duplicates=dups

@@ -292,9 +292,16 @@ def evaluate_sets(
         classes, missing images. Nothing is cached for a failing model.
     """
     return _evaluate(
-        models, datasets, cache_dir=cache_dir, train=train, cluster=cluster,
-        workers=workers, batch_size=batch_size, store=store, progress=progress,
-    ).predictions  # fmt: skip
+        models,
+        datasets,
+        cache_dir=cache_dir,
+        train=train,
+        cluster=cluster,
+        workers=workers,
+        batch_size=batch_size,
+        store=store,
+        progress=progress,
+    ).predictions
 
 
 def evaluate_testbed(
@@ -311,9 +318,15 @@ def evaluate_testbed(
 ) -> dict[str, Pair]:
     """:func:`evaluate_sets` on two sets: ``{model: (original, new)}``."""
     res = evaluate_sets(
-        models, [original, new], cache_dir=cache_dir, train=train, cluster=cluster,
-        workers=workers, batch_size=batch_size, progress=progress,
-    )  # fmt: skip
+        models,
+        [original, new],
+        cache_dir=cache_dir,
+        train=train,
+        cluster=cluster,
+        workers=workers,
+        batch_size=batch_size,
+        progress=progress,
+    )
     return {m: (p[0], p[1]) for m, p in res.items()}
 
 
@@ -412,18 +425,33 @@ def _run_dask(
         for j, job in enumerate(jobs):
             if job.fit:
                 fut = client.submit(
-                    run_model, job.runner, True, s_tx, s_ty,
-                    tuple(datasets[i].name for i in job.missing), batch_size, None,
-                    *(s_xs[i] for i in job.missing), pure=False,
-                )  # fmt: skip
+                    run_model,
+                    job.runner,
+                    True,
+                    s_tx,
+                    s_ty,
+                    tuple(datasets[i].name for i in job.missing),
+                    batch_size,
+                    None,
+                    *(s_xs[i] for i in job.missing),
+                    pure=False,
+                )
                 owner[fut] = (j, -1, -1)
                 continue
             for i in job.missing:
                 for s, part in enumerate(s_parts[i]):
                     fut = client.submit(
-                        run_model, job.runner, False, None, None,
-                        (datasets[i].name,), batch_size, None, part, pure=False,
-                    )  # fmt: skip
+                        run_model,
+                        job.runner,
+                        False,
+                        None,
+                        None,
+                        (datasets[i].name,),
+                        batch_size,
+                        None,
+                        part,
+                        pure=False,
+                    )
                     owner[fut] = (j, i, s)
         got: dict[tuple[int, int], dict[int, Predictions]] = {}
         left = {
@@ -518,9 +546,12 @@ def _stack(images: Sequence[NDArray[np.uint8]], what: str) -> NDArray[np.uint8]:
 
 
 def reference_set(
-    project: Project, split: str = "test", *, name: str | None = None,
+    project: Project,
+    split: str = "test",
+    *,
+    name: str | None = None,
     images: bool = True,
-) -> LabeledSet:  # fmt: skip
+) -> LabeledSet:
     """One registered split of the original dataset, in index order.
 
     Raises
@@ -711,9 +742,12 @@ def project_models(
     out: list[ModelRunner] = []
     if preset is not None or names:
         out += build_testbed(
-            preset or "full", n_classes=k, random_state=seed,
-            names=list(names) if names else None, progress=progress,
-        )  # fmt: skip
+            preset or "full",
+            n_classes=k,
+            random_state=seed,
+            names=list(names) if names else None,
+            progress=progress,
+        )
     out += [_model_file(f, k, onnx_options or {}, model_channels) for f in files]
     if predictions:
         unknown = sorted(set(predictions) - set(datasets))
@@ -843,21 +877,39 @@ def evaluate_project(
     need_train = any(not getattr(m, "fitted", True) for m in models)
     train = reference_set(project, train_split) if need_train else None
     outcome = _evaluate(
-        models, sets, cache_dir=project.arrays_dir / "predictions", train=train,
-        cluster=cluster, workers=workers, batch_size=batch_size, store=store,
+        models,
+        sets,
+        cache_dir=project.arrays_dir / "predictions",
+        train=train,
+        cluster=cluster,
+        workers=workers,
+        batch_size=batch_size,
+        store=store,
         progress=progress,
-    )  # fmt: skip
+    )
     claim_output_dir(base, RULES["evaluate"])
     reports = {}
     for i, new in enumerate(sets[1:], 1):
         pairs = {m: (p[0], p[i]) for m, p in outcome.predictions.items()}
         reports[new.name] = compare_testbed(
-            pairs, sets[0], new, out_dir=base / new.name, metric=metric, axes=axes,
-            confidence=confidence, n_boot=n_boot, random_state=seed,
-            figure_formats=figure_formats, label_models=label_models,
+            pairs,
+            sets[0],
+            new,
+            out_dir=base / new.name,
+            metric=metric,
+            axes=axes,
+            confidence=confidence,
+            n_boot=n_boot,
+            random_state=seed,
+            figure_formats=figure_formats,
+            label_models=label_models,
             progress=progress,
-        )  # fmt: skip
+        )
     return ProjectEvaluation(
-        sets[0], tuple(sets[1:]), reports, outcome.predictions, outcome.computed,
+        sets[0],
+        tuple(sets[1:]),
+        reports,
+        outcome.predictions,
+        outcome.computed,
         tuple(m.name for m in models),
-    )  # fmt: skip
+    )

@@ -7,9 +7,7 @@ from retest.stages.plan._plan import (
     KEYWORDS_FROM_REFERENCE,
     PlanResult,
     make_plan,
-    planned_needs,
     shared_summary,
-    verified_per_keyword,
 )
 
 __all__ = [
@@ -17,7 +15,5 @@ __all__ = [
     "KEYWORDS_FROM_REFERENCE",
     "PlanResult",
     "make_plan",
-    "planned_needs",
     "shared_summary",
-    "verified_per_keyword",
 ]

@@ -23,9 +23,15 @@ from retest.labeling.keyword_plan import (
     allocate_v6,
     needed_vs_available,
 )
-from retest.project import Project, load_state, save_state
+from retest.project import (
+    CLASS_PRESETS,
+    PLAN_STATE,
+    Project,
+    save_state,
+    verified_candidates,
+    verified_per_keyword,
+)
 from retest.stages.reference import reference_keyword_histogram
-from retest.stages.sample import verified_candidates
 from retest.store.artifacts import save_json
 
 __all__ = [
@@ -33,18 +39,11 @@ __all__ = [
     "KEYWORDS_FROM_REFERENCE",
     "PlanResult",
     "make_plan",
-    "planned_needs",
     "shared_summary",
-    "verified_per_keyword",
 ]
 
 KEYWORDS_FROM_REFERENCE = "reference"
 KEYWORDS_FROM_CONFIG = "retest.toml [keywords]"
-
-_CIFAR10 = (
-    "airplane", "automobile", "bird", "cat", "deer",
-    "dog", "frog", "horse", "ship", "truck",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,38 +69,6 @@ class PlanResult:
             "keywords_short": len(short),
             "path": self.path,
         }
-
-
-def verified_per_keyword(
-    project: Project, *, shared_class: Mapping[str, str] | None = None
-) -> dict[tuple[str, str], int]:
-    """Verified candidates per class and keyword.
-
-    Parameters
-    ----------
-    project : Project
-    shared_class : mapping of keyword to class name, optional
-        Where images verified for several classes count
-        (:func:`retest.stages.sample._sample.verified_candidates`).
-
-    Returns
-    -------
-    dict of (class name, keyword) to int
-        Candidates whose latest ``verify`` annotation says yes, each counted
-        once, for the class it belongs to.
-    """
-    store = project.store
-    classes, _ = verified_candidates(project, shared_class=shared_class)
-    if not classes:
-        return {}
-    names = {c.id: c.name for c in store.classes.list()}
-    known = store.candidates.existing(classes)
-    out: dict[tuple[str, str], int] = {}
-    for row in store.candidates.get_many(sorted(known)):
-        if row.keyword is not None:
-            key = (names.get(classes[row.id], str(classes[row.id])), row.keyword)
-            out[key] = out.get(key, 0) + 1
-    return out
 
 
 def make_plan(
@@ -170,7 +137,7 @@ def make_plan(
             )
         hist = _configured_histogram(keywords, classes, rule)
         source = KEYWORDS_FROM_CONFIG
-    cifar = tuple(classes) == _CIFAR10
+    cifar = tuple(classes) == CLASS_PRESETS["cifar10"]
     if rule == "v6":
         if exclude:
             raise ConfigError("--exclude applies to the v4 rule only.")
@@ -200,15 +167,25 @@ def make_plan(
     rel = f"reports/plan_{rule}.json"
     shared = shared_summary(project, shared_class=shared_class)
     result = PlanResult(plan, table, rel, source, shared)
-    save_json(store, project.root, rel, result.to_json(), stage="plan",
-              params={"rule": rule, "size": size, "top_k": top_k,
-                      "keyword_source": source,
-                      "compat": plan.params["compat"]})  # fmt: skip
+    save_json(
+        store,
+        project.root,
+        rel,
+        result.to_json(),
+        stage="plan",
+        params={
+            "rule": rule,
+            "size": size,
+            "top_k": top_k,
+            "keyword_source": source,
+            "compat": plan.params["compat"],
+        },
+    )
     # what later stages read (the web app's progress vs plan) lives in the store;
     # the report above is for people
     save_state(
         project,
-        _PLAN_STATE,
+        PLAN_STATE,
         {
             "rule": rule,
             "report": rel,
@@ -217,9 +194,6 @@ def make_plan(
         stage="plan",
     )
     return result
-
-
-_PLAN_STATE = "plan/current"
 
 
 def shared_summary(
@@ -268,26 +242,6 @@ def shared_summary(
             }
         )
     return tuple(out)
-
-
-def planned_needs(project: Project) -> tuple[dict[tuple[str, str], int], str]:
-    """Images needed per (class name, keyword) by the newest plan, and its report.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    needs : dict of (class name, keyword) to int
-        Empty when no plan was made.
-    report : str
-        The plan's report, relative to the project; ``""`` when no plan was made.
-    """
-    state = load_state(project, _PLAN_STATE)
-    if state is None:
-        return {}, ""
-    return {(c, k): int(n) for c, k, n in state["needed"]}, str(state["report"])
 
 
 def _configured_histogram(

@@ -68,10 +68,13 @@ class ReferenceReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "split": self.split, "n": self.n, "new": self.new,
-            "array_name": self.array_name, "class_counts": dict(self.class_counts),
+            "split": self.split,
+            "n": self.n,
+            "new": self.new,
+            "array_name": self.array_name,
+            "class_counts": dict(self.class_counts),
             "with_keyword": self.with_keyword,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +88,12 @@ class KeywordRecovery:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "n_reference": self.n_reference, "matched": self.matched,
-            "unmatched": self.n_reference - self.matched, "scanned": self.scanned,
+            "n_reference": self.n_reference,
+            "matched": self.matched,
+            "unmatched": self.n_reference - self.matched,
+            "scanned": self.scanned,
             "histogram": {c: dict(h) for c, h in self.histogram.items()},
-        }  # fmt: skip
+        }
 
 
 def reference_image_shape(project: Project) -> tuple[int, ...] | None:
@@ -462,10 +467,14 @@ def load_tinyimages_index(
     index = build_keyword_index(meta, progress=progress)
     sha = write_json(path, index.to_json())
     record_artifact(
-        project.store, project.root, path, name=f"tinyimages-index:{key[:16]}",
-        stage=INGEST_STAGE, params={"metadata": str(meta), "records": index.n_records},
+        project.store,
+        project.root,
+        path,
+        name=f"tinyimages-index:{key[:16]}",
+        stage=INGEST_STAGE,
+        params={"metadata": str(meta), "records": index.n_records},
         sha256=sha,
-    )  # fmt: skip
+    )
     return index
 
 

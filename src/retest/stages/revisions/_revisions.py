@@ -25,11 +25,11 @@ from typing import Any
 
 from retest.errors import ConfigError, StoreError
 from retest.names import suggest_name, validate_name
-from retest.project import Project, selection_frequencies
+from retest.project import Project, class_names, review_states, selection_frequencies
 from retest.sampling.base import SampleResult, strategy_tag, strategy_tags
 from retest.sampling.compat import check_compat
 from retest.sampling.histogram import DEFAULT_BINS, bin_index
-from retest.stages.sample import class_names, draw_sample
+from retest.stages.sample import draw_sample
 from retest.store.base import Store
 from retest.store.rows import ReviewState, Revision, RevisionMember
 
@@ -42,7 +42,6 @@ __all__ = [
     "create_revision",
     "diff_revisions",
     "next_revision_name",
-    "review_states",
     "revision_statistics",
     "revision_summaries",
     "set_class_review",
@@ -339,26 +338,6 @@ def set_class_review(
     project.store.revisions.set_review(
         ReviewState(revision, class_id, bool(reviewed), bool(problematic), who=who)
     )
-
-
-def review_states(project: Project, revision: str) -> dict[int, ReviewState]:
-    """Latest review state of every class of a revision.
-
-    Parameters
-    ----------
-    project : Project
-    revision : str
-
-    Returns
-    -------
-    dict of class id to ReviewState
-        Unreviewed for a class without review events.
-    """
-    latest = project.store.revisions.reviews(revision)
-    return {
-        cid: latest.get(cid, ReviewState(revision, cid, False, False))
-        for cid in sorted(class_names(project))
-    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,27 +11,17 @@ from retest.stages.sample._feasibility import (
     originals_shown,
 )
 from retest.stages.sample._sample import (
-    TARGET_MIN_ANNOTATIONS,
-    TARGET_MIN_ORIGINALS,
     candidate_pool,
-    class_names,
     draw_sample,
-    target_histograms,
-    verified_candidates,
 )
 
 __all__ = [
     "MIN_ANNOTATIONS",
     "STRATEGIES",
-    "TARGET_MIN_ANNOTATIONS",
-    "TARGET_MIN_ORIGINALS",
     "ClassFeasibility",
     "candidate_pool",
     "class_feasibility",
-    "class_names",
     "draw_sample",
     "originals_needed",
     "originals_shown",
-    "target_histograms",
-    "verified_candidates",
 ]

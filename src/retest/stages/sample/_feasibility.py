@@ -20,13 +20,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from retest.project import Eligibility, Project, candidate_eligibility, class_tallies
-from retest.sampling.selection_frequency import FrequencyStat
-from retest.stages.sample._sample import (
+from retest.project import (
     TARGET_MIN_ANNOTATIONS,
     TARGET_MIN_ORIGINALS,
+    Eligibility,
+    Project,
+    candidate_eligibility,
+    class_tallies,
     target_histograms,
 )
+from retest.sampling.selection_frequency import FrequencyStat
 from retest.store.rows import TaskRow, split_reference_id
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""Sampling inputs from the project store: selection frequencies, target histograms,
-the candidate pool, and one call that runs a registered sampler on them.
+"""Sampling inputs from the project store: the candidate pool, and one call that
+runs a registered sampler on it (selection frequencies, target histograms and the
+verified candidates are reads of the project layer).
 
 Classes are identified by *name* in the pure samplers and by *id* in the store;
 this module translates. Item ids are the store's (candidate sha256 or
@@ -8,15 +9,20 @@ this module translates. Item ids are the store's (candidate sha256 or
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from itertools import compress, repeat
 
 from retest._gc import no_cyclic_gc
 from retest._validation import check_seed
 from retest.errors import ConfigError, StageError
-from retest.labeling.keyword_plan import SharedImage, assign_verified
-from retest.project import Eligibility, Project, selection_frequencies
+from retest.project import (
+    Eligibility,
+    Project,
+    class_names,
+    selection_frequencies,
+    target_histograms,
+    verified_candidates,
+)
 from retest.sampling.base import (
     SampleResult,
     revision_strategies,
@@ -26,148 +32,13 @@ from retest.sampling.base import (
 from retest.sampling.columnar import ColumnarPool
 from retest.sampling.compat import check_compat
 from retest.sampling.eligibility import CandidateInfo
-from retest.sampling.histogram import DEFAULT_BINS
-from retest.sampling.selection_frequency import (
-    FrequencyStat,
-    TargetHistogram,
-    class_target_histograms,
-)
+from retest.sampling.selection_frequency import FrequencyStat
 from retest.stages.sample._pool import columnar_pool
 
 __all__ = [
-    "TARGET_MIN_ANNOTATIONS",
-    "TARGET_MIN_ORIGINALS",
     "candidate_pool",
-    "class_names",
     "draw_sample",
-    "target_histograms",
-    "verified_candidates",
 ]
-
-
-def class_names(project: Project) -> dict[int, str]:
-    """``class_id → name`` of the project's classes, as stored.
-
-    Parameters
-    ----------
-    project : Project
-
-    Returns
-    -------
-    dict of int to str
-    """
-    return {c.id: c.name for c in project.store.classes.list()}
-
-
-TARGET_MIN_ANNOTATIONS = 10
-"""Valid assignments an original needs to count in its class's target histogram."""
-TARGET_MIN_ORIGINALS = 20
-"""Counted originals a class needs for a valid target histogram (MatchedFrequency)."""
-
-
-def target_histograms(
-    project: Project,
-    *,
-    split: str | None = None,
-    bins: Sequence[float] = DEFAULT_BINS,
-    min_annotations: int = TARGET_MIN_ANNOTATIONS,
-    min_images: int = TARGET_MIN_ORIGINALS,
-    stats: Mapping[tuple[str, int], FrequencyStat] | None = None,
-    compat: str | None = None,
-) -> dict[str, TargetHistogram]:
-    """Each class's histogram of original images over selection-frequency bins.
-
-    Uses the original (reference) images of ``split`` (all splits if None) that
-    were shown in tasks of their own class, with ≥ ``min_annotations`` valid
-    assignments.
-
-    Parameters
-    ----------
-    project : Project
-    split : str, optional
-        Original split whose images count (all splits when None).
-    bins : sequence of float
-        Selection-frequency bin edges.
-    min_annotations, min_images : int
-        Assignments an original needs to count; counted originals a class needs
-        to be valid.
-    stats : mapping, optional
-        :func:`selection_frequencies` when the caller already has it.
-    compat : {"exact", "authors"}, optional
-        How assignments are counted when ``stats`` is computed here.
-
-    Returns
-    -------
-    dict of class name to TargetHistogram
-    """
-    if stats is None:
-        stats = selection_frequencies(project, compat=compat)
-    names = class_names(project)
-    freq: list[float] = []
-    n: list[int] = []
-    cls: list[str] = []
-    for ref in project.store.references.list(split=split):
-        st = stats.get((ref.id, ref.class_id))
-        if st is None:
-            continue
-        freq.append(st.frequency)
-        n.append(st.n_assignments)
-        cls.append(names.get(ref.class_id, str(ref.class_id)))
-    return class_target_histograms(
-        freq,
-        n,
-        cls,
-        bins=bins,
-        min_annotations=min_annotations,
-        min_images=min_images,
-        all_classes=names.values(),
-    )
-
-
-def verified_candidates(
-    project: Project, *, shared_class: Mapping[str, str] | None = None
-) -> tuple[dict[str, int], list[SharedImage[int]]]:
-    """Candidates whose latest ``kind="verify"`` judgment is yes (CIFAR stage 2),
-    each with the one class it counts for.
-
-    An image verified for several classes (CIFAR-10.1's ``cruiser`` images in
-    both the automobile and the ship list) goes where
-    :func:`retest.labeling.keyword_plan.assign_verified` puts it: the class
-    named in ``shared_class[keyword]``, else the class with the fewest verified
-    images of the keyword (docs/algorithms.md#shared-images).
-
-    Parameters
-    ----------
-    project : Project
-    shared_class : mapping of keyword to class name, optional
-
-    Returns
-    -------
-    classes : dict of str to int
-        Candidate id → class id.
-    shared : list of SharedImage
-        The images verified for several classes and where they went.
-    """
-    store = project.store
-    latest: dict[tuple[str, int], int] = {}
-    for e in store.annotations.list(kind="verify"):
-        latest[(e.item_id, e.class_id)] = e.value
-    ids = {c.name: c.id for c in store.classes.list()}
-    choice = {}
-    for kw, name in (shared_class or {}).items():
-        if name not in ids:
-            from retest.errors import UnknownNameError
-
-            raise UnknownNameError("class", name, (), sorted(ids))
-        choice[kw] = ids[name]
-    yes = Counter(item for (item, _), v in latest.items() if v > 0)
-    keyword_of: dict[str, str] = {}
-    if any(n > 1 for n in yes.values()):  # the rule weighs each class's list
-        known = sorted(store.candidates.existing(yes))
-        keyword_of = {
-            r.id: r.keyword for r in store.candidates.get_many(known) if r.keyword
-        }
-    return assign_verified(latest, keyword_of, choice)
 
 
 def candidate_pool(

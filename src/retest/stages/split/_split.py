@@ -290,17 +290,28 @@ def split_pool(
         )
         pool, overlap = _revision_pool(project, items)
     result = build_train_test(
-        pool, random_state=seed, per_class=per_class, train_fraction=train_fraction,
-        in_original_train=overlap, policy=policy, classes=project.class_names,
-    )  # fmt: skip
+        pool,
+        random_state=seed,
+        per_class=per_class,
+        train_fraction=train_fraction,
+        in_original_train=overlap,
+        policy=policy,
+        classes=project.class_names,
+    )
     safe = source.replace(":", "_").replace("/", "_")
     rel = f"reports/split_{safe}_seed{seed}.json"
     path = Path(out) if out is not None else project.root / rel
     res = SplitResult(source, result, frozenset(overlap), path.resolve(), len(pool))
     data = res.to_json()
     if out is None:
-        save_json(project.store, project.root, rel, data, stage="split",
-                  params={k: data[k] for k in ("source", "seed", "parameters")})  # fmt: skip
+        save_json(
+            project.store,
+            project.root,
+            rel,
+            data,
+            stage="split",
+            params={k: data[k] for k in ("source", "seed", "parameters")},
+        )
     else:
         write_json(path, data)
     return res

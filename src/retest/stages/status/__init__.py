@@ -7,8 +7,7 @@ from retest.stages.status._status import (
     ProjectStatus,
     candidate_status,
     project_status,
-    resolve_candidate,
-    resolve_item,
+    status,
 )
 
 __all__ = [
@@ -16,6 +15,5 @@ __all__ = [
     "ProjectStatus",
     "candidate_status",
     "project_status",
-    "resolve_candidate",
-    "resolve_item",
+    "status",
 ]

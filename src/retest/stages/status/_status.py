@@ -13,12 +13,12 @@ rejected) annotation event.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from retest.errors import InputValidationError, NotFoundError
 from retest.project import (
     REASONS,
     Project,
@@ -26,17 +26,17 @@ from retest.project import (
     class_tallies,
     eligibility_summary,
     heavy_automatic_losses,
+    open_project,
+    resolve_candidate,
 )
 from retest.store.base import Store
-from retest.store.rows import split_reference_id
 
 __all__ = [
     "ClassStatus",
     "ProjectStatus",
     "candidate_status",
     "project_status",
-    "resolve_candidate",
-    "resolve_item",
+    "status",
 ]
 
 
@@ -86,16 +86,55 @@ def _per_class(store: Store, items: Iterable[str]) -> Counter[int | None]:
 
 
 def project_status(
-    project: Project,
+    project: Project | str | os.PathLike[str],
     *,
     revision: str | None = None,
     include_unreviewed: bool = False,
 ) -> ProjectStatus:
-    """Count, per class, what the project holds (see the module docstring).
+    """Per-class counts of a project, as ``retest status`` shows them.
 
-    Reads only the candidates that are annotated, blacklisted or excluded; the
-    rest are counted per class in SQL.
+    Public as ``retest.status``. Reads only the candidates that are annotated,
+    blacklisted or excluded; the rest are counted per class in SQL.
+
+    Parameters
+    ----------
+    project : Project or path-like
+        An open project, or a project directory (opened and closed here).
+    revision : str, optional
+        Revision whose members are counted as ``sampled``; default the latest.
+    include_unreviewed : bool
+        Count candidates whose only exclusion reason is a pending near-duplicate
+        review as eligible (``retest sample --include-unreviewed``).
+
+    Returns
+    -------
+    ProjectStatus
+        ``classes``: one ``ClassStatus`` per class (candidates, annotated,
+        blacklisted, near_duplicates, unreviewed, eligible, sampled, reviewed and
+        the count per exclusion reason); ``to_dict()`` gives JSON-ready data.
+
+    Raises
+    ------
+    ConfigError
+        ``project`` is a path that is not inside a retest project.
+    NotFoundError
+        ``revision`` does not exist.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from retest import init_project, status
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     init_project(d, classes=["cat", "dog"]).close()
+    ...     s = status(d)
+    >>> [(c.name, c.candidates, c.eligible) for c in s.classes], s.revision
+    ([('cat', 0, 0), ('dog', 0, 0)], None)
     """
+    if not isinstance(project, Project):
+        with open_project(project) as opened:
+            return project_status(
+                opened, revision=revision, include_unreviewed=include_unreviewed
+            )
     store = project.store
     annotated = _per_class(store, store.annotations.item_counts())
     blacklisted = _per_class(store, store.blacklist.current())
@@ -143,52 +182,8 @@ def project_status(
     return ProjectStatus(project.config.name, revision, tuple(rows), summary)
 
 
-MIN_PREFIX = 6
-"""Shortest id prefix :func:`resolve_candidate` searches for (retest's messages
-shorten ids to 12 or 16 characters)."""
-
-
-def resolve_candidate(project: Project, given: str) -> str:
-    """The candidate id ``given`` names: the id itself or a unique prefix of it,
-    as retest's own messages print ids shortened.
-
-    Raises
-    ------
-    NotFoundError
-        No candidate has that id or prefix; an original image's id (``test:17``)
-        is said to be one.
-    InputValidationError
-        The prefix is shared by several candidates.
-    """
-    store = project.store
-    if store.candidates.existing([given]):
-        return given
-    ref = split_reference_id(given)
-    if ref is not None:
-        raise NotFoundError(
-            f"{given!r} is an original image (split {ref[0]!r}), not a candidate; "
-            "give a candidate id, e.g. one listed by `retest dedup-queue`."
-        )
-    key = given.lower()
-    if len(key) >= MIN_PREFIX and all(ch in "0123456789abcdef" for ch in key):
-        ids = [i for i in store.candidates.columns(("id",))["id"] if i.startswith(key)]
-        if len(ids) == 1:
-            return str(ids[0])
-        if ids:
-            raise InputValidationError(
-                f"candidate id prefix {given!r} matches {len(ids)} candidates (e.g. "
-                f"{ids[0]}, {ids[1]}); give more of the id."
-            )
-    raise NotFoundError(f"candidate {given!r} is not in the project.")
-
-
-def resolve_item(project: Project, given: str) -> str:
-    """An original's id (``SPLIT:INDEX``) as given, else :func:`resolve_candidate`."""
-    return (
-        given
-        if split_reference_id(given) is not None
-        else resolve_candidate(project, given)
-    )
+#: The public name of :func:`project_status` (``retest.status``).
+status = project_status
 
 
 def candidate_status(project: Project, candidate_id: str) -> dict[str, Any]:

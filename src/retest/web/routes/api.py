@@ -21,8 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from retest.project import record_label_verdict, set_exclusion
-from retest.stages.dedup import record_review
+from retest.project import record_label_verdict, record_review, set_exclusion
 from retest.store.base import Store
 from retest.store.rows import (
     AnnotationEvent,
@@ -268,7 +267,7 @@ def post_neardup(
 ) -> dict[str, Any]:
     """Verdicts for every shown neighbour, then a review mark for the row.
 
-    With ``reviewed`` the dedup stage's :func:`~retest.stages.dedup._dedup.record_review`
+    With ``reviewed`` the project layer's :func:`~retest.project.record_review`
     writes both (so ``retest dedup queue`` and this page agree); without it only
     the verdicts are written. The shown ids must be neighbours of the candidate
     under the metric.

@@ -20,10 +20,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from retest.errors import NotFoundError
 from retest.labeling.instructions import GRID_INSTRUCTIONS
-from retest.project import Live, NotReady
+from retest.project import Live, NotReady, review_states
 from retest.sampling.histogram import bin_index
 from retest.sampling.selection_frequency import FrequencyStat
-from retest.stages.revisions import review_states
 from retest.store.base import Store
 from retest.store.rows import DuplicateVerdict, Revision
 from retest.web.deps import ReviewerDep, RoleDep, StateDep, StoreDep

@@ -3,7 +3,7 @@ selection-frequency statistics per class, keyword progress against the plan, and
 label-error queue.
 
 The near-duplicate queue and "sufficiently reviewed" come from
-:mod:`retest.stages.dedup._dedup` / :mod:`retest.dedup.rules` (one implementation
+:mod:`retest.project` / :mod:`retest.dedup.rules` (one implementation
 shared with ``retest dedup queue``).
 """
 
@@ -24,6 +24,7 @@ from retest.project import (
     NotReady,
     Project,
     candidate_infos,
+    class_names,
     control_scores,
     excluded_workers,
     load_neighbours,
@@ -31,7 +32,6 @@ from retest.project import (
     review_targets,
     reviewed_references,
 )
-from retest.stages.sample import class_names
 from retest.store.rows import split_reference_id
 from retest.web.deps import ReviewerDep, StateDep, StoreDep
 from retest.web.routes.pages import (
