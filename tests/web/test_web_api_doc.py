@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 from starlette.routing import Mount
+from web_helpers import all_routes  # type: ignore[import-not-found]
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from retest.project._project import Project
@@ -20,20 +21,10 @@ from retest.project._project import Project
 DOC = Path(__file__).resolve().parents[2] / "docs" / "web-api.md"
 
 
-def _routes(routes):  # type: ignore[no-untyped-def]
-    """Every route, the included routers' too (FastAPI wraps those)."""
-    for route in routes:
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            yield from _routes(inner.routes)
-        else:
-            yield route
-
-
 def _served(app) -> set[tuple[str, str]]:  # type: ignore[no-untyped-def]
     return {
         (method, route.path)
-        for route in _routes(app.routes)
+        for route in all_routes(app.routes)
         if not isinstance(route, Mount)
         for method in (route.methods or ())
         if method != "HEAD"

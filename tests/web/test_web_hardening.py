@@ -11,7 +11,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 from starlette.routing import Mount
-from web_helpers import build_project, person
+from web_helpers import all_routes, build_project, person
 
 from retest.stages.crowd import project_secret
 from retest.store.rows import AnnotationEvent
@@ -141,19 +141,9 @@ _QUERIES = ["", "?page=-5&stage=verify", "?page=99999999999999999999",
             "?after=%FF&show=all", "?bin=-1&originals=99999"]  # fmt: skip
 
 
-def _routes(routes):  # type: ignore[no-untyped-def]
-    """Every route, the included routers' too (FastAPI wraps those)."""
-    for route in routes:
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            yield from _routes(inner.routes)
-        else:
-            yield route
-
-
 def _paths(app) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     out = []
-    for route in _routes(app.routes):
+    for route in all_routes(app.routes):
         if isinstance(route, Mount):
             out.append(("GET", route.path + "/app.js"))
             out.append(("GET", route.path + "/%2e%2e/app.py"))

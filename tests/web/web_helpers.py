@@ -28,6 +28,16 @@ REVIEWER = "test-reviewer-456"
 """The project owner's (admin) token: a reviewer writing as ``owner``."""
 
 
+def all_routes(routes):  # type: ignore[no-untyped-def]
+    """Every route of an app, the included routers' too (FastAPI wraps those)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from all_routes(inner.routes)
+        else:
+            yield route
+
+
 def person_token(project: Project, name: str, role: str = "labeler") -> str:
     """The personal token of ``name`` (added with a fixed token when new)."""
     token = TOKEN if name == "alice" else f"tok-{name}-0123456789"
