@@ -56,9 +56,9 @@ from retest.dedup._knn_chunks import (
     NeedsScale,
     Plan,
     RefNorms,
+    RowGather,
     Scorer,
     Shortlist,
-    as_float64,
     drop_pages,
     faiss_select,
     input_scale,
@@ -242,6 +242,9 @@ def exact_sqdist(
             out[order] = sorted_out
             return out
     step = 256 if small_int else max(1, _PAIR_BLOCK // (8 * max(1, queries.shape[1])))
+    if not small_int:
+        ref_rows = RowGather(min(step, order.size), queries.shape[1])
+        query_rows = RowGather(min(step, order.size), queries.shape[1])
     for s in range(0, order.size, step):
         sel = order[s : s + step]
         if small_int:  # int16 differences and int64 sums: exact and cache-friendly
@@ -249,8 +252,8 @@ def exact_sqdist(
             rows16 -= np.asarray(queries[qi[sel]])
             out[sel] = np.einsum("ij,ij->i", rows16, rows16, dtype=np.int64)
             continue
-        rows = as_float64(references[ri[sel]])
-        rows -= as_float64(queries[qi[sel]])
+        rows = ref_rows(references, ri[sel])
+        rows -= query_rows(queries, qi[sel])
         out[sel] = np.einsum("ij,ij->i", rows, rows)
     return out
 
