@@ -52,6 +52,17 @@ CLASSES = [f"class{i}" for i in range(10)]
 SIDE = 8  # 8×8×3 images: 192 bytes each
 
 
+def _scratch(args: argparse.Namespace) -> Path:
+    """``--dir``, or a fresh folder under ``scratch_<checkout>`` beside the
+    checkout (never /tmp: a small tmpfs on the benchmark machine)."""
+    if args.dir:
+        return Path(args.dir)
+    root = Path(__file__).resolve().parents[1]
+    parent = root.parent / f"scratch_{root.name}"
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="retest-scale-", dir=parent))
+
+
 def _load() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
@@ -183,7 +194,7 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     from retest.project import Project
     from retest.stages.ingest import ingest_source
 
-    base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
+    base = _scratch(args)
     root = base / "proj"
     base.mkdir(parents=True, exist_ok=True)
     if args.reuse and (root / "retest.db").exists():
@@ -314,26 +325,65 @@ def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]
 # ------------------------------------------------------------------ dedup
 
 
-def _gemm_rate(d: int, q: int, threads: int) -> tuple[float, float]:
-    """float32 GEMM GFLOP/s of a (q × d) · (d × 8192) product on ``threads``: per
-    wall second and per CPU second of this process (best of 5 each). The CPU rate
-    is what a core delivers while it runs, so it stays meaningful when other jobs
-    share the cores; the wall rate is what this run got."""
+GEMM_FORMS = ("a @ b", "a @ c.T", "c @ a.T")
+"""The products a task could run for (q × d) queries ``a`` and m reference rows:
+``b`` = the rows as a contiguous (d × m) block, ``c`` = them as (m × d) rows."""
+
+
+def _gemm_rate(d: int, q: int, m: int, threads: int) -> dict[str, Any]:
+    """float32 GEMM GFLOP/s of (q × d) · (d × m) on ``threads``, the best of
+    :data:`GEMM_FORMS` (best of 5 each), per wall second and per CPU second of
+    this process. The CPU rate is what a core delivers while it runs, so it stays
+    meaningful when other jobs share the cores; the wall rate is what this run
+    got. ``m`` is a task's chunk: the denominator is the best this machine does
+    for the shape a worker runs."""
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((q, d), dtype=np.float32)
-    b = rng.standard_normal((d, 8192), dtype=np.float32)
+    b = rng.standard_normal((d, m), dtype=np.float32)
+    c = np.ascontiguousarray(b.T)
+    at = a.T
+    reps = max(1, 8192 // m)  # ~the same arithmetic per timing for every m
+    forms = {"a @ b": lambda: a @ b, "a @ c.T": lambda: a @ c.T,
+             "c @ a.T": lambda: c @ at}  # fmt: skip
+    wall = dict.fromkeys(forms, float("inf"))
+    cpu = dict.fromkeys(forms, float("inf"))
     with threadpool_limits(threads):
-        a @ b
-        best, best_cpu = float("inf"), float("inf")
+        for fn in forms.values():
+            fn()
         for _ in range(5):
-            t, c = time.perf_counter(), time.process_time()
-            a @ b
-            best = min(best, time.perf_counter() - t)
-            best_cpu = min(best_cpu, time.process_time() - c)
-    flop = 2 * q * d * 8192
-    return flop / best / 1e9, flop / best_cpu / 1e9
+            for name, fn in forms.items():
+                t, p = time.perf_counter(), time.process_time()
+                for _ in range(reps):
+                    fn()
+                wall[name] = min(wall[name], time.perf_counter() - t)
+                cpu[name] = min(cpu[name], time.process_time() - p)
+    flop = 2 * q * d * m * reps / 1e9
+    return {
+        "wall": flop / min(wall.values()),
+        "cpu": flop / min(cpu.values()),
+        "wall_by_form": {k: flop / v for k, v in wall.items()},
+        "cpu_by_form": {k: flop / v for k, v in cpu.items()},
+    }
+
+
+def _gemm_rates(d: int, q: int, m: int) -> dict[str, Any]:
+    """1- and 2-thread rates (see :func:`_gemm_rate`), printed."""
+    g1, g2 = _gemm_rate(d, q, m, 1), _gemm_rate(d, q, m, 2)
+    print(f"  GEMM ({q} x {d}) . ({d} x {m}): {g1['wall']:.1f} GFLOP/s on 1 thread "
+          f"({g1['cpu']:.1f} per CPU second; by form "
+          + ", ".join(f"{k} {v:.1f}" for k, v in g1["cpu_by_form"].items())
+          + f"), {g2['wall']:.1f} on 2 ({g2['wall'] / g1['wall']:.2f}x)  load {_load()}",
+          flush=True)  # fmt: skip
+    return {"1": g1, "2": g2, "load": _load()}
+
+
+def _engine() -> list[str]:
+    """The GEMM engine this worker's kNN chose (``[]`` before the first call)."""
+    from retest.dedup import knn as knn_module
+
+    return list(knn_module._ENGINE)
 
 
 def _workers_cpu(client: Any) -> float:
@@ -343,9 +393,11 @@ def _workers_cpu(client: Any) -> float:
 
 def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
     from retest.cluster import ClusterReferences, cluster_client
-    from retest.dedup.knn import knn
+    from retest.cluster._dask import MAX_SHARD_BYTES
+    from retest.dedup._knn_chunks import make_plan
+    from retest.dedup.knn import DEFAULT_MEMORY_BUDGET, knn
 
-    base = Path(args.dir or tempfile.mkdtemp(prefix="retest-scale-", dir="/tmp"))
+    base = _scratch(args)
     base.mkdir(parents=True, exist_ok=True)
     path = base / "refs.npy"
     dt = np.dtype(args.dtype)
@@ -378,22 +430,17 @@ def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
         "file_gib": need / 2**30, "write_s": write_s,
         "runs": [],
     }  # fmt: skip
-    g1, g1_cpu = _gemm_rate(args.d, args.q, 1)
-    g2, _ = _gemm_rate(args.d, args.q, 2)
-    res.update(
-        gemm_gflops_1thread=g1,
-        gemm_gflops_2threads=g2,
-        gemm_speedup_2threads=g2 / g1,
-        gemm_gflops_1thread_cpu=g1_cpu,
-    )
-    print(f"  GEMM: {g1:.1f} GFLOP/s on 1 thread ({g1_cpu:.1f} per CPU second), "
-          f"{g2:.1f} on 2 ({g2 / g1:.2f}x)  load {_load()}", flush=True)  # fmt: skip
+    # the chunk a task scores per GEMM (one thread, the default budget)
+    shard_rows = -(-args.n // max(2, -(-need // MAX_SHARD_BYTES)))
+    m = make_plan(args.q, shard_rows, args.d, DEFAULT_MEMORY_BUDGET, None, 1).chunk
+    gemm_before = _gemm_rates(args.d, args.q, m)
     flops = 2.0 * args.q * args.n * args.d
     ref_result = None
     for workers in (1, 2):
         with cluster_client(workers=workers, threads_per_worker=1) as client:
             shards = ClusterReferences(client, refs, transfer="path", task_threads=1)
             shards.knn(q[:8], 10)  # warm-up: page cache, native build, imports
+            engines = sorted({e for v in client.run(_engine).values() for e in v})
             times, cpus = [], []
             for _ in range(args.reps):
                 c = _workers_cpu(client)
@@ -407,24 +454,41 @@ def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
                 np.array_equal(out.indices, ref_result.indices)
                 and np.array_equal(out.distances, ref_result.distances)
             )
-        wall = float(np.median(times))
-        cpu = float(np.median(cpus))
-        gf = flops / wall / 1e9
         res["runs"].append({
             "workers": workers, "shards": shards.n_shards, "walls": times,
-            "wall_s": wall, "gflops": gf, "gflops_per_worker": gf / workers,
-            "fraction_of_1thread_gemm": gf / workers / g1,
-            "worker_cpu_s": cpu, "gflops_per_cpu_s": flops / cpu / 1e9,
-            "fraction_of_1thread_gemm_cpu": flops / cpu / 1e9 / g1_cpu,
-            "same_as_1_worker": same, "load": _load(),
+            "wall_s": float(np.median(times)), "worker_cpu_s": float(np.median(cpus)),
+            "engines": engines, "same_as_1_worker": same, "load": _load(),
         })  # fmt: skip
-        print(f"  {workers} worker(s): {wall:7.1f} s  {gf:6.1f} GFLOP/s  "
-              f"({gf / workers / g1:.2f} of 1-thread GEMM per worker; per CPU "
-              f"second {flops / cpu / 1e9 / g1_cpu:.2f})  load {_load()}",
-              flush=True)  # fmt: skip
+        print(f"  {workers} worker(s): {np.median(times):7.1f} s wall, "
+              f"{np.median(cpus):7.1f} s worker CPU  engine {engines}  "
+              f"load {_load()}", flush=True)  # fmt: skip
+    # the denominator: the best GEMM of this run, before or after the workers
+    gemm_after = _gemm_rates(args.d, args.q, m)
+    g = {t: {c: max(gemm_before[t][c], gemm_after[t][c]) for c in ("wall", "cpu")}
+         for t in ("1", "2")}  # fmt: skip
+    res.update(
+        gemm_chunk_rows=m,
+        gemm_before=gemm_before,
+        gemm_after=gemm_after,
+        gemm_gflops_1thread=g["1"]["wall"],
+        gemm_gflops_1thread_cpu=g["1"]["cpu"],
+        gemm_gflops_2threads=g["2"]["wall"],
+        gemm_speedup_2threads=g["2"]["wall"] / g["1"]["wall"],
+    )
+    for run in res["runs"]:
+        w = run["workers"]
+        gf, gf_cpu = flops / run["wall_s"] / 1e9, flops / run["worker_cpu_s"] / 1e9
+        run.update(
+            gflops=gf, gflops_per_worker=gf / w, gflops_per_cpu_s=gf_cpu,
+            fraction_of_1thread_gemm=gf / w / g["1"]["wall"],
+            fraction_of_1thread_gemm_cpu=gf_cpu / g["1"]["cpu"],
+        )  # fmt: skip
+        print(f"  {w} worker(s): {gf:6.1f} GFLOP/s = {gf / w / g['1']['wall']:.2f} of "
+              f"the 1-thread GEMM per worker (wall); per CPU second {gf_cpu:.1f} = "
+              f"{gf_cpu / g['1']['cpu']:.2f}", flush=True)  # fmt: skip
     res["speedup_2_vs_1"] = res["runs"][0]["wall_s"] / res["runs"][1]["wall_s"]
     print(f"  2 workers: {res['speedup_2_vs_1']:.2f}x of 1 (2-thread GEMM "
-          f"{g2 / g1:.2f}x)", flush=True)  # fmt: skip
+          f"{res['gemm_speedup_2threads']:.2f}x)", flush=True)  # fmt: skip
     if args.check:
         sub = knn(q[:16], refs[: min(args.n, 200_000)], 10)
         res["spot_check_rows"] = 16

@@ -594,7 +594,10 @@ class RowGather:
         raw = self.raw.get(src.dtype)
         if raw is None:
             raw = self.raw[src.dtype] = np.empty((self.rows, self.d), src.dtype)
-        part = np.take(src, idx, axis=0, out=raw[:n], mode="clip")  # idx is valid
+        if src.flags.c_contiguous and src.flags.aligned:  # idx is valid: no checks
+            part = np.take(src, idx, axis=0, out=raw[:n], mode="clip")
+        else:  # np.take would copy the whole of ``src`` first, on every call
+            part = np.ascontiguousarray(src[idx])
         out = self.f64[:n]
         fn = native_kernel() if src.dtype == np.float16 else None
         if fn is None or not n:
