@@ -14,8 +14,10 @@
              figures are printed beside each query.
 ``dedup``  – exact kNN of Q queries against N references (default 1,048,576 ×
              4,096 float16, memory-mapped; 8 GiB) on a local Dask cluster of 1
-             and then 2 worker processes (one thread each), against the
-             single-thread float32 GEMM rate of this machine.
+             and then 2 worker processes (one thread each), against the best
+             1- and 2-thread float32 GEMM this machine does for the shape a task
+             runs (Q × d by d × its chunk rows; measured before and after the
+             workers, the better kept), per wall second and per CPU second.
 
 Usage::
 
@@ -26,7 +28,8 @@ Usage::
 
 Results go to ``benchmarks/results/scale_<part>.json`` (``scale_queries.json``
 with ``--reuse``) and a table on stdout.
-Scratch data is deleted at the end unless ``--keep``.
+Scratch data goes to ``--dir`` (default: a new folder under ``scratch_<checkout>``
+beside the checkout, never /tmp) and is deleted at the end unless ``--keep``.
 """
 
 from __future__ import annotations
