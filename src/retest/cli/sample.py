@@ -191,6 +191,9 @@ def sample(
     )
     from retest.stages.revisions import create_revision
 
+    from retest.sampling.base import SAMPLERS
+
+    SAMPLERS.get(strategy)  # a bad --strategy first (exit 2, the valid ones listed)
     if name is not None:
         validate_name(name, "revision")
     from retest.sampling.compat import check_compat
