@@ -452,9 +452,12 @@ def _fail_if_all_rejected(results: Path, res: Any) -> None:
     else:
         why = f"every row: {reason}" if same else f"e.g. line {line}: {reason}"
 
+    rows = (
+        "its only data row was" if res.rows == 1 else f"all {res.rows} data rows were"
+    )
     raise InputValidationError(
-        f"{results}: nothing imported; all {res.rows} data rows were rejected "
-        f"({why}). Fix the rows listed and import the file again."
+        f"{results}: nothing imported; {rows} rejected ({why}). Fix the rows "
+        "listed and import the file again."
     )
 
 
