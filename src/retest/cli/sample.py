@@ -325,9 +325,12 @@ def _shortfall_text(s: Any) -> str:
             f"{TARGET_MIN_ORIGINALS} needed for its target histogram (crowd-label "
             "more originals of the class: `retest crowd tasks`)"
         )
-    parts = ", ".join(f"{k} {n}" for k, n in s.detail)
+    # ("eligible", n) says how many the class had; other parts how many are missing
+    had = dict(s.detail).get("eligible")
+    parts = ", ".join(f"{k} {n}" for k, n in s.detail if k != "eligible")
     return (
         f"{s.got} of {s.needed} images ({s.reason.replace('_', ' ')}"
+        + (f": {had} eligible" if had is not None else "")
         + (f"; missing {parts}" if parts else "")
         + ")"
     )
