@@ -20,12 +20,12 @@ from test_crowd_reimport import (  # noqa: F401  (crowd: a fixture)
 )
 
 
-def _rows(crowd: Crowd, n: int, *, bad: set[int]) -> list[dict[str, str]]:
+def _rows(c: Crowd, n: int, *, bad: set[int]) -> list[dict[str, str]]:
     rows = []
     for k in range(n):
-        task = crowd.task(k % 2)
-        row = result_row(crowd, task, assignment=f"A{k}", worker=f"W{k}",
-                         selected=crowd.candidates(task)[:1])  # fmt: skip
+        task = c.task(k % 2)
+        row = result_row(c, task, assignment=f"A{k}", worker=f"W{k}",
+                         selected=c.candidates(task)[:1])  # fmt: skip
         if k in bad:
             row["Answer.selected"] = "nosuchtoken"
         rows.append(row)
@@ -38,7 +38,9 @@ def _sha(path: Path) -> str:
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_every_row_rejected_exits_1_naming_why(
-    crowd: Crowd, tmp_path: Path, as_json: bool
+    crowd: Crowd,  # noqa: F811
+    tmp_path: Path,
+    as_json: bool,
 ) -> None:
     path = write_results(tmp_path / "r.csv", _rows(crowd, 3, bad={0, 1, 2}))
     db = _sha(crowd.root / "retest.db")
@@ -58,7 +60,8 @@ def test_every_row_rejected_exits_1_naming_why(
 
 
 def test_partial_import_exits_0_with_the_rejected_count(
-    crowd: Crowd, tmp_path: Path
+    crowd: Crowd,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     path = write_results(tmp_path / "r.csv", _rows(crowd, 3, bad={1}))
     res = cli("crowd", "import", str(path), "--project", str(crowd.root))

@@ -11,9 +11,8 @@ run instead, and a user's testbed folder inside the project still works.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest

@@ -48,7 +48,9 @@ def test_no_private_copy_of_the_decode(module: object) -> None:
         if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "decode"
-        and any(isinstance(a, ast.Constant) and str(a.value).startswith("utf-8")
-                for a in n.args)  # fmt: skip
+        and any(
+            isinstance(a, ast.Constant) and str(a.value).startswith("utf-8")
+            for a in n.args
+        )
     ]
     assert decodes == [], f"decode UTF-8 through _validation.decode_utf8: {decodes}"

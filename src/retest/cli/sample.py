@@ -189,9 +189,8 @@ def sample(
         check_fresh,
         eligibility_summary,
     )
-    from retest.stages.revisions import create_revision
-
     from retest.sampling.base import SAMPLERS
+    from retest.stages.revisions import create_revision
 
     SAMPLERS.get(strategy)  # a bad --strategy first (exit 2, the valid ones listed)
     if name is not None:
