@@ -308,6 +308,11 @@ def reference_mode(project: Project) -> str | None:
     return "L" if _channels(ref) == 1 else "RGB"
 
 
+#: The project's own entries that hold its data; ``demo/`` (also a project entry,
+#: for outputs) holds the inputs `retest demo` ingests, so it may be a source.
+_OWN_DATA = PROJECT_ENTRIES - {"demo"}
+
+
 def _check_not_project_data(project: Project, kind: str, path: Any) -> None:
     """Refuse a source that is the project folder or one of its own entries
     (``arrays/``, ``images/``, ``revisions/``, the database, hidden folders):
@@ -319,7 +324,7 @@ def _check_not_project_data(project: Project, kind: str, path: Any) -> None:
         return
     rel = target.relative_to(root)
     top = rel.parts[0] if rel.parts else ""
-    if rel.parts and top not in PROJECT_ENTRIES and not top.startswith("."):
+    if rel.parts and top not in _OWN_DATA and not top.startswith("."):
         return
     own = f"{top}/" if (root / top).is_dir() else top
     what = (
