@@ -124,6 +124,8 @@ def check_location(
     """The location part of :func:`check_output` alone: ``path`` is not a project's
     own place (``export`` decides about existing folders with its manifest).
     Returns ``path`` resolved."""
+    if not os.fspath(path).strip():
+        raise ConfigError(f"{option} is empty; pass a path.")
     target = Path(path).resolve()
     _check_location(target, rule, option, Path(path))
     return target
@@ -253,9 +255,9 @@ def check_output(
         raise InputValidationError(
             f"{option} must be a path (str or pathlib.Path). Got {path!r}."
         )
-    shown = Path(path)
-    if not str(shown).strip():
+    if not os.fspath(path).strip():  # Path("") is ".": test what was given
         raise ConfigError(f"{option} is empty; pass a path.")
+    shown = Path(path)
     _check_shape(shown, rule, option)
     target = shown.resolve()  # symlinks resolved before any comparison
     _check_location(target, rule, option, shown)

@@ -40,6 +40,7 @@ __all__ = [
     "check_seed",
     "check_topk",
     "check_writable",
+    "decode_utf8",
     "looks_one_based",
     "one_based_message",
 ]
@@ -466,6 +467,28 @@ def check_input_path(
             f"{what} {p} is a file; a folder is expected. Pass the folder holding it."
         )
     return p
+
+
+def decode_utf8(data: bytes, what: str, advice: str) -> str:
+    r"""``data`` as UTF-8 text (a leading byte-order mark dropped), else one
+    :class:`InputValidationError`: ``what`` (the file as the user knows it) is not
+    UTF-8, where the first bad byte is, then ``advice``.
+
+    >>> decode_utf8("\ufeffcat".encode(), "f.txt", "save it as UTF-8.")
+    'cat'
+    >>> decode_utf8(b"ok\nTr\xe8s", "keywords file k.txt", "save it as UTF-8.")
+    Traceback (most recent call last):
+    ...
+    retest.errors.InputValidationError: keywords file k.txt is not UTF-8 text (byte 0xe8 on line 2); save it as UTF-8.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputValidationError(
+            f"{what} is not UTF-8 text (byte 0x{data[err.start]:02x} on line "
+            f"{line}); {advice}"
+        ) from None
 
 
 def check_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:

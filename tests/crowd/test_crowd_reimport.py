@@ -232,7 +232,10 @@ def test_reimport_cannot_change_an_answer(crowd: Crowd, tmp_path: Path) -> None:
     import_json(crowd, write_results(tmp_path / "r1.csv", rows))
     rows[0]["Answer.selected"] = crowd.token(cat, cands[1])
     rows[0]["Approve"] = "x"
-    res = import_json(crowd, write_results(tmp_path / "r2.csv", rows))
+    r2 = write_results(tmp_path / "r2.csv", rows)
+    out = cli("crowd", "import", str(r2), "--project", str(crowd.root), "--json")
+    assert out.exit_code == 1, out.output  # its only row rejected: nothing imported
+    res = json.loads(out.stdout)
     assert res["status_changes"] == [] and len(res["rejected"]) == 1
     assert "different answer" in res["rejected"][0]["reason"]
     assert crowd.frequencies()[(cands[0], 0)] == (1.0, 1)

@@ -58,8 +58,8 @@ CASES = [
     ("usage-missing-argument", "init", 2, ["directory", "init --help"]),
     ("usage-not-an-int", "plan --rule v6 --size many", 2, ["--size"]),
     # init
-    ("init-dir-is-file", "init {d}/afile --classes a,b", 1, ["afile"]),
-    ("init-dir-under-file", "init {d}/afile/p --classes a,b", 1, ["afile"]),
+    ("init-dir-is-file", "init {d}/afile --classes a,b", 2, ["afile"]),
+    ("init-dir-under-file", "init {d}/afile/p --classes a,b", 2, ["afile"]),
     ("init-no-classes", "init {tmp}/p", 2, ["--classes"]),
     ("init-empty-class", "init {tmp}/p --classes a,,b", 2, ["--classes"]),
     ("init-duplicate-class", "init {tmp}/p --classes a,b,a", 2, ["a"]),
@@ -175,13 +175,13 @@ def test_debug_shows_the_traceback(d: Path, tmp_path: Path) -> None:
                            cwd=tmp_path, timeout=120)  # fmt: skip
     debug = subprocess.run([*cmd, "--debug", *args], capture_output=True, text=True,
                            env=env, cwd=tmp_path, timeout=120)  # fmt: skip
-    assert plain.returncode == 1
+    assert plain.returncode == 2
     assert plain.stderr.startswith("error: ") and len(plain.stderr.splitlines()) == 1
     assert str(d / "afile") in plain.stderr, plain.stderr
     assert "Traceback" not in plain.stderr
     assert debug.returncode != 0
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "InputValidationError" in debug.stderr
+    assert "ConfigError" in debug.stderr
 
 
 def test_debug_shows_os_error_traceback(d: Path, tmp_path: Path) -> None:

@@ -90,13 +90,28 @@ def live_help(**helps: Callable[[], str]) -> type[TyperCommand]:
     return _LiveHelp
 
 
+def _output_path(value: Any) -> Path:
+    """A path a command writes, as typed: an empty one is refused (``Path("")``
+    is ``.``, so ``--out ''`` would silently write to the current folder)."""
+    from typer._click.exceptions import BadParameter
+
+    if isinstance(value, Path):
+        return value
+    if not str(value).strip():
+        raise BadParameter(
+            "an empty path; pass the folder or file to write (use . for the "
+            "current folder)."
+        )
+    return Path(value)
+
+
 def output_option(command: str, *decls: str, **kwargs: Any) -> Any:
     """A ``typer.Option`` for a path ``command`` writes, tagged with its
     :data:`~retest._output.RULES` entry: a test walks the app for these tags, so a
     new path-writing option cannot skip the output guard."""
     from retest._output import RULES
 
-    info = typer.Option(*decls, **kwargs)
+    info = typer.Option(*decls, parser=_output_path, **kwargs)
     info.retest_output = RULES[command]  # type: ignore[attr-defined]
     return info
 
@@ -105,7 +120,7 @@ def output_argument(command: str, **kwargs: Any) -> Any:
     """:func:`output_option` for an argument (``retest init DIRECTORY``)."""
     from retest._output import RULES
 
-    info = typer.Argument(**kwargs)
+    info = typer.Argument(parser=_output_path, **kwargs)
     info.retest_output = RULES[command]  # type: ignore[attr-defined]
     return info
 

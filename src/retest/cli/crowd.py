@@ -417,6 +417,7 @@ def import_cmd(
                 "workers": workers,
             }
         )
+        _fail_if_all_rejected(results, res)
         return
     out = console.print
     out(
@@ -434,7 +435,30 @@ def import_cmd(
         )
     for line, reason in res.rejected_rows:
         out(f"  rejected line {line}: {reason}", markup=False, soft_wrap=True)
+    _fail_if_all_rejected(results, res)
     _workers_table(workers)
+
+
+def _fail_if_all_rejected(results: Path, res: Any) -> None:
+    """A file whose every data row was rejected imported nothing: exit 1 with
+    why (the rows are listed above it), not a success a script would trust."""
+    rejected = res.rejected_rows
+    if not res.rows or len(rejected) < res.rows:
+        return
+    line, reason = rejected[0]
+    same = all(r == reason for _, r in rejected)
+    if len(rejected) == 1:
+        why = f"line {line}: {reason}"
+    else:
+        why = f"every row: {reason}" if same else f"e.g. line {line}: {reason}"
+
+    rows = (
+        "its only data row was" if res.rows == 1 else f"all {res.rows} data rows were"
+    )
+    raise InputValidationError(
+        f"{results}: nothing imported; {rows} rejected ({why}). Fix the rows "
+        "listed and import the file again."
+    )
 
 
 def _fmt(v: float | None) -> str:

@@ -448,7 +448,7 @@ def dedup_verdict(
             )
 
     refuse_strays(shown_ids, dups, exact=False)  # before the project is opened
-    check_metric_names([metric])
+    check_metric_names([metric], "METRIC")
     with Project.open(project) as proj:
         # ids as `dedup-queue` prints them (unique prefixes), like `status --candidate`
         candidate = resolve_candidate(proj, candidate)
@@ -495,7 +495,7 @@ def _verdicts_from_file(
                 f"({', '.join(proj.class_names)})."
             )
         for cand, metric, shown, _ in res.reviews:  # all known before any is written
-            check_metric_names([metric])
+            check_metric_names([metric], f"{path}: metric column")
             _known_items(proj, cand, list(shown))
         n = record_review_file(proj, res, reviewer=who)
     console.print(

@@ -61,7 +61,8 @@ def init(
     root = directory.resolve()
     blocker = next((p for p in (root, *root.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
-        raise InputValidationError(
+        # a path the command writes that is a file: a bad value (exit 2), as --out
+        raise ConfigError(
             f"{blocker} is a file, not a folder: retest init needs a directory that "
             "does not exist yet or is a folder. Choose another DIR."
         )

@@ -189,8 +189,10 @@ def sample(
         check_fresh,
         eligibility_summary,
     )
+    from retest.sampling.base import SAMPLERS
     from retest.stages.revisions import create_revision
 
+    SAMPLERS.get(strategy)  # a bad --strategy first (exit 2, the valid ones listed)
     if name is not None:
         validate_name(name, "revision")
     from retest.sampling.compat import check_compat
@@ -322,9 +324,12 @@ def _shortfall_text(s: Any) -> str:
             f"{TARGET_MIN_ORIGINALS} needed for its target histogram (crowd-label "
             "more originals of the class: `retest crowd tasks`)"
         )
-    parts = ", ".join(f"{k} {n}" for k, n in s.detail)
+    # ("eligible", n) says how many the class had; other parts how many are missing
+    had = dict(s.detail).get("eligible")
+    parts = ", ".join(f"{k} {n}" for k, n in s.detail if k != "eligible")
     return (
         f"{s.got} of {s.needed} images ({s.reason.replace('_', ' ')}"
+        + (f": {had} eligible" if had is not None else "")
         + (f"; missing {parts}" if parts else "")
         + ")"
     )

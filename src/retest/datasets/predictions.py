@@ -374,6 +374,7 @@ def list_prediction_files(
     d = Path(directory)
     if not d.is_dir():
         raise DataIntegrityError(f"{d}: predictions folder not found. Check the path.")
+    _refuse_project_cache(d)
     candidates = sorted(
         f
         for f in d.iterdir()
@@ -410,6 +411,25 @@ def list_prediction_files(
             )
         out[name] = f
     return out
+
+
+def _refuse_project_cache(d: Path) -> None:
+    """A project's ``arrays/`` (its prediction cache ``arrays/predictions``
+    included) holds files named by hashes, not one prediction file per model:
+    reading it would fail on the first file with a message about its contents."""
+    from retest._output import project_of
+
+    target = d.resolve()
+    root = project_of(target)
+    if root is None or target.relative_to(root).parts[:1] != ("arrays",):
+        return
+    raise InputValidationError(
+        f"{d} is inside the project's arrays/ ({root}), which holds its pixels "
+        "and the prediction cache of `retest evaluate` (files named by hashes), "
+        "not one prediction file per model. Audit a revision's labels with those predictions by "
+        "`retest label-errors --revision REV` (or --revision original); `retest "
+        "evaluate` writes the project's comparison itself."
+    )
 
 
 def read_testbed(

@@ -94,6 +94,7 @@ from retest.project._project import (
     init_project,
     open_project,
 )
+from retest.project._receipts import RECEIPT_KIND, record_receipt, stored_receipt
 from retest.project._review_queue import (
     SUSPECT_KIND,
     UNCLEAR,
@@ -128,6 +129,7 @@ __all__ = [
     "ORIGINAL_COPY_REASONS",
     "PLAN_STATE",
     "REASONS",
+    "RECEIPT_KIND",
     "STATE_PREFIX",
     "SUSPECT_KIND",
     "TARGET_MIN_ANNOTATIONS",
@@ -181,6 +183,7 @@ __all__ = [
     "read_arrays",
     "reclaim_tail_orphans",
     "record_label_verdict",
+    "record_receipt",
     "record_review",
     "resolve_candidate",
     "resolve_item",
@@ -196,6 +199,7 @@ __all__ = [
     "sign_in_link",
     "stage_runs",
     "stale_candidates",
+    "stored_receipt",
     "target_histograms",
     "verified_candidates",
     "verified_per_keyword",

@@ -97,7 +97,8 @@ class ClassShortfall:
     """A class (or keyword) that did not get the images it needs.
 
     ``detail`` lists the missing count per part, e.g. ``(("bin 2", 3),)`` or
-    ``(("keyword tabby", 1),)``.
+    ``(("keyword tabby", 1),)``; a part named ``eligible`` instead says how many
+    eligible images the class had (``(("eligible", 2),)``).
     """
 
     class_name: str

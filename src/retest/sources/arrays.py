@@ -54,6 +54,20 @@ class _ArrayLikeSource(CandidateSource):
     def _fields(self, i: int) -> Mapping[str, Any]:
         return {}
 
+    def _check_class_over_labels(self, labels_from: str) -> None:
+        """``class_name`` replaces every label: refused when the labels name
+        several classes (``--class`` given by mistake would relabel them all)."""
+        if self.class_name is None or self.labels is None:
+            return
+        distinct = np.unique(self.labels)
+        if len(distinct) > 1:
+            raise ConfigError(
+                f"--class {self.class_name}: {labels_from} gives the {len(self)} "
+                f"images labels of {len(distinct)} classes, and --class would give "
+                "them all one class. Leave --class out to use the labels, or pass "
+                "images without labels."
+            )
+
     def _item(self, i: int) -> SourceItem:
         label = None if self.labels is None else int(self.labels[i])
         kw = None if self.keywords is None else self.keywords[i]
@@ -235,6 +249,7 @@ class ArraySource(_ArrayLikeSource):
         self.labels = _aligned(labels, n, "labels", self.path)
         self.keywords = _aligned(keywords or kws, n, "keywords", self.path)
         self.class_name = class_name
+        self._check_class_over_labels(str(self.path))
 
     def options(self) -> dict[str, Any]:
         return {"class_name": self.class_name, "shape": list(self.images.shape[1:])}
@@ -266,6 +281,8 @@ class IdxSource(_ArrayLikeSource):
         )
         self.labels = _aligned(labels, len(self), "labels", self.path)
         self.class_name = class_name
+        if labels_path is not None:  # a sibling found by name is not asked for
+            self._check_class_over_labels(f"--labels {lp}")
 
     def _sibling_labels(self) -> Path | None:
         name = self.path.name.replace("images-idx3", "labels-idx1")

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from retest._validation import decode_utf8
 from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.registry import Registry
 
@@ -228,14 +229,11 @@ def read_keywords_file(path: str | os.PathLike[str]) -> dict[str, str | None]:
         raise InputValidationError(
             f"cannot read keywords file {p} ({err.strerror}); {formats}."
         ) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise InputValidationError(
-            f"keywords file {p} is not UTF-8 text (byte 0x{data[err.start]:02x} on "
-            f"line {line}); save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
-        ) from None
+    text = decode_utf8(
+        data,
+        f"keywords file {p}",
+        "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`).",
+    )
     out: dict[str, str | None] = {}
     if p.suffix.lower() == ".json":
         try:

@@ -417,7 +417,9 @@ class PixelArray:
         except FileNotFoundError:
             raise StoreError(
                 f"pixel array {self.name!r} does not exist under {self.root} "
-                f"(no {self.header_path.name}). Create it with PixelArray.create()."
+                f"(no {self.header_path.name}): it was deleted or never written. "
+                "Restore the project's arrays/ folder from a backup; `retest check` "
+                "lists the items whose pixels it held."
             ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise DataIntegrityError(

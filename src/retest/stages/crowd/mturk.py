@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from retest._validation import decode_utf8
 from retest.errors import DataIntegrityError, InputValidationError
 
 __all__ = [
@@ -225,15 +226,12 @@ def _decode(path: Path) -> str:
             f"cannot read {path} ({err.strerror}); expected a readable MTurk batch "
             "results CSV. Check the path and its permissions."
         ) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise InputValidationError(
-            f"{path} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}); "
-            "expected the UTF-8 CSV that MTurk downloads. Re-save it as UTF-8 "
-            "(e.g. `iconv -f latin1 -t utf-8`), or download it again."
-        ) from None
+    text = decode_utf8(
+        data,
+        str(path),
+        "expected the UTF-8 CSV that MTurk downloads. Re-save it as UTF-8 "
+        "(e.g. `iconv -f latin1 -t utf-8`), or download it again.",
+    )
     if not text.strip():
         raise InputValidationError(
             f"{path} is empty; expected an MTurk batch results CSV with a header "

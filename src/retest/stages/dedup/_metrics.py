@@ -171,8 +171,9 @@ def metric_names(kind: str | None = None) -> tuple[str, ...]:
     return tuple(n for n, _ in items)
 
 
-def check_metric_names(metrics: Sequence[str]) -> None:
-    """Raise a one-line ConfigError ("did you mean") for unregistered names."""
+def check_metric_names(metrics: Sequence[str], what: str = "--metrics") -> None:
+    """Raise a one-line ConfigError ("did you mean") for unregistered names;
+    ``what`` names where the user typed them (an option, an argument, a file)."""
     from retest.errors import ConfigError
     from retest.registry import close_matches
 
@@ -181,9 +182,9 @@ def check_metric_names(metrics: Sequence[str]) -> None:
         if m not in names:
             close = close_matches(m, names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else "."
-            raise ConfigError(f"--metrics takes {', '.join(names)}. Got {m!r}{hint}")
+            raise ConfigError(f"{what} takes {', '.join(names)}. Got {m!r}{hint}")
     if not metrics:
-        raise ConfigError("--metrics needs at least one metric.")
+        raise ConfigError(f"{what} needs at least one metric.")
 
 
 def _cached_npy(path: Path, compute: Any) -> NDArray[Any]:

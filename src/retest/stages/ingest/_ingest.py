@@ -50,9 +50,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from retest._output import PROJECT_ENTRIES
 from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size, check_labels
-from retest.errors import ConfigError, StageError
+from retest.errors import ConfigError, InputValidationError, StageError
 from retest.project import (
     INGEST_STAGE,
     Checkpoint,
@@ -305,6 +306,40 @@ def reference_mode(project: Project) -> str | None:
     if ref is None:
         return None
     return "L" if _channels(ref) == 1 else "RGB"
+
+
+#: The project's own entries that hold its data; ``demo/`` (also a project entry,
+#: for outputs) holds the inputs `retest demo` ingests, so it may be a source.
+_OWN_DATA = PROJECT_ENTRIES - {"demo"}
+
+
+def _check_not_project_data(project: Project, kind: str, path: Any) -> None:
+    """Refuse a source that is the project folder or one of its own entries
+    (``arrays/``, ``images/``, ``revisions/``, the database, hidden folders):
+    those hold the project's own pixels and releases, never new candidates.
+    A folder of the user's own inside the project (``my-images/``) is fine."""
+    target = Path(path).resolve()
+    root = project.root.resolve()
+    if not target.is_relative_to(root):
+        return
+    rel = target.relative_to(root)
+    top = rel.parts[0] if rel.parts else ""
+    if rel.parts and top not in _OWN_DATA and not top.startswith("."):
+        return
+    own = f"{top}/" if (root / top).is_dir() else top
+    what = (
+        "is the project folder itself"
+        if not rel.parts
+        else f"is the project's own {own}"
+        if len(rel.parts) == 1
+        else f"lies inside the project's own {own}"
+    )
+    raise InputValidationError(
+        f"{kind} source {path} {what} ({root}); the project's data (retest.toml, "
+        "retest.db, arrays/, images/, revisions/) is never a source of new "
+        "candidates. Pass the folder or file holding the images to add, outside "
+        "those."
+    )
 
 
 def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
@@ -732,6 +767,7 @@ def add_source(
     StageError
         Labels outside the project's classes.
     """
+    _check_not_project_data(project, kind, path)
     opts: dict[str, Any] = {}
     if class_name is not None:
         opts["class_name"] = class_name

@@ -195,8 +195,9 @@ def draw_sample(
         raise StageError("the project has no classes; add them before sampling.")
     if "keyword_counts" in spec.required_inputs() and not keyword_counts:
         raise ConfigError(
-            f"strategy {strategy!r} needs keyword counts {{class: {{keyword: n}}}}; "
-            "run `retest plan` and pass its counts."
+            f"strategy {strategy!r} needs keyword counts {{class: {{keyword: n}}}}: "
+            "pass a JSON file of them with --keyword-counts FILE (keyword_counts= "
+            "in Python)."
         )
     targets = (
         target_histograms(project, split=reference_split, stats=stats)

@@ -21,7 +21,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from retest.project import record_label_verdict, record_review, set_exclusion
+from retest.project import (
+    record_label_verdict,
+    record_receipt,
+    record_review,
+    set_exclusion,
+    stored_receipt,
+)
 from retest.store.base import Store
 from retest.store.rows import (
     AnnotationEvent,
@@ -250,15 +256,29 @@ async def post_task(
 
 
 def _once(
-    state: Any, body: BaseModel, name: str, write: Callable[[], dict[str, Any]]
+    state: Any,
+    body: BaseModel,
+    name: str,
+    write: Callable[[], dict[str, Any]],
+    who: str = "",
 ) -> dict[str, Any]:
     """``write()`` once per submission key and content: a replay is a no-op, a
-    changed form sent again with its page's key is a new write."""
+    changed form sent again with its page's key is a new write. The key is
+    stored with the write (:mod:`retest.project._receipts`), so a replay after
+    a restart is a no-op too."""
     key = getattr(body, "submission", None)
     if key is None:
         return write()
-    digest = _digest([body.model_dump_json(exclude={"submission"})])
-    return state.submissions.run(f"{name}|{key}|{digest}", write)
+    full = f"{name}|{key}|{_digest([body.model_dump_json(exclude={'submission'})])}"
+
+    def write_once() -> dict[str, Any]:
+        result = write()
+        record_receipt(state.store, full, who, result, UI_VERSION)
+        return result
+
+    return state.submissions.run(
+        full, write_once, stored=lambda: stored_receipt(state.store, full)
+    )
 
 
 @router.post("/neardup")
@@ -306,7 +326,7 @@ def post_neardup(
             )
         return {"verdicts": len(body.shown)}
 
-    return _once(state, body, f"neardup|{who.name}", write)
+    return _once(state, body, f"neardup|{who.name}", write, who.name)
 
 
 @router.post("/exclusion")
@@ -328,7 +348,7 @@ def post_exclusion(
             state.live.rebuild()
         return {"changed": changed}
 
-    return _once(state, body, f"exclusion|{who.name}", write)
+    return _once(state, body, f"exclusion|{who.name}", write, who.name)
 
 
 @router.post("/label-error")
@@ -348,7 +368,7 @@ def post_label_error(
         )
         return {"event": event}
 
-    return _once(state, body, f"label-error|{who.name}", write)
+    return _once(state, body, f"label-error|{who.name}", write, who.name)
 
 
 @router.post("/review")
@@ -402,7 +422,7 @@ def post_review(
         )
         return {"blacklist_events": len(events), "verdicts": len(verdicts)}
 
-    return _once(state, body, f"review|{who.name}", write)
+    return _once(state, body, f"review|{who.name}", write, who.name)
 
 
 @_answer_route("/undo", UndoBody)
@@ -412,11 +432,20 @@ async def post_undo(body: UndoBody, who: Annotator, state: AppState) -> dict[str
     task, if any, counts again. Once per page load (a double click undoes one
     answer). Says which task, so the page can reopen it."""
     live = state.live
+    key = f"undo|{who.name}|{body.submission}"
 
     async def undo() -> dict[str, Any]:
+        # a replay after a restart: the receipt says which answer it undid
+        prev = await run_in_threadpool(stored_receipt, state.store, key)
+        if prev is not None:
+            return {**prev, "replayed": True}
         last = await run_in_threadpool(live.withdraw_last, who.worker)
         if last is None:
             raise HTTPException(409, "Nothing to undo: you have no grid answer stored.")
-        return {"undone": last[1], "task_id": last[0]}
+        result = {"undone": last[1], "task_id": last[0]}
+        await run_in_threadpool(
+            record_receipt, state.store, key, who.name, result, UI_VERSION
+        )
+        return result
 
-    return await state.submissions.run_async(f"undo|{who.name}|{body.submission}", undo)
+    return await state.submissions.run_async(key, undo)
