@@ -142,5 +142,5 @@ def test_a_project_of_schema_5_gets_the_people_tables(tmp_path: Path) -> None:
                      "UPDATE schema_version SET version = 5;")  # fmt: skip
     db.close()
     with Project.open(tmp_path / "p") as proj:
-        assert proj.store.schema_version() == 6
+        assert proj.store.schema_version() == 7
         assert add_person(proj, "Ana", "labeler", by="t").person.name == "Ana"
