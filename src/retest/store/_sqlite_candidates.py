@@ -383,9 +383,11 @@ class _Candidates(_Repo, CandidateRepo):
 
     def _fetch(self, cols: str, ids: Iterable[str]) -> Iterator[Any]:
         for batch in _batches(ids, 900):
-            yield from self._db.read(
-                lambda c, batch=batch: builtins.list(self._fetch_in(c, cols, batch))
-            )
+
+            def run(c: Any, batch: Sequence[str] = batch) -> builtins.list[Any]:
+                return builtins.list(self._fetch_in(c, cols, batch))
+
+            yield from self._db.read(run)
 
     @staticmethod
     def _fetch_in(c: Any, cols: str, ids: Iterable[str]) -> Iterator[Any]:
