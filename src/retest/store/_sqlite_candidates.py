@@ -22,6 +22,13 @@ When the new tier outgrows half the old one (and :data:`TIER_MIN_ROWS`) the
 tiers are rebuilt at the current end. Statements name the boundary as a literal
 (a partial index is used only when the query repeats its condition), read in the
 same transaction as the statement.
+
+Since version 7 the source ids (``source || ':' || source_ref``) held by two or
+more candidates are kept in ``candidate_shared_sources``, filled at every insert
+through a source-id index tiered like ``kp``: linking candidates that share one
+reads those few rows instead of sorting every candidate's source id. An insert
+given the mark of the caller's existence check (``checked``) probes only the new
+tier of ``kp`` when the old tier holds nothing newer than the mark.
 """
 
 from __future__ import annotations
