@@ -179,7 +179,7 @@ CREATE TABLE people_events(
 # them through an index on the source id in two tiers like ``kp`` (created by
 # code at the tier boundary, after this script, which also fills the table).
 _V7 = """
-CREATE TABLE candidate_shared_sources(src TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE candidate_shared_sources(src TEXT PRIMARY KEY);
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
