@@ -22,6 +22,13 @@ When the new tier outgrows half the old one (and :data:`TIER_MIN_ROWS`) the
 tiers are rebuilt at the current end. Statements name the boundary as a literal
 (a partial index is used only when the query repeats its condition), read in the
 same transaction as the statement.
+
+Since version 7 the source ids (``source || ':' || source_ref``) held by two or
+more candidates are kept in ``candidate_shared_sources``, filled at every insert
+through a source-id index tiered like ``kp``: linking candidates that share one
+reads those few rows instead of sorting every candidate's source id. An insert
+given the mark of the caller's existence check (``checked``) probes only the new
+tier of ``kp`` when the old tier holds nothing newer than the mark.
 """
 
 from __future__ import annotations
@@ -60,30 +67,39 @@ _FIELDS = (
 )
 _CAND_COLS = f"{_ID}, {_FIELDS}"
 _SRC = "source || ':' || source_ref"  # the source id that links candidates
+_SRC_N = "n.source || ':' || n.source_ref"
+_SRC_O = "o.source || ':' || o.source_ref"
+_SHARED = "candidate_shared_sources"
+"""Source ids held by two or more candidates (schema 7), kept at every insert."""
 _SCAN_BATCH = 100_000
 _FEW_VALUES = frozenset({"source", "keyword", "license", "array_name"})
 """Columns with few distinct values: a scan keeps one string object per value."""
 _PARAMS = ",".join(f"?{i}" for i in range(3, 17))
 
 
-def _absent(b: int, kp: str, key: str) -> str:
-    """SQL: no row of either tier has this key (probes both partial indexes)."""
+def _absent(b: int, kp: str, key: str, *, old: bool = True) -> str:
+    """SQL: no row of the new tier (and, if ``old``, of the old tier) has this key."""
+    new = (
+        f"NOT EXISTS (SELECT 1 FROM candidates c WHERE c.kp = {kp} AND "
+        f"c.seq > {b} AND c.key = {key})"
+    )
+    if not old:
+        return new
     return (
         f"NOT EXISTS (SELECT 1 FROM candidates c WHERE c.kp = {kp} AND "
-        f"c.seq <= {b} AND c.key = {key}) AND NOT EXISTS (SELECT 1 FROM "
-        f"candidates c WHERE c.kp = {kp} AND c.seq > {b} AND c.key = {key})"
+        f"c.seq <= {b} AND c.key = {key}) AND {new}"
     )
 
 
-def _insert_sql(b: int) -> str:
+def _insert_sql(b: int, old: bool) -> str:
     # one row per execution: a row repeated within the input is skipped too
     return (
         f"INSERT INTO candidates(key, kp, {_FIELDS}) SELECT ?1, ?2, {_PARAMS} "
-        f"WHERE {_absent(b, '?2', '?1')}"
+        f"WHERE {_absent(b, '?2', '?1', old=old)}"
     )
 
 
-def _column_insert_sql(b: int) -> str:
+def _column_insert_sql(b: int, old: bool) -> str:
     # Rows as one JSON array walked in order by json_each (so seq follows the
     # input), keys as one blob of 32-byte digests cut by position: no per-row
     # binding. The input holds no repeated key (checked before).
@@ -91,7 +107,29 @@ def _column_insert_sql(b: int) -> str:
         f"INSERT INTO candidates(key, kp, {_FIELDS}) SELECT "
         "substr(?5, 32 * key + 1, 32) AS k, value->>4 AS p, ?1, value->>0, "
         "value->>1, value->>2, NULL, NULL, NULL, NULL, ?2, ?3, ?4, value->>3, NULL, "
-        f"NULL FROM json_each(?6) WHERE {_absent(b, 'p', 'k')}"
+        f"NULL FROM json_each(?6) WHERE {_absent(b, 'p', 'k', old=old)}"
+    )
+
+
+def _probe_old(b: int, checked: int | None) -> bool:
+    """Whether an insert must probe the old tier for its keys: not when the
+    caller checked them (:meth:`~retest.store.base.CandidateRepo.existing_mark`)
+    against a state holding every old-tier row (``seq <= b``), since rows are
+    never deleted and ``seq`` only grows. The new tier is always probed: it holds
+    what was stored since (it is small and cached, the old tier is neither)."""
+    return checked is None or checked < b
+
+
+def _mark_shared(c: Any, b: int, since: int) -> None:
+    """Record the source ids of rows after ``since`` that another row holds too:
+    one probe per row into each source tier (ids of one job are near each other
+    in the index, so the old tier's pages are read once per batch, not per row)."""
+    c.execute(
+        f"INSERT OR IGNORE INTO {_SHARED}(src) SELECT {_SRC_N} FROM candidates n "
+        f"WHERE n.seq > ?1 AND (EXISTS (SELECT 1 FROM candidates o WHERE {_SRC_O} = "
+        f"{_SRC_N} AND o.seq <= {b}) OR EXISTS (SELECT 1 FROM candidates o WHERE "
+        f"{_SRC_O} = {_SRC_N} AND o.seq > {b} AND o.seq <> n.seq))",
+        (since,),
     )
 
 
@@ -151,12 +189,20 @@ def _boundary(c: Any) -> int:
     return int(c.execute("SELECT boundary FROM candidate_tiers").fetchone()[0])
 
 
+def _source_tiers(c: Any, b: int) -> None:
+    c.execute("DROP INDEX IF EXISTS candidates_src_old")
+    c.execute("DROP INDEX IF EXISTS candidates_src_new")
+    c.execute(f"CREATE INDEX candidates_src_old ON candidates({_SRC}) WHERE seq <= {b}")
+    c.execute(f"CREATE INDEX candidates_src_new ON candidates({_SRC}) WHERE seq > {b}")
+
+
 def _rebuild_tiers(c: Any, b: int) -> None:
     """Old tier = rows up to ``b`` (one sorted index build), new tier empty."""
     c.execute("DROP INDEX IF EXISTS candidates_kp_old")
     c.execute("DROP INDEX IF EXISTS candidates_kp_new")
     c.execute(f"CREATE INDEX candidates_kp_old ON candidates(kp) WHERE seq <= {b}")
     c.execute(f"CREATE INDEX candidates_kp_new ON candidates(kp) WHERE seq > {b}")
+    _source_tiers(c, b)
     c.execute("UPDATE candidate_tiers SET boundary = ?", (b,))
 
 
@@ -165,9 +211,28 @@ def _top(c: Any) -> int:
 
 
 def ensure_tiers(c: Any) -> None:
-    """Build the tier indexes if a migration left them out (boundary −1)."""
-    if _boundary(c) < 0:
-        _rebuild_tiers(c, _top(c))
+    """Build the tier indexes if a migration left them out (boundary −1, or the
+    source tiers missing after the migration to schema 7), and then record the
+    shared source ids: the old tier's from one ordered scan of its index, the
+    new tier's by probing."""
+    b = _boundary(c)
+    if (
+        b >= 0
+        and c.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'candidates_src_old'"
+        ).fetchone()
+    ):
+        return
+    if b < 0:
+        b = _top(c)
+        _rebuild_tiers(c, b)
+    else:
+        _source_tiers(c, b)
+    c.execute(
+        f"INSERT OR IGNORE INTO {_SHARED}(src) SELECT {_SRC} AS s FROM candidates "
+        f"WHERE seq <= {b} GROUP BY s HAVING COUNT(*) > 1"
+    )
+    _mark_shared(c, b, b)
 
 
 def _maybe_merge(c: Any, b: int) -> None:
@@ -207,19 +272,25 @@ def _cand_row(a: Sequence[Any]) -> CandidateRow:
 
 
 class _Candidates(_Repo, CandidateRepo):
-    def _insert(self, rows: Iterable[Sequence[Any]]) -> int:
+    def _insert(self, rows: Iterable[Sequence[Any]], checked: int | None = None) -> int:
         """Insert ``(key, kp, 14 fields)`` rows whose key is new; returns rows added."""
         with self._db.tx() as c:
-            b = _boundary(c)
-            sql = _insert_sql(b)
+            b, top = _boundary(c), _top(c)
+            sql = _insert_sql(b, _probe_old(b, checked))
             n0 = c.total_changes
             for batch in _batches(rows):
                 c.executemany(sql, batch)
             added: int = c.total_changes - n0
+            if added:
+                _mark_shared(c, b, top)
             _maybe_merge(c, b)
         return added
 
-    def add(self, rows: Iterable[CandidateRow]) -> int:
+    def existing_mark(self, item_ids: Iterable[str]) -> tuple[set[str], int | None]:
+        ids = builtins.list(item_ids)
+        return self._existing(ids, mark=True)
+
+    def add(self, rows: Iterable[CandidateRow], *, checked: int | None = None) -> int:
         def data() -> Iterator[tuple[Any, ...]]:
             for r in rows:
                 key = candidate_key(r.id)
@@ -242,9 +313,11 @@ class _Candidates(_Repo, CandidateRepo):
                     _extra(r.extra),
                 )
 
-        return self._insert(data())
+        return self._insert(data(), checked)
 
-    def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
+    def add_tuples(
+        self, rows: Iterable[tuple[Any, ...]], *, checked: int | None = None
+    ) -> int:
         # extra (the 15th field) is the only column needing conversion
         def data() -> Iterator[tuple[Any, ...]]:
             for r in rows:
@@ -252,7 +325,7 @@ class _Candidates(_Repo, CandidateRepo):
                 extra = None if r[14] is None else _extra(r[14])
                 yield (key, candidate_kp(key), *r[1:14], extra)
 
-        return self._insert(data())
+        return self._insert(data(), checked)
 
     def add_columns(
         self,
@@ -266,6 +339,7 @@ class _Candidates(_Repo, CandidateRepo):
         width: int,
         height: int,
         array_name: str,
+        checked: int | None = None,
     ) -> int:
         keys = _digest_keys(ids)
         if keys is None or len(set(ids)) != len(ids):  # the general path
@@ -279,6 +353,7 @@ class _Candidates(_Repo, CandidateRepo):
                 width=width,
                 height=height,
                 array_name=array_name,
+                checked=checked,
             )
         if not ids:
             return 0
@@ -289,12 +364,15 @@ class _Candidates(_Repo, CandidateRepo):
         )
         data = json.dumps(cols, ensure_ascii=False, separators=(",", ":"))
         with self._db.tx() as c:
-            b = _boundary(c)
+            b, top = _boundary(c), _top(c)
             n0 = c.total_changes
             c.execute(
-                _column_insert_sql(b), (source, width, height, array_name, keys, data)
+                _column_insert_sql(b, _probe_old(b, checked)),
+                (source, width, height, array_name, keys, data),
             )
             added = c.total_changes - n0
+            if added:
+                _mark_shared(c, b, top)
             _maybe_merge(c, b)
         return int(added)
 
@@ -310,10 +388,18 @@ class _Candidates(_Repo, CandidateRepo):
             raise NotFoundError(f"candidate {item_id!r} is not in the project.")
         return _cand_row(row)
 
-    def _fetch(
-        self, cols: str, ids: Iterable[str], *, snapshot: bool = False
-    ) -> Iterator[Any]:
-        read = self._db.snapshot_read if snapshot else self._db.read
+    def _fetch(self, cols: str, ids: Iterable[str]) -> Iterator[Any]:
+        for batch in _batches(ids, 900):
+
+            def run(c: Any, batch: Sequence[str] = batch) -> builtins.list[Any]:
+                return builtins.list(self._fetch_in(c, cols, batch))
+
+            yield from self._db.read(run)
+
+    @staticmethod
+    def _fetch_in(c: Any, cols: str, ids: Iterable[str]) -> Iterator[Any]:
+        """``cols`` of the stored ones among ``ids``, read on connection ``c``."""
+        b = _boundary(c)
         for batch in _batches(ids, 900):
             keys = [candidate_key(i) for i in batch]
             kps = [candidate_kp(k) for k in keys]
@@ -321,11 +407,7 @@ class _Candidates(_Repo, CandidateRepo):
             kp_marks = ",".join(f"?{i}" for i in range(1, n + 1))
             key_marks = ",".join(f"?{i}" for i in range(n + 1, 2 * n + 1))
             cond = f"kp IN ({kp_marks}) AND key IN ({key_marks})"
-
-            def run(c: Any, cond: str = cond, params: Any = (*kps, *keys)) -> Any:
-                return c.execute(_tiers(cols, _boundary(c), cond), params).fetchall()
-
-            yield from read(run)
+            yield from c.execute(_tiers(cols, b, cond), (*kps, *keys)).fetchall()
 
     def get_many(self, item_ids: Sequence[str]) -> list[CandidateRow]:
         found = {r[0]: r for r in self._fetch(_CAND_COLS, item_ids)}
@@ -337,20 +419,28 @@ class _Candidates(_Repo, CandidateRepo):
         return [_cand_row(found[i]) for i in item_ids]
 
     def existing(self, item_ids: Iterable[str]) -> set[str]:
+        return self._existing(builtins.list(item_ids), mark=False)[0]
+
+    def _existing(self, ids: list[str], mark: bool) -> tuple[set[str], int | None]:
         # Read on the snapshot connection: never waits for a writer (the ingest's
-        # commit thread). Content ids: one query, keys cut from one blob.
-        ids = builtins.list(item_ids)
-        if not ids:
-            return set()
-        keys = _digest_keys(ids)
-        if keys is None:
-            return {r[0] for r in self._fetch(_ID, ids, snapshot=True)}
-        kps = json.dumps(_kps(keys), separators=(",", ":"))
+        # commit thread). Content ids: one query, keys cut from one blob. The
+        # mark is the highest seq of the state read, in the same transaction.
+        keys = _digest_keys(ids) if ids else None
+        kps = "[]" if keys is None else json.dumps(_kps(keys), separators=(",", ":"))
 
-        def run(c: Any) -> Any:
-            return c.execute(_existing_sql(_boundary(c)), (kps, keys)).fetchall()
+        def run(c: Any) -> tuple[set[str], int | None]:
+            if not ids:
+                found: set[str] = set()
+            elif keys is None:
+                found = {r[0] for r in self._fetch_in(c, _ID, ids)}
+            else:
+                sql = _existing_sql(_boundary(c))
+                found = {ids[r[0]] for r in c.execute(sql, (kps, keys))}
+            return found, _top(c) if mark else None
 
-        return {ids[r[0]] for r in self._db.snapshot_read(run)}
+        if not ids and not mark:
+            return set(), None
+        return self._db.snapshot_read(run)
 
     def iter(
         self,
@@ -484,26 +574,21 @@ class _Candidates(_Repo, CandidateRepo):
         return locate(self._fetch, builtins.list(dict.fromkeys(item_ids)))
 
     def source_groups(self) -> builtins.list[builtins.list[str]]:
-        # One sort of every source id inside SQLite, on the read-only second
-        # connection (never inside a transaction, where temp_store cannot
-        # change), spilled to a temporary file rather than held in memory (0.8 GB
-        # at ten million candidates).
-        rows = self._db.snapshot_rows
-        prev = int(rows("PRAGMA temp_store")[0][0])
-        rows("PRAGMA temp_store = FILE")
-        try:
-            shared = rows(
-                f"SELECT {_SRC} AS s FROM candidates GROUP BY s HAVING COUNT(*) > 1"
+        # Sparse: the shared source ids are recorded at insert (almost always
+        # none), their candidates found through the source tiers.
+        def run(c: Any) -> Any:
+            # the shared ids first (CROSS JOIN), then a probe into each source
+            # tier; "+h.src" drops the column's TEXT affinity, which the index
+            # expression lacks (with it SQLite would not use the index)
+            b = _boundary(c)
+            part = (
+                f"SELECT h.src, {_ID} FROM {_SHARED} h CROSS "
+                f"JOIN candidates o WHERE {_SRC_O} = +h.src AND o.seq {{op}} {b}"
             )
-        finally:
-            rows(f"PRAGMA temp_store = {prev}")
-        if not shared:  # almost always: nothing is shared
-            return []
+            sql = part.format(op="<=") + " UNION ALL " + part.format(op=">")
+            return c.execute(sql).fetchall()
+
         groups: dict[str, builtins.list[str]] = {}
-        for s, cid in self._db.rows(
-            f"SELECT {_SRC}, {_ID} FROM candidates WHERE {_SRC} IN "
-            "(SELECT value FROM json_each(?))",
-            (json.dumps([r[0] for r in shared]),),
-        ):
+        for s, cid in self._db.read(run):
             groups.setdefault(s, []).append(cid)
         return sorted(sorted(v) for v in groups.values())

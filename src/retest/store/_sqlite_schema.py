@@ -173,6 +173,15 @@ CREATE TABLE people_events(
   who TEXT NOT NULL, detail TEXT NOT NULL, at TEXT NOT NULL);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Version 7: the source ids two or more candidates hold, kept at every insert,
+# so linking them (``source_groups``, read by every eligibility decision) reads
+# those few rows instead of sorting every candidate's source id. An insert finds
+# them through an index on the source id in two tiers like ``kp`` (created by
+# code at the tier boundary, after this script, which also fills the table).
+_V7 = """
+CREATE TABLE candidate_shared_sources(src TEXT PRIMARY KEY);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 """SQL scripts; migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -184,10 +184,21 @@ class CandidateRepo(ABC):
     """Candidate images; ingest de-duplicates exact copies by id."""
 
     @abstractmethod
-    def add(self, rows: Iterable[CandidateRow]) -> int:
-        """Insert-or-ignore by id (batched, one transaction); returns how many were new."""
+    def add(self, rows: Iterable[CandidateRow], *, checked: int | None = None) -> int:
+        """Insert-or-ignore by id (batched, one transaction); returns how many were new.
 
-    def add_tuples(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        ``checked``: the mark :meth:`existing_mark` gave with a check that found
+        none of these ids; the insert may then skip re-checking the rows that
+        state held (it still never stores an id twice).
+        """
+
+    def existing_mark(self, item_ids: Iterable[str]) -> tuple[set[str], int | None]:
+        """:meth:`existing` and a mark of the state it read, for ``checked``."""
+        return self.existing(item_ids), None
+
+    def add_tuples(
+        self, rows: Iterable[tuple[Any, ...]], *, checked: int | None = None
+    ) -> int:
         """:meth:`add` for plain 15-tuples in :class:`CandidateRow` field order.
 
         The bulk path of ingest (no dataclass per row); ``extra`` may be ``None``.
@@ -195,8 +206,13 @@ class CandidateRepo(ABC):
         """
         fields = [f.name for f in dataclasses.fields(CandidateRow)]
         return self.add(
-            CandidateRow(**dict(zip(fields[:14], r, strict=False)), extra=r[14] or {})
-            for r in rows
+            (
+                CandidateRow(
+                    **dict(zip(fields[:14], r, strict=False)), extra=r[14] or {}
+                )
+                for r in rows
+            ),
+            checked=checked,
         )
 
     def add_columns(
@@ -211,6 +227,7 @@ class CandidateRepo(ABC):
         width: int,
         height: int,
         array_name: str,
+        checked: int | None = None,
     ) -> int:
         """:meth:`add` for array rows given as columns (the TinyImages bulk path).
 
@@ -221,25 +238,28 @@ class CandidateRepo(ABC):
         """
         return self.add_tuples(
             (
-                i,
-                source,
-                r,
-                c,
-                k,
-                None,
-                None,
-                None,
-                None,
-                width,
-                height,
-                array_name,
-                a,
-                None,
-                None,
-            )
-            for i, r, c, k, a in zip(
-                ids, refs, class_ids, keywords, array_rows, strict=True
-            )
+                (
+                    i,
+                    source,
+                    r,
+                    c,
+                    k,
+                    None,
+                    None,
+                    None,
+                    None,
+                    width,
+                    height,
+                    array_name,
+                    a,
+                    None,
+                    None,
+                )
+                for i, r, c, k, a in zip(
+                    ids, refs, class_ids, keywords, array_rows, strict=True
+                )
+            ),
+            checked=checked,
         )
 
     @abstractmethod

@@ -260,14 +260,15 @@ class BatchWriter:
 
     def _fresh(
         self, batch: SourceBatch, ids: list[str]
-    ) -> tuple[list[int], int, list[str]]:
-        """Indices of items to store, how many are this job's own, refs of duplicates.
+    ) -> tuple[list[int], int, list[str], int | None]:
+        """Indices of items to store, how many are this job's own, refs of
+        duplicates, and the mark of the check (the insert's ``checked``).
 
         Rows this job stored before a crash (same source name and reference) are
         its own: counted as new again, but neither their pixels nor their rows
         are written a second time.
         """
-        stored = self.store.candidates.existing(ids)
+        stored, mark = self.store.candidates.existing_mark(ids)
         own: set[str] = set()
         if self.check_own and stored:
             refs = {it.ref for it in batch.items}
@@ -280,7 +281,7 @@ class BatchWriter:
         for batch_ids in self.inflight:
             stored |= batch_ids.intersection(ids)
         if not stored and len(set(ids)) == len(ids):
-            return list(range(len(ids))), 0, []
+            return list(range(len(ids))), 0, [], mark
         seen: set[str] = set()
         keep, dups, n_own = [], [], 0
         for i, cid in enumerate(ids):
@@ -291,7 +292,7 @@ class BatchWriter:
             else:
                 keep.append(i)
             seen.add(cid)
-        return keep, n_own, dups
+        return keep, n_own, dups, mark
 
     def _column_insert(
         self,
@@ -299,6 +300,7 @@ class BatchWriter:
         pixels: NDArray[np.uint8],
         ids: list[str],
         keep: list[int],
+        mark: int | None,
     ) -> tuple[AppendPixels, InsertRows, PixelArray | None, list[str]]:
         """Bulk path for column batches: one pixel append, then the rows as columns.
 
@@ -336,6 +338,7 @@ class BatchWriter:
                 width=w,
                 height=h,
                 array_name=arr.name,
+                checked=mark,
             )
 
         return (lambda: arr.append(px)), insert, arr, k_ids
@@ -350,12 +353,12 @@ class BatchWriter:
         has returned.
         """
         ids = self._ids(batch)
-        keep, own, dups = self._fresh(batch, ids)
+        keep, own, dups, mark = self._fresh(batch, ids)
         self.inflight.append({ids[i] for i in keep})
         cands = self.store.candidates
         if isinstance(batch.items, ColumnItems) and batch.pixels is not None:
             append, insert, arr, k_ids = self._column_insert(
-                batch.items, batch.pixels, ids, keep
+                batch.items, batch.pixels, ids, keep, mark
             )
             return PreparedBatch(len(keep), own, dups, append, insert, arr, k_ids)
         if batch.pixels is not None and keep:
@@ -367,8 +370,11 @@ class BatchWriter:
 
             def insert_array(where: Sequence[int]) -> int:
                 return cands.add(
-                    dataclasses.replace(row, array_row=r)
-                    for row, r in zip(rows, where, strict=True)
+                    (
+                        dataclasses.replace(row, array_row=r)
+                        for row, r in zip(rows, where, strict=True)
+                    ),
+                    checked=mark,
                 )
 
             return PreparedBatch(
@@ -382,7 +388,11 @@ class BatchWriter:
             )
         files = [self._file_row(batch.items[i]) for i in keep]
         return PreparedBatch(
-            len(keep), own, dups, (lambda: range(0)), (lambda _: cands.add(files))
+            len(keep),
+            own,
+            dups,
+            (lambda: range(0)),
+            (lambda _: cands.add(files, checked=mark)),
         )
 
     def _file_row(self, item: SourceItem) -> CandidateRow:
