@@ -23,9 +23,6 @@ from numpy.typing import NDArray
 __all__ = ["class_id_orders", "ids_at", "locate"]
 
 
-_CHUNK = 1 << 20  # rows per statement: one string of ~50 MB at most
-
-
 # The id, decoded from the key (inverse of candidate_key): the SQL every candidate query selects.
 _ID = (
     "CASE WHEN length(key) = 32 THEN lower(hex(key)) "
@@ -43,16 +40,15 @@ def _ints(text: str | None, width: int) -> NDArray[np.int64]:
 def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
     """``class_id → handles of its candidates in id order`` (classless left out).
 
-    ``read(fn)`` runs ``fn(connection)`` in one read transaction. Three cheap
-    passes: each class's rows from the class index (covering, no table read),
-    then ``kp`` of every classed row in row order (NULL for other ids, so a
-    shorter list means some class holds them and is sorted by its id strings).
+    ``read(fn)`` runs ``fn(connection)`` in one read transaction. Indexes only,
+    the table is read once for one column: each class's rows from the class
+    index; whether any classed row has a non-content id (then every class is
+    sorted by its id strings); else every row's ``kp`` and handle in ``kp``
+    order from the two tier indexes, range by range (unsigned order), so the
+    id order comes sorted out of SQLite.
     """
 
-    def run(c: Any) -> tuple[dict[int, NDArray[np.int64]], NDArray[np.int64]]:
-        top = int(
-            c.execute("SELECT COALESCE(MAX(seq), 0) FROM candidates").fetchone()[0]
-        )
+    def run(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:
         classes = [
             int(r[0])
             for r in c.execute(
@@ -70,32 +66,73 @@ def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
             )[:, 0]
             for k in classes
         }
-        parts = [
+        other = c.execute(
+            "SELECT 1 FROM candidates WHERE length(key) <> 32 "
+            "AND +class_id IS NOT NULL LIMIT 1"
+        ).fetchone()
+        if other is not None or not seqs:
+            return seqs, None
+        return seqs, _kp_order(c)
+
+    seqs, ordered = read(run)
+    if ordered is None:  # some ids are not content ids
+        return {k: _text_order(read, s) for k, s in seqs.items()}
+    order, kp = ordered
+    top = max(
+        int(order.max()) if len(order) else 0, *(int(s.max()) for s in seqs.values())
+    )
+    code = np.full(top + 1, -1, np.int32)
+    for i, s in enumerate(seqs.values()):
+        code[s] = i
+    of = code[order]
+    out: dict[int, NDArray[np.int64]] = {}
+    for i, k in enumerate(seqs):
+        mine = of == i
+        out[k] = _break_ties(read, order[mine], kp[mine])
+    return out
+
+
+_RANGES = 64  # kp ranges per pass: one string of ~30 bytes per row and range
+
+
+def _kp_order(c: Any) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
+    """Every row's handle and ``kp`` (as unsigned), in unsigned ``kp`` order
+    (rows of equal ``kp`` in any order), read from the two tier indexes."""
+    b = int(c.execute("SELECT boundary FROM candidate_tiers").fetchone()[0])
+    # a partial index is used only when the query repeats its condition
+    tiers = (
+        [f"INDEXED BY candidates_kp_old WHERE seq <= {b}",
+         f"INDEXED BY candidates_kp_new WHERE seq > {b}"]
+        if b >= 0
+        else ["WHERE 1"]
+    )  # fmt: skip
+    step = (1 << 64) // _RANGES
+    seq_parts: list[NDArray[np.int64]] = []
+    kp_parts: list[NDArray[np.uint64]] = []
+    for r in range(_RANGES):
+        lo = r * step  # unsigned bounds, as the signed kp they are stored as
+        hi = (1 << 64) if r == _RANGES - 1 else lo + step
+        slo = lo - (1 << 64) if lo >= 1 << 63 else lo
+        shi = hi - 1 - (1 << 64) if hi - 1 >= 1 << 63 else hi - 1
+        runs = [
             _ints(
                 c.execute(
-                    "SELECT group_concat(CASE WHEN length(key) = 32 THEN kp END, ' ') "
-                    "FROM candidates WHERE seq > ? AND seq <= ? "
-                    "AND +class_id IS NOT NULL",
-                    (lo, lo + _CHUNK),
+                    "SELECT group_concat(kp || ' ' || seq, ' ') FROM (SELECT kp, "
+                    f"seq FROM candidates {t} AND kp BETWEEN ? AND ? ORDER BY kp)",
+                    (slo, shi),
                 ).fetchone()[0],
-                1,
-            )[:, 0]
-            for lo in range(0, top, _CHUNK)
+                2,
+            )
+            for t in tiers
         ]
-        kp = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return seqs, kp
-
-    seqs, kp = read(run)
-    every = np.sort(np.concatenate(list(seqs.values()))) if seqs else kp
-    out: dict[int, NDArray[np.int64]] = {}
-    for k, s in seqs.items():
-        if len(kp) != len(every):  # not all content ids
-            out[k] = _text_order(read, s)
-            continue
-        p = kp[np.searchsorted(every, s)].astype(np.uint64)
-        order = np.argsort(p, kind="stable")
-        out[k] = _break_ties(read, s[order], p[order])
-    return out
+        both = np.concatenate(runs) if len(runs) > 1 else runs[0]
+        k = both[:, 0].astype(np.uint64)
+        if len(runs) > 1 and len(runs[1]) and len(runs[0]):  # merge the two tiers
+            o = np.argsort(k, kind="stable")
+            both, k = both[o], k[o]
+        seq_parts.append(both[:, 1].copy())
+        kp_parts.append(k)
+    return np.concatenate(seq_parts), np.concatenate(kp_parts)
 
 
 def _text_order(read: Any, seqs: NDArray[np.int64]) -> NDArray[np.int64]:
