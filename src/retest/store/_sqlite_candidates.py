@@ -390,6 +390,16 @@ class _Candidates(_Repo, CandidateRepo):
         )
         return {c: int(n) for c, n in rows}
 
+    def count_by_keyword(
+        self, keywords: Iterable[str]
+    ) -> dict[tuple[str, int | None], int]:
+        rows = self._db.rows(
+            "SELECT keyword, class_id, COUNT(*) FROM candidates WHERE keyword IN "
+            "(SELECT value FROM json_each(?)) GROUP BY keyword, class_id",
+            (json.dumps(sorted(set(keywords))),),
+        )
+        return {(kw, c): int(n) for kw, c, n in rows}
+
     def array_refs(self, array_name: str) -> Iterator[tuple[str, int]]:
         last = 0
         while True:

@@ -279,6 +279,13 @@ class CandidateRepo(ABC):
         """``class_id → number of candidates``."""
 
     @abstractmethod
+    def count_by_keyword(
+        self, keywords: Iterable[str]
+    ) -> dict[tuple[str, int | None], int]:
+        """``(keyword, class_id) → number of candidates`` for those ``keywords``
+        (read through the keyword index: only their rows)."""
+
+    @abstractmethod
     def class_map(self) -> dict[str, int | None]:
         """``candidate id → class_id`` for every candidate."""
 
