@@ -477,8 +477,12 @@ class NearDupRepo(ABC):
         """Lists of one candidate, ordered by metric."""
 
     @abstractmethod
-    def iter_neighbours(self, *, metric: str) -> Iterator[NeighbourList]:
-        """All lists of one metric, ordered by candidate id."""
+    def iter_neighbours(
+        self, *, metric: str, within: float | None = None
+    ) -> Iterator[NeighbourList]:
+        """All lists of one metric, ordered by candidate id; with ``within``, at
+        least those whose closest distance is at most ``within`` (the others
+        may be left out unread: a caller still compares every distance)."""
 
     @abstractmethod
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]: ...
