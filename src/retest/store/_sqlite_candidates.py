@@ -483,7 +483,9 @@ class _Candidates(_Repo, CandidateRepo):
 
     def id_orders(self) -> dict[int, np.ndarray]:
 
-        return class_id_orders(self._db.read)
+        path = self._db.path
+        cache = None if path is None else path.with_name(path.name + "-idorder")
+        return class_id_orders(self._db.read, cache)
 
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from retest.store import _idorder_cache as _cache
 
 __all__ = ["class_id_orders", "ids_at", "locate"]
 
@@ -37,47 +40,109 @@ def _ints(text: str | None, width: int) -> NDArray[np.int64]:
     return np.fromstring(text, dtype=np.int64, sep=" ").reshape(-1, width)
 
 
-def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
+def class_id_orders(
+    read: Any, cache: Path | None = None
+) -> dict[int, NDArray[np.int64]]:
     """``class_id → handles of its candidates in id order`` (classless left out).
 
-    ``read(fn)`` runs ``fn(connection)`` in one read transaction. Indexes only,
-    the table is read once for one column: each class's rows from the class
-    index; whether any classed row has a non-content id (then every class is
-    sorted by its id strings); else every row's ``kp`` and handle in ``kp``
-    order from the two tier indexes, range by range (unsigned order), so the
-    id order comes sorted out of SQLite.
+    ``read(fn)`` runs ``fn(connection)`` in one read transaction. ``cache``: a
+    file for :mod:`retest.store._idorder_cache` (used while the table is
+    unchanged, extended by the rows appended since, else rebuilt).
+
+    Without a usable cache, indexes only and the table once for one column:
+    each class's rows from the class index; whether any classed row has a
+    non-content id (then every class is sorted by its id strings and nothing is
+    cached); else every row's ``kp`` and handle in ``kp`` order from the two
+    tier indexes, range by range (unsigned order), so the id order comes
+    sorted out of SQLite.
     """
+    old = _cache.load(cache)
 
-    def run(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:
-        classes = [
-            int(r[0])
-            for r in c.execute(
-                "SELECT class_id FROM candidates WHERE class_id IS NOT NULL "
-                "GROUP BY class_id"
-            )
-        ]
-        seqs = {
-            k: _ints(
-                c.execute(
-                    "SELECT group_concat(seq, ' ') FROM candidates WHERE class_id = ?",
-                    (k,),
-                ).fetchone()[0],
-                1,
-            )[:, 0]
-            for k in classes
-        }
-        other = c.execute(
-            "SELECT 1 FROM candidates WHERE length(key) <> 32 "
-            "AND +class_id IS NOT NULL LIMIT 1"
-        ).fetchone()
-        if other is not None or not seqs:
-            return seqs, None
-        return seqs, _kp_order(c)
+    def run(c: Any) -> tuple[tuple[int, int, int], Any, Any]:
+        st = _state(c)
+        if old is not None and (old.top, old.count, old.top_kp) == st:
+            return st, "same", None
+        if old is not None and _appended(c, old, st):
+            tail = c.execute(
+                "SELECT seq, class_id, kp, length(key) = 32 FROM candidates "
+                "WHERE seq > ? AND class_id IS NOT NULL",
+                (old.top,),
+            ).fetchall()
+            if all(r[3] for r in tail):
+                return st, "tail", tail
+        return st, "full", _full(c)
 
-    seqs, ordered = read(run)
-    if ordered is None:  # some ids are not content ids
-        return {k: _text_order(read, s) for k, s in seqs.items()}
-    order, kp = ordered
+    st, how, got = read(run)
+    if how == "same":
+        assert old is not None
+        return old.as_dict()
+    if how == "tail":
+        assert old is not None
+        new = _merge(read, old, got, st)
+    else:
+        seqs, ordered = got
+        if ordered is None:  # some ids are not content ids
+            return {k: _text_order(read, s) for k, s in seqs.items()}
+        new = _split(read, seqs, *ordered, st)
+    _cache.save(cache, new)
+    return new.as_dict()
+
+
+def _state(c: Any) -> tuple[int, int, int]:
+    """(last seq, rows, kp of the last row): what a cache was read from."""
+    top, n = c.execute(
+        "SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM candidates"
+    ).fetchone()
+    row = c.execute("SELECT kp FROM candidates WHERE seq = ?", (top,)).fetchone()
+    return int(top), int(n), 0 if row is None else int(row[0])
+
+
+def _appended(c: Any, old: _cache.IdOrders, st: tuple[int, int, int]) -> bool:
+    """Rows were only appended since ``old`` was read (its rows are all there)."""
+    if old.top > st[0]:
+        return False
+    row = c.execute("SELECT kp FROM candidates WHERE seq = ?", (old.top,)).fetchone()
+    if old.top and (row is None or int(row[0]) != old.top_kp):
+        return False
+    n_new = c.execute("SELECT COUNT(*) FROM candidates WHERE seq > ?", (old.top,))
+    return st[1] - int(n_new.fetchone()[0]) == old.count
+
+
+def _full(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:
+    classes = [
+        int(r[0])
+        for r in c.execute(
+            "SELECT class_id FROM candidates WHERE class_id IS NOT NULL "
+            "GROUP BY class_id"
+        )
+    ]
+    seqs = {
+        k: _ints(
+            c.execute(
+                "SELECT group_concat(seq, ' ') FROM candidates WHERE class_id = ?",
+                (k,),
+            ).fetchone()[0],
+            1,
+        )[:, 0]
+        for k in classes
+    }
+    other = c.execute(
+        "SELECT 1 FROM candidates WHERE length(key) <> 32 "
+        "AND +class_id IS NOT NULL LIMIT 1"
+    ).fetchone()
+    if other is not None or not seqs:
+        return seqs, None
+    return seqs, _kp_order(c)
+
+
+def _split(
+    read: Any,
+    seqs: dict[int, NDArray[np.int64]],
+    order: NDArray[np.int64],
+    kp: NDArray[np.uint64],
+    st: tuple[int, int, int],
+) -> _cache.IdOrders:
+    """The global id order cut into each class's."""
     top = max(
         int(order.max()) if len(order) else 0, *(int(s.max()) for s in seqs.values())
     )
@@ -85,11 +150,31 @@ def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
     for i, s in enumerate(seqs.values()):
         code[s] = i
     of = code[order]
-    out: dict[int, NDArray[np.int64]] = {}
-    for i, k in enumerate(seqs):
+    hs, ps = [], []
+    for i in range(len(seqs)):
         mine = of == i
-        out[k] = _break_ties(read, order[mine], kp[mine])
-    return out
+        hs.append(_break_ties(read, order[mine], kp[mine]))
+        ps.append(kp[mine])
+    return _cache.IdOrders(*st, list(seqs), hs, ps)
+
+
+def _merge(
+    read: Any, old: _cache.IdOrders, tail: list[Any], st: tuple[int, int, int]
+) -> _cache.IdOrders:
+    """``old`` with the appended rows ``tail`` (seq, class, kp, …) merged in."""
+    t = np.array([r[:3] for r in tail], np.int64).reshape(-1, 3)
+    have = dict(zip(old.classes, zip(old.handles, old.kps, strict=True), strict=True))
+    classes = sorted(set(old.classes) | set(t[:, 1].tolist()))
+    hs, ps = [], []
+    for k in classes:
+        mine = t[t[:, 1] == k]
+        h0, p0 = have.get(k, (np.zeros(0, np.int64), np.zeros(0, np.uint64)))
+        h = np.concatenate([np.asarray(h0), mine[:, 0]])
+        p = np.concatenate([np.asarray(p0), mine[:, 2].astype(np.uint64)])
+        o = np.argsort(p, kind="stable")
+        hs.append(_break_ties(read, h[o], p[o]))
+        ps.append(p[o])
+    return _cache.IdOrders(*st, classes, hs, ps)
 
 
 _RANGES = 64  # kp ranges per pass: one string of ~30 bytes per row and range
