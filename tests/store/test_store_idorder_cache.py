@@ -25,14 +25,19 @@ def _add(s: SQLiteStore, ids: list[str], classes: list[int]) -> None:
     s.candidates.add(
         [CandidateRow(i, "s", i[:8], k) for i, k in zip(ids, classes, strict=True)]
     )
+    n = s.candidates.count()
+    s.candidates.add([CandidateRow(f"x{n}", "s", "x"), CandidateRow(f"y{n}", "s", "y")])
 
 
-def _check(s: SQLiteStore, ids: list[str], classes: list[int]) -> None:
+def _check(s: SQLiteStore, ids: list[str], classes: list[int], classless: int) -> None:
     orders = s.candidates.id_orders()
     assert sorted(orders) == sorted(set(classes))
     for k, h in orders.items():
         want = sorted(i for i, c in zip(ids, classes, strict=True) if c == k)
         assert s.candidates.ids_at(h) == want
+    # counts per class come from a matching cache (classless ones counted)
+    counts = {k: classes.count(k) for k in sorted(set(classes))}
+    assert s.candidates.count_by_class() == {None: classless, **counts}
 
 
 def test_cache_is_used_then_extended_by_appended_rows(
@@ -46,14 +51,14 @@ def test_cache_is_used_then_extended_by_appended_rows(
     with SQLiteStore(path) as s:
         s.classes.put([ClassRow(k, f"c{k}") for k in range(5)])
         _add(s, ids[:500], classes[:500])
-        _check(s, ids[:500], classes[:500])
+        _check(s, ids[:500], classes[:500], 2)
         assert cache.is_file()
         calls: list[int] = []
         full = cols._full
         monkeypatch.setattr(cols, "_full", lambda c: calls.append(1) or full(c))
-        _check(s, ids[:500], classes[:500])  # from the cache
+        _check(s, ids[:500], classes[:500], 2)  # from the cache
         _add(s, ids[500:], [4, *classes[501:]])  # a new class among them
-        _check(s, ids, [*classes[:500], 4, *classes[501:]])  # extended
+        _check(s, ids, [*classes[:500], 4, *classes[501:]], 4)  # extended
         assert calls == []
     # another database of the same size: its own order, not the cache's
     other = tmp_path / "other"
@@ -63,7 +68,7 @@ def test_cache_is_used_then_extended_by_appended_rows(
         ids2 = _ids(np.random.default_rng(5), 700)
         _add(s2, ids2, classes)
         shutil.copy(cache, other / "retest.db-idorder")
-        _check(s2, ids2, classes)
+        _check(s2, ids2, classes, 2)
         assert calls == [1]
 
 
@@ -75,8 +80,8 @@ def test_damaged_cache_is_rebuilt(tmp_path: Path) -> None:
         s.classes.put([ClassRow(k, f"c{k}") for k in range(3)])
         _add(s, ids, classes)
         cache = tmp_path / "retest.db-idorder"
-        _check(s, ids, classes)
+        _check(s, ids, classes, 2)
         assert cache.is_file()
         for junk in (b"", b"x" * 13, cache.read_bytes()[:-8]):
             cache.write_bytes(junk)
-            _check(s, ids, classes)
+            _check(s, ids, classes, 2)

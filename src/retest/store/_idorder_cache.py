@@ -4,8 +4,8 @@ Reading the id order of ten million candidates from SQLite takes seconds (the
 class index, the ``kp`` tier indexes and one table pass); the order only changes
 when candidates are added, and candidates are only ever appended (never updated
 or deleted). The cache holds each class's handles in id order with their
-``kp``, and the state it was read from: the last ``seq``, the row count and the
-last row's ``kp``. It is used when the database still has that state, extended
+``kp``, and the state it was read from: the last ``seq`` and the last row's
+``kp`` (rows are never deleted, so no count is needed). It is used when the database still has that state, extended
 when rows were only appended since (only the new rows are read and merged in),
 and rebuilt otherwise. It is a plain file of int64 values, memory-mapped when
 read, written atomically; a damaged or foreign file is ignored and replaced.
@@ -24,17 +24,16 @@ from retest._atomic import atomic_write_bytes
 __all__ = ["IdOrders", "load", "save"]
 
 _MAGIC = 0x52455445535449444F  # "RETESTIDO" (truncated to 64 bits below)
-_HEAD = 7  # magic, version, top, count, kp of the top row, classes, rows
-_VERSION = 1
+_HEAD = 6  # magic, version, top, kp of the top row, classes, rows
+_VERSION = 2
 
 
 @dataclass(frozen=True)
 class IdOrders:
     """Per class (in ``classes`` order) its handles in id order and their ``kp``
-    (as unsigned); ``top``/``count``/``top_kp``: the state they were read from."""
+    (as unsigned); ``top``/``top_kp``: the state they were read from."""
 
     top: int
-    count: int
     top_kp: int
     classes: list[int]
     handles: list[NDArray[np.int64]]
@@ -58,7 +57,7 @@ def load(path: Path | None) -> IdOrders | None:
         return None
     if len(a) < _HEAD or int(a[0]) != _magic() or int(a[1]) != _VERSION:
         return None
-    top, count, top_kp, k, n = (int(x) for x in a[2:_HEAD])
+    top, top_kp, k, n = (int(x) for x in a[2:_HEAD])
     if k < 0 or n < 0 or len(a) != _HEAD + k + (k + 1) + 2 * n:
         return None
     classes = a[_HEAD : _HEAD + k].tolist()
@@ -70,7 +69,6 @@ def load(path: Path | None) -> IdOrders | None:
     ps = a[h0 + n : h0 + 2 * n].view(np.uint64)
     return IdOrders(
         top,
-        count,
         top_kp,
         classes,
         [hs[off[i] : off[i + 1]] for i in range(k)],
@@ -83,7 +81,7 @@ def save(path: Path | None, orders: IdOrders) -> None:
     if path is None:
         return
     sizes = [len(h) for h in orders.handles]
-    head = [_magic(), _VERSION, orders.top, orders.count, orders.top_kp]
+    head = [_magic(), _VERSION, orders.top, orders.top_kp]
     parts = [
         np.array([*head, len(sizes), sum(sizes), *orders.classes], np.int64),
         np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),

@@ -31,13 +31,20 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retest._gc import no_cyclic_gc
 from retest.errors import NotFoundError
-from retest.store._sqlite_columns import _ID, class_id_orders, ids_at, locate
+from retest.store._sqlite_columns import (
+    _ID,
+    cached_class_counts,
+    class_id_orders,
+    ids_at,
+    locate,
+)
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
 from retest.store.base import CandidateRepo, _check_columns
@@ -385,6 +392,9 @@ class _Candidates(_Repo, CandidateRepo):
         return int(self._db.one(f"SELECT COUNT(*) FROM candidates{where}", params)[0])
 
     def count_by_class(self) -> dict[int | None, int]:
+        got = cached_class_counts(self._db.read, self._order_cache())
+        if got is not None:  # no pass over the class index
+            return got
         rows = self._db.rows(
             "SELECT class_id, COUNT(*) FROM candidates GROUP BY class_id"
         )
@@ -483,9 +493,11 @@ class _Candidates(_Repo, CandidateRepo):
 
     def id_orders(self) -> dict[int, np.ndarray]:
 
+        return class_id_orders(self._db.read, self._order_cache())
+
+    def _order_cache(self) -> Path | None:
         path = self._db.path
-        cache = None if path is None else path.with_name(path.name + "-idorder")
-        return class_id_orders(self._db.read, cache)
+        return None if path is None else path.with_name(path.name + "-idorder")
 
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
 

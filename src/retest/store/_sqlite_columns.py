@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from retest.store import _idorder_cache as _cache
 
-__all__ = ["class_id_orders", "ids_at", "locate"]
+__all__ = ["cached_class_counts", "class_id_orders", "ids_at", "locate"]
 
 
 # The id, decoded from the key (inverse of candidate_key): the SQL every candidate query selects.
@@ -58,9 +58,9 @@ def class_id_orders(
     """
     old = _cache.load(cache)
 
-    def run(c: Any) -> tuple[tuple[int, int, int], Any, Any]:
+    def run(c: Any) -> tuple[tuple[int, int], Any, Any]:
         st = _state(c)
-        if old is not None and (old.top, old.count, old.top_kp) == st:
+        if old is not None and (old.top, old.top_kp) == st:
             return st, "same", None
         if old is not None and _appended(c, old, st):
             tail = c.execute(
@@ -88,24 +88,41 @@ def class_id_orders(
     return new.as_dict()
 
 
-def _state(c: Any) -> tuple[int, int, int]:
-    """(last seq, rows, kp of the last row): what a cache was read from."""
-    top, n = c.execute(
-        "SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM candidates"
+def _state(c: Any) -> tuple[int, int]:
+    """(last seq, kp of the last row): what a cache was read from."""
+    row = c.execute(
+        "SELECT seq, kp FROM candidates WHERE seq = (SELECT MAX(seq) FROM candidates)"
     ).fetchone()
-    row = c.execute("SELECT kp FROM candidates WHERE seq = ?", (top,)).fetchone()
-    return int(top), int(n), 0 if row is None else int(row[0])
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
-def _appended(c: Any, old: _cache.IdOrders, st: tuple[int, int, int]) -> bool:
-    """Rows were only appended since ``old`` was read (its rows are all there)."""
+def _appended(c: Any, old: _cache.IdOrders, st: tuple[int, int]) -> bool:
+    """Rows were only appended since ``old`` was read (its last row is there)."""
     if old.top > st[0]:
         return False
     row = c.execute("SELECT kp FROM candidates WHERE seq = ?", (old.top,)).fetchone()
-    if old.top and (row is None or int(row[0]) != old.top_kp):
-        return False
-    n_new = c.execute("SELECT COUNT(*) FROM candidates WHERE seq > ?", (old.top,))
-    return st[1] - int(n_new.fetchone()[0]) == old.count
+    return not old.top or (row is not None and int(row[0]) == old.top_kp)
+
+
+def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] | None:
+    """``class_id → candidates`` from a cache that matches the table (the
+    classless counted through the class index), else None."""
+    old = _cache.load(cache)
+    if old is None:
+        return None
+
+    def run(c: Any) -> int | None:
+        if (old.top, old.top_kp) != _state(c):
+            return None
+        q = "SELECT COUNT(*) FROM candidates WHERE class_id IS NULL"
+        return int(c.execute(q).fetchone()[0])
+
+    n = read(run)
+    if n is None:
+        return None
+    out: dict[int | None, int] = {None: n} if n else {}
+    out.update((k, len(h)) for k, h in zip(old.classes, old.handles, strict=True))
+    return {k: v for k, v in out.items() if v}
 
 
 def _full(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:
@@ -140,7 +157,7 @@ def _split(
     seqs: dict[int, NDArray[np.int64]],
     order: NDArray[np.int64],
     kp: NDArray[np.uint64],
-    st: tuple[int, int, int],
+    st: tuple[int, int],
 ) -> _cache.IdOrders:
     """The global id order cut into each class's."""
     top = max(
@@ -159,7 +176,7 @@ def _split(
 
 
 def _merge(
-    read: Any, old: _cache.IdOrders, tail: list[Any], st: tuple[int, int, int]
+    read: Any, old: _cache.IdOrders, tail: list[Any], st: tuple[int, int]
 ) -> _cache.IdOrders:
     """``old`` with the appended rows ``tail`` (seq, class, kp, …) merged in."""
     t = np.array([r[:3] for r in tail], np.int64).reshape(-1, 3)
