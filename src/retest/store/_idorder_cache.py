@@ -90,6 +90,6 @@ def save(path: Path | None, orders: IdOrders) -> None:
     ]
     data = np.concatenate(parts).astype("<i8")
     try:
-        atomic_write_bytes(path, memoryview(data).cast("B"), fsync=False)
+        atomic_write_bytes(path, data.data.cast("B"), fsync=False)
     except OSError:
         pass  # a cache: the next reader rebuilds it

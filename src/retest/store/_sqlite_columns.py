@@ -83,7 +83,8 @@ def class_id_orders(
         seqs, ordered = got
         if ordered is None:  # some ids are not content ids
             return {k: _text_order(read, s) for k, s in seqs.items()}
-        new = _split(read, seqs, *ordered, st)
+        order, kp = ordered
+        new = _split(read, seqs, order, kp, st)
     _cache.save(cache, new)
     return new.as_dict()
 

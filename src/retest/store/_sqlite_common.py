@@ -46,7 +46,8 @@ def _where(**conds: Any) -> tuple[str, list[Any]]:
 class Database(Protocol):
     """What the repositories need from :class:`retest.store.sqlite._DB`."""
 
-    path: Path | None
+    @property
+    def path(self) -> Path | None: ...
 
     def tx(self) -> AbstractContextManager[Any]: ...
 
