@@ -57,6 +57,7 @@ PROJECT_ENTRIES = frozenset(
         f"{DB_NAME}-wal",
         f"{DB_NAME}-shm",
         f"{DB_NAME}-journal",
+        f"{DB_NAME}-idorder",  # the store's derived id-order cache
         "arrays",
         "images",
         "revisions",

@@ -74,8 +74,8 @@ def test_near_duplicate_report_counts_pairs_and_takes_exclusions_from_eligibilit
             # within-pool pair ids[2] <-> ids[3]: one pair
             NeighbourList(ids[2], "l2", (ids[3], "train:2"), (10.0, 5e6)),
             NeighbourList(ids[3], "l2", (ids[2], "test:1"), (10.0, 5e6)),
-            # only the nearest test image per kind counts
-            NeighbourList(ids[4], "l2", ("test:7", "test:8"), (th * 2, 0.0)),
+            # the nearest test image (lists are closest first) beyond it: none
+            NeighbourList(ids[4], "l2", ("test:7", "test:8"), (th * 2, th * 3)),
         ]
         proj.store.neardup.put_neighbours(lists)
         elig = Eligibility(

@@ -16,7 +16,12 @@ from retest.project import (
 from retest.sampling.selection_frequency import aggregate_item_events
 from retest.store.rows import AnnotationEvent
 from retest.store.sqlite import SQLiteStore
-from retest.web.views import candidate_pool, keyword_progress, verified_counts
+from retest.web.views import (
+    candidate_pool,
+    keyword_progress,
+    keywords_of,
+    verified_counts,
+)
 
 
 def _random_events(seed: int, n: int) -> list[AnnotationEvent]:
@@ -149,13 +154,14 @@ def test_label_progress_and_queue_from_aggregates(web_project) -> None:
     agg.feed(store.annotations.list())
     pool = candidate_pool(store)
     names = {c.id: c.name for c in store.classes.list()}
-    assert verified_counts(agg.latest["verify"], pool.keyword_of, names) == (
+    kw_of = keywords_of(store, {i for i, _ in agg.latest["verify"]})
+    assert verified_counts(agg.latest["verify"], kw_of, names) == (
         verified_per_keyword(proj)
     )
     fast = keyword_progress(
         proj, selected=agg.latest_by_item["select"],
         verdicts=agg.latest_by_item["verify"],
-        verified=verified_counts(agg.latest["verify"], pool.keyword_of, names),
+        verified=verified_counts(agg.latest["verify"], kw_of, names),
         pool=pool,
     )  # fmt: skip
     assert fast == keyword_progress(proj)

@@ -43,6 +43,7 @@ __all__ = [
     "near_original_threshold",
     "resolve_near_duplicates",
     "review_queue",
+    "review_threshold",
     "review_thresholds",
 ]
 
@@ -64,6 +65,16 @@ _ALIASES = {"fc7": "features"}
 
 def _metric(name: str) -> str:
     return _ALIASES.get(name, name)
+
+
+def review_threshold(metric: str, thresholds: Mapping[str, float]) -> float | None:
+    """The threshold :func:`review_queue` applies to lists of ``metric`` (None:
+    it skips them).
+
+    >>> review_threshold("fc7", {"features": 0.5})
+    0.5
+    """
+    return thresholds.get(_metric(metric))
 
 
 def default_thresholds(image_shape: Sequence[int] = (256, 256, 3)) -> dict[str, float]:

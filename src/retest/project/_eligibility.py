@@ -373,7 +373,10 @@ def _auto_pairs(
     near: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for metric in AUTO_METRICS:
-        for nl in project.store.neardup.iter_neighbours(metric=metric):
+        # only lists that start within the threshold are read
+        for nl in project.store.neardup.iter_neighbours(
+            metric=metric, within=threshold
+        ):
             cid = nl.candidate_id
             for ref, d in zip(nl.ref_ids, nl.distances, strict=True):
                 if d <= threshold:

@@ -20,6 +20,7 @@ from retest.dedup.rules import (
     ReviewItem,
     default_thresholds,
     review_queue,
+    review_threshold,
 )
 from retest.errors import InputValidationError
 from retest.names import validate_person_name
@@ -185,7 +186,10 @@ def review_targets(project: Project) -> dict[str, float]:
 
 
 def load_neighbours(
-    project: Project, metrics: Sequence[str] | None = None
+    project: Project,
+    metrics: Sequence[str] | None = None,
+    *,
+    within: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, list[tuple[str, float]]]]:
     """Stored neighbour lists.
 
@@ -194,6 +198,10 @@ def load_neighbours(
     project : Project
     metrics : sequence of str, optional
         Default: every metric run.
+    within : mapping of metric to float, optional
+        Of these metrics, lists whose closest distance is above the value may be
+        left out (SQLite skips them unread): for callers that only look at
+        distances within it.
 
     Returns
     -------
@@ -202,7 +210,8 @@ def load_neighbours(
     """
     out: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for m in metrics_run(project) if metrics is None else metrics:
-        for nl in project.store.neardup.iter_neighbours(metric=m):
+        t = (within or {}).get(m)
+        for nl in project.store.neardup.iter_neighbours(metric=m, within=t):
             out.setdefault(nl.candidate_id, {})[m] = list(
                 zip(nl.ref_ids, nl.distances, strict=True)
             )
@@ -287,8 +296,10 @@ def dedup_review_queue(
     th = review_targets(project) if thresholds is None else dict(thresholds)
     if not th:  # no metric ever ran: nothing to review
         return []
+    # only lists with a distance within their metric's target can be queued
+    within = {m: t for m in th if (t := review_threshold(m, th)) is not None}
     return review_queue(
-        load_neighbours(project, list(th)),
+        load_neighbours(project, list(th), within=within),
         thresholds=th,
         candidates=candidate_infos(project) if candidates is None else candidates,
         blacklist=set(project.store.blacklist.current()),

@@ -38,13 +38,20 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retest._gc import no_cyclic_gc
 from retest.errors import NotFoundError
-from retest.store._sqlite_columns import _ID, class_id_orders, ids_at, locate
+from retest.store._sqlite_columns import (
+    _ID,
+    cached_class_counts,
+    class_id_orders,
+    ids_at,
+    locate,
+)
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
 from retest.store.base import CandidateRepo, _check_columns
@@ -475,10 +482,23 @@ class _Candidates(_Repo, CandidateRepo):
         return int(self._db.one(f"SELECT COUNT(*) FROM candidates{where}", params)[0])
 
     def count_by_class(self) -> dict[int | None, int]:
+        got = cached_class_counts(self._db.read, self._order_cache())
+        if got is not None:  # no pass over the class index
+            return got
         rows = self._db.rows(
             "SELECT class_id, COUNT(*) FROM candidates GROUP BY class_id"
         )
         return {c: int(n) for c, n in rows}
+
+    def count_by_keyword(
+        self, keywords: Iterable[str]
+    ) -> dict[tuple[str, int | None], int]:
+        rows = self._db.rows(
+            "SELECT keyword, class_id, COUNT(*) FROM candidates WHERE keyword IN "
+            "(SELECT value FROM json_each(?)) GROUP BY keyword, class_id",
+            (json.dumps(sorted(set(keywords))),),
+        )
+        return {(kw, c): int(n) for kw, c, n in rows}
 
     def array_refs(self, array_name: str) -> Iterator[tuple[str, int]]:
         last = 0
@@ -563,7 +583,11 @@ class _Candidates(_Repo, CandidateRepo):
 
     def id_orders(self) -> dict[int, np.ndarray]:
 
-        return class_id_orders(self._db.read)
+        return class_id_orders(self._db.read, self._order_cache())
+
+    def _order_cache(self) -> Path | None:
+        path = self._db.path
+        return None if path is None else path.with_name(path.name + "-idorder")
 
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
 

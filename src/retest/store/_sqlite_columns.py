@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["class_id_orders", "ids_at", "locate"]
+from retest.store import _idorder_cache as _cache
 
-
-_CHUNK = 1 << 20  # rows per statement: one string of ~50 MB at most
+__all__ = ["cached_class_counts", "class_id_orders", "ids_at", "locate"]
 
 
 # The id, decoded from the key (inverse of candidate_key): the SQL every candidate query selects.
@@ -40,62 +40,202 @@ def _ints(text: str | None, width: int) -> NDArray[np.int64]:
     return np.fromstring(text, dtype=np.int64, sep=" ").reshape(-1, width)
 
 
-def class_id_orders(read: Any) -> dict[int, NDArray[np.int64]]:
+def class_id_orders(
+    read: Any, cache: Path | None = None
+) -> dict[int, NDArray[np.int64]]:
     """``class_id → handles of its candidates in id order`` (classless left out).
 
-    ``read(fn)`` runs ``fn(connection)`` in one read transaction. Three cheap
-    passes: each class's rows from the class index (covering, no table read),
-    then ``kp`` of every classed row in row order (NULL for other ids, so a
-    shorter list means some class holds them and is sorted by its id strings).
-    """
+    ``read(fn)`` runs ``fn(connection)`` in one read transaction. ``cache``: a
+    file for :mod:`retest.store._idorder_cache` (used while the table is
+    unchanged, extended by the rows appended since, else rebuilt).
 
-    def run(c: Any) -> tuple[dict[int, NDArray[np.int64]], NDArray[np.int64]]:
-        top = int(
-            c.execute("SELECT COALESCE(MAX(seq), 0) FROM candidates").fetchone()[0]
+    Without a usable cache, indexes only and the table once for one column:
+    each class's rows from the class index; whether any classed row has a
+    non-content id (then every class is sorted by its id strings and nothing is
+    cached); else every row's ``kp`` and handle in ``kp`` order from the two
+    tier indexes, range by range (unsigned order), so the id order comes
+    sorted out of SQLite.
+    """
+    old = _cache.load(cache)
+
+    def run(c: Any) -> tuple[tuple[int, int], Any, Any]:
+        st = _state(c)
+        if old is not None and (old.top, old.top_kp) == st:
+            return st, "same", None
+        if old is not None and _appended(c, old, st):
+            tail = c.execute(
+                "SELECT seq, class_id, kp, length(key) = 32 FROM candidates "
+                "WHERE seq > ? AND class_id IS NOT NULL",
+                (old.top,),
+            ).fetchall()
+            if all(r[3] for r in tail):
+                return st, "tail", tail
+        return st, "full", _full(c)
+
+    st, how, got = read(run)
+    if how == "same":
+        assert old is not None
+        return old.as_dict()
+    if how == "tail":
+        assert old is not None
+        new = _merge(read, old, got, st)
+    else:
+        seqs, ordered = got
+        if ordered is None:  # some ids are not content ids
+            return {k: _text_order(read, s) for k, s in seqs.items()}
+        order, kp = ordered
+        new = _split(read, seqs, order, kp, st)
+    _cache.save(cache, new)
+    return new.as_dict()
+
+
+def _state(c: Any) -> tuple[int, int]:
+    """(last seq, kp of the last row): what a cache was read from."""
+    row = c.execute(
+        "SELECT seq, kp FROM candidates WHERE seq = (SELECT MAX(seq) FROM candidates)"
+    ).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def _appended(c: Any, old: _cache.IdOrders, st: tuple[int, int]) -> bool:
+    """Rows were only appended since ``old`` was read (its last row is there)."""
+    if old.top > st[0]:
+        return False
+    row = c.execute("SELECT kp FROM candidates WHERE seq = ?", (old.top,)).fetchone()
+    return not old.top or (row is not None and int(row[0]) == old.top_kp)
+
+
+def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] | None:
+    """``class_id → candidates`` from a cache that matches the table (the
+    classless counted through the class index), else None."""
+    old = _cache.load(cache)
+    if old is None:
+        return None
+
+    def run(c: Any) -> int | None:
+        if (old.top, old.top_kp) != _state(c):
+            return None
+        q = "SELECT COUNT(*) FROM candidates WHERE class_id IS NULL"
+        return int(c.execute(q).fetchone()[0])
+
+    n = read(run)
+    if n is None:
+        return None
+    out: dict[int | None, int] = {None: n} if n else {}
+    out.update((k, len(h)) for k, h in zip(old.classes, old.handles, strict=True))
+    return {k: v for k, v in out.items() if v}
+
+
+def _full(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:
+    classes = [
+        int(r[0])
+        for r in c.execute(
+            "SELECT class_id FROM candidates WHERE class_id IS NOT NULL "
+            "GROUP BY class_id"
         )
-        classes = [
-            int(r[0])
-            for r in c.execute(
-                "SELECT class_id FROM candidates WHERE class_id IS NOT NULL "
-                "GROUP BY class_id"
-            )
-        ]
-        seqs = {
-            k: _ints(
-                c.execute(
-                    "SELECT group_concat(seq, ' ') FROM candidates WHERE class_id = ?",
-                    (k,),
-                ).fetchone()[0],
-                1,
-            )[:, 0]
-            for k in classes
-        }
-        parts = [
+    ]
+    seqs = {
+        k: _ints(
+            c.execute(
+                "SELECT group_concat(seq, ' ') FROM candidates WHERE class_id = ?",
+                (k,),
+            ).fetchone()[0],
+            1,
+        )[:, 0]
+        for k in classes
+    }
+    other = c.execute(
+        "SELECT 1 FROM candidates WHERE length(key) <> 32 "
+        "AND +class_id IS NOT NULL LIMIT 1"
+    ).fetchone()
+    if other is not None or not seqs:
+        return seqs, None
+    return seqs, _kp_order(c)
+
+
+def _split(
+    read: Any,
+    seqs: dict[int, NDArray[np.int64]],
+    order: NDArray[np.int64],
+    kp: NDArray[np.uint64],
+    st: tuple[int, int],
+) -> _cache.IdOrders:
+    """The global id order cut into each class's."""
+    top = max(
+        int(order.max()) if len(order) else 0, *(int(s.max()) for s in seqs.values())
+    )
+    code = np.full(top + 1, -1, np.int32)
+    for i, s in enumerate(seqs.values()):
+        code[s] = i
+    of = code[order]
+    hs, ps = [], []
+    for i in range(len(seqs)):
+        mine = of == i
+        hs.append(_break_ties(read, order[mine], kp[mine]))
+        ps.append(kp[mine])
+    return _cache.IdOrders(*st, list(seqs), hs, ps)
+
+
+def _merge(
+    read: Any, old: _cache.IdOrders, tail: list[Any], st: tuple[int, int]
+) -> _cache.IdOrders:
+    """``old`` with the appended rows ``tail`` (seq, class, kp, …) merged in."""
+    t = np.array([r[:3] for r in tail], np.int64).reshape(-1, 3)
+    have = dict(zip(old.classes, zip(old.handles, old.kps, strict=True), strict=True))
+    classes = sorted(set(old.classes) | set(t[:, 1].tolist()))
+    hs, ps = [], []
+    for k in classes:
+        mine = t[t[:, 1] == k]
+        h0, p0 = have.get(k, (np.zeros(0, np.int64), np.zeros(0, np.uint64)))
+        h = np.concatenate([np.asarray(h0), mine[:, 0]])
+        p = np.concatenate([np.asarray(p0), mine[:, 2].astype(np.uint64)])
+        o = np.argsort(p, kind="stable")
+        hs.append(_break_ties(read, h[o], p[o]))
+        ps.append(p[o])
+    return _cache.IdOrders(*st, classes, hs, ps)
+
+
+_RANGES = 64  # kp ranges per pass: one string of ~30 bytes per row and range
+
+
+def _kp_order(c: Any) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
+    """Every row's handle and ``kp`` (as unsigned), in unsigned ``kp`` order
+    (rows of equal ``kp`` in any order), read from the two tier indexes."""
+    b = int(c.execute("SELECT boundary FROM candidate_tiers").fetchone()[0])
+    # a partial index is used only when the query repeats its condition
+    tiers = (
+        [f"INDEXED BY candidates_kp_old WHERE seq <= {b}",
+         f"INDEXED BY candidates_kp_new WHERE seq > {b}"]
+        if b >= 0
+        else ["WHERE 1"]
+    )  # fmt: skip
+    step = (1 << 64) // _RANGES
+    seq_parts: list[NDArray[np.int64]] = []
+    kp_parts: list[NDArray[np.uint64]] = []
+    for r in range(_RANGES):
+        lo = r * step  # unsigned bounds, as the signed kp they are stored as
+        hi = (1 << 64) if r == _RANGES - 1 else lo + step
+        slo = lo - (1 << 64) if lo >= 1 << 63 else lo
+        shi = hi - 1 - (1 << 64) if hi - 1 >= 1 << 63 else hi - 1
+        runs = [
             _ints(
                 c.execute(
-                    "SELECT group_concat(CASE WHEN length(key) = 32 THEN kp END, ' ') "
-                    "FROM candidates WHERE seq > ? AND seq <= ? "
-                    "AND +class_id IS NOT NULL",
-                    (lo, lo + _CHUNK),
+                    "SELECT group_concat(kp || ' ' || seq, ' ') FROM (SELECT kp, "
+                    f"seq FROM candidates {t} AND kp BETWEEN ? AND ? ORDER BY kp)",
+                    (slo, shi),
                 ).fetchone()[0],
-                1,
-            )[:, 0]
-            for lo in range(0, top, _CHUNK)
+                2,
+            )
+            for t in tiers
         ]
-        kp = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return seqs, kp
-
-    seqs, kp = read(run)
-    every = np.sort(np.concatenate(list(seqs.values()))) if seqs else kp
-    out: dict[int, NDArray[np.int64]] = {}
-    for k, s in seqs.items():
-        if len(kp) != len(every):  # not all content ids
-            out[k] = _text_order(read, s)
-            continue
-        p = kp[np.searchsorted(every, s)].astype(np.uint64)
-        order = np.argsort(p, kind="stable")
-        out[k] = _break_ties(read, s[order], p[order])
-    return out
+        both = np.concatenate(runs) if len(runs) > 1 else runs[0]
+        k = both[:, 0].astype(np.uint64)
+        if len(runs) > 1 and len(runs[1]) and len(runs[0]):  # merge the two tiers
+            o = np.argsort(k, kind="stable")
+            both, k = both[o], k[o]
+        seq_parts.append(both[:, 1].copy())
+        kp_parts.append(k)
+    return np.concatenate(seq_parts), np.concatenate(kp_parts)
 
 
 def _text_order(read: Any, seqs: NDArray[np.int64]) -> NDArray[np.int64]:

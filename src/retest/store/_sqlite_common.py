@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 __all__ = ["Database", "Repo"]
@@ -44,6 +45,9 @@ def _where(**conds: Any) -> tuple[str, list[Any]]:
 
 class Database(Protocol):
     """What the repositories need from :class:`retest.store.sqlite._DB`."""
+
+    @property
+    def path(self) -> Path | None: ...
 
     def tx(self) -> AbstractContextManager[Any]: ...
 

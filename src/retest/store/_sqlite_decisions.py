@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -84,6 +85,32 @@ def _nl_row(r: Sequence[Any]) -> NeighbourList:
     return NeighbourList(r[0], r[1], tuple(json.loads(r[2])), dists)
 
 
+# The closest distance's two most significant bytes (sign, exponent, 4 bits of
+# mantissa; stored little-endian), big-endian: for distances >= 0 they compare
+# as bytes the way the numbers do, so SQLite skips, without reading a list into
+# Python, every list whose closest distance is clearly above a threshold.
+_TOP2 = "CAST(substr(distances, 8, 1) || substr(distances, 7, 1) AS BLOB)"
+
+
+def _within(t: float | None) -> tuple[str, tuple[Any, ...]]:
+    """SQL condition keeping at least the lists whose first (closest) distance is
+    ``<= t`` (and every list starting with a negative distance)."""
+    if t is None or not t >= 0.0 or t == float("inf"):
+        return "", ()
+    top = struct.pack(">d", t)[:2]
+    return f" AND ({_TOP2} <= ? OR substr(distances, 8, 1) >= X'80')", (top,)
+
+
+def _closest_first(nl: NeighbourList) -> tuple[list[str], np.ndarray]:
+    """The list's ids and distances closest first (a stable sort, NaN last), as
+    :class:`NeighbourList` documents and :func:`_within` relies on."""
+    d = np.asarray(nl.distances, dtype="<f8")
+    if (d[1:] < d[:-1]).any() or np.isnan(d).any():
+        o = np.argsort(d, kind="stable")
+        return [nl.ref_ids[i] for i in o.tolist()], d[o]
+    return builtins.list(nl.ref_ids), d
+
+
 class _NearDup(_Repo, NearDupRepo):
     def put_neighbours(self, lists: Iterable[NeighbourList]) -> int:
         def rows() -> Iterator[tuple[Any, ...]]:
@@ -93,13 +120,8 @@ class _NearDup(_Repo, NearDupRepo):
                         f"neighbour list of {nl.candidate_id!r} ({nl.metric}) has "
                         f"{len(nl.ref_ids)} ids but {len(nl.distances)} distances."
                     )
-                blob = np.asarray(nl.distances, dtype="<f8").tobytes()
-                yield (
-                    nl.candidate_id,
-                    nl.metric,
-                    _dumps(builtins.list(nl.ref_ids)),
-                    blob,
-                )
+                refs, d = _closest_first(nl)
+                yield (nl.candidate_id, nl.metric, _dumps(refs), d.tobytes())
 
         return self._db.insert_count(
             "INSERT OR REPLACE INTO neighbours VALUES (?,?,?,?)", rows()
@@ -112,13 +134,16 @@ class _NearDup(_Repo, NearDupRepo):
         rows = self._db.rows(f"SELECT * FROM neighbours{where} ORDER BY metric", params)
         return [_nl_row(r) for r in rows]
 
-    def iter_neighbours(self, *, metric: str) -> Iterator[NeighbourList]:
+    def iter_neighbours(
+        self, *, metric: str, within: float | None = None
+    ) -> Iterator[NeighbourList]:
         last = ""
+        cond, extra = _within(within)
         while True:
             rows = self._db.rows(
-                "SELECT * FROM neighbours WHERE metric = ? AND candidate_id > ? "
+                f"SELECT * FROM neighbours WHERE metric = ? AND candidate_id > ?{cond} "
                 "ORDER BY candidate_id LIMIT ?",
-                (metric, last, _BATCH),
+                (metric, last, *extra, _BATCH),
             )
             if not rows:
                 return

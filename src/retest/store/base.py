@@ -299,6 +299,13 @@ class CandidateRepo(ABC):
         """``class_id → number of candidates``."""
 
     @abstractmethod
+    def count_by_keyword(
+        self, keywords: Iterable[str]
+    ) -> dict[tuple[str, int | None], int]:
+        """``(keyword, class_id) → number of candidates`` for those ``keywords``
+        (read through the keyword index: only their rows)."""
+
+    @abstractmethod
     def class_map(self) -> dict[str, int | None]:
         """``candidate id → class_id`` for every candidate."""
 
@@ -490,8 +497,12 @@ class NearDupRepo(ABC):
         """Lists of one candidate, ordered by metric."""
 
     @abstractmethod
-    def iter_neighbours(self, *, metric: str) -> Iterator[NeighbourList]:
-        """All lists of one metric, ordered by candidate id."""
+    def iter_neighbours(
+        self, *, metric: str, within: float | None = None
+    ) -> Iterator[NeighbourList]:
+        """All lists of one metric, ordered by candidate id; with ``within``, at
+        least those whose closest distance is at most ``within`` (the others
+        may be left out unread: a caller still compares every distance)."""
 
     @abstractmethod
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]: ...

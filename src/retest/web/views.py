@@ -9,7 +9,7 @@ keyword plan is the latest ``retest plan`` artifact (``reports/plan_<rule>.json`
 from __future__ import annotations
 
 import secrets
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,6 +48,7 @@ __all__ = [
     "class_histograms",
     "instructions_for",
     "keyword_progress",
+    "keywords_of",
     "latest_values",
     "near_duplicate_ids",
     "render",
@@ -228,31 +229,42 @@ def latest_values(store: Store, kind: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Pool:
-    """Candidates by keyword (in store order) and each candidate's keyword;
-    blacklisted candidates are left out of ``by_keyword``."""
+    """The blacklist, and how many blacklisted candidates each ``(keyword,
+    class_id)`` holds. Everything else the keyword pages need is read per keyword
+    through the keyword index (:meth:`ids`, :func:`keyword_progress`), never by
+    a pass over every candidate."""
 
-    by_keyword: dict[str, list[tuple[str, int | None]]]
-    keyword_of: dict[str, str]
     black: dict[str, str]
+    black_at: dict[tuple[str, int | None], int]
 
-    def ids(self, keyword: str, class_id: int) -> list[str]:
-        """Unblacklisted candidates of the keyword for the class (or classless)."""
-        return [i for i, c in self.by_keyword.get(keyword, []) if c in (None, class_id)]
+    def ids(self, store: Store, keyword: str, class_id: int) -> list[str]:
+        """Unblacklisted candidates of the keyword for the class (or classless),
+        in store order."""
+        return [
+            r.id
+            for r in store.candidates.iter(keyword=keyword)
+            if r.class_id in (None, class_id) and r.id not in self.black
+        ]
+
+    def count(
+        self, counts: Mapping[tuple[str, int | None], int], keyword: str, class_id: int
+    ) -> int:
+        """How many :meth:`ids` gives, from ``count_by_keyword`` ``counts``."""
+        keys = {(keyword, None), (keyword, class_id)}
+        return sum(counts.get(k, 0) - self.black_at.get(k, 0) for k in keys)
 
 
 def candidate_pool(store: Store) -> Pool:
     black = store.blacklist.current()
-    by_kw: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
-    keyword_of: dict[str, str] = {}
-    # three columns, not a row object per candidate (still every candidate)
-    cols = store.candidates.columns(("id", "class_id", "keyword"))
-    for cid, k, kw in zip(cols["id"], cols["class_id"], cols["keyword"], strict=True):
-        if kw is None:
-            continue
-        keyword_of[cid] = kw
-        if cid not in black:
-            by_kw[kw].append((cid, k))
-    return Pool(dict(by_kw), keyword_of, black)
+    cols = store.candidates.columns(("class_id", "keyword"), ids=black)
+    at = Counter(zip(cols["keyword"], cols["class_id"], strict=True))
+    return Pool(black, {k: n for k, n in at.items() if k[0] is not None})
+
+
+def keywords_of(store: Store, ids: Collection[str]) -> dict[str, str]:
+    """``candidate → keyword`` of those ``ids`` that are candidates with one."""
+    cols = store.candidates.columns(("id", "keyword"), ids=ids)
+    return {i: kw for i, kw in zip(cols["id"], cols["keyword"], strict=True) if kw}
 
 
 def verified_counts(
@@ -281,6 +293,7 @@ def keyword_progress(
     verdicts: Mapping[str, int] | None = None,
     verified: Mapping[tuple[str, str], int] | None = None,
     pool: Pool | None = None,
+    counts: Mapping[tuple[str, int | None], int] | None = None,
 ) -> tuple[list[KeywordProgress], str]:
     """Needed vs verified per keyword, and what is left to select / verify.
 
@@ -298,10 +311,19 @@ def keyword_progress(
     if verdicts is None:
         verdicts = latest_values(store, "verify")
     pool = candidate_pool(store) if pool is None else pool
+    keywords = store.classes.keywords(class_id=class_id)
+    if counts is None:
+        counts = store.candidates.count_by_keyword({k.keyword for k in keywords})
+    # where the labelled candidates are (only they are read, not the pool)
+    cols = store.candidates.columns(("id", "class_id", "keyword"), ids=selected)
+    labelled: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
+    for i, k, kw in zip(cols["id"], cols["class_id"], cols["keyword"], strict=True):
+        if kw is not None and i not in pool.black:
+            labelled[kw].append((i, k))
     rows = []
-    for kw in store.classes.keywords(class_id=class_id):
+    for kw in keywords:
         name = names.get(kw.class_id, str(kw.class_id))
-        ids = pool.ids(kw.keyword, kw.class_id)
+        ids = [i for i, k in labelled.get(kw.keyword, ()) if k in (None, kw.class_id)]
         rows.append(
             KeywordProgress(
                 kw.class_id,
@@ -309,7 +331,7 @@ def keyword_progress(
                 needs.get((name, kw.keyword), 0) if plan_path else kw.original_count,
                 verified.get((name, kw.keyword), 0),
                 sum(1 for i in ids if selected.get(i) == 1),
-                sum(1 for i in ids if i not in selected),
+                pool.count(counts, kw.keyword, kw.class_id) - len(ids),
                 sum(1 for i in ids if selected.get(i) == 1 and i not in verdicts),
             )
         )

@@ -35,6 +35,7 @@ from retest.web.views import (
     class_histograms,
     instructions_for,
     keyword_progress,
+    keywords_of,
     near_duplicate_ids,
     render,
     task_tokens,
@@ -81,6 +82,21 @@ def changes(state: Any, class_id: int | None = None) -> tuple[Any, ...]:
         return fp, lv.generation, votes, agg.label_version
 
 
+def keyword_counts(
+    state: Any, store: Store, class_id: int | None
+) -> dict[tuple[str, int | None], int]:
+    """Candidates per (keyword, class id) of the class's keywords (all classes
+    for None), through the keyword index; kept until the store changes."""
+    lv = live(state)
+    return lv.memo(
+        f"keyword-counts|{class_id}",
+        lv.fingerprint(),
+        lambda: store.candidates.count_by_keyword(
+            {k.keyword for k in store.classes.keywords(class_id=class_id)}
+        ),
+    )
+
+
 def progress(state: Any, store: Store, class_id: int | None) -> Any:
     """Keyword progress of a class (all classes for None), recomputed after a
     stage-1/2 label or a change of the other tables."""
@@ -94,7 +110,8 @@ def progress(state: Any, store: Store, class_id: int | None) -> Any:
             ver = dict(agg.latest_by_item["verify"])
             latest = dict(agg.latest["verify"])
         names = {c.id: c.name for c in store.classes.list()}
-        verified = verified_counts(latest, p.keyword_of, names)
+        kw_of = keywords_of(store, {i for i, _ in latest})
+        verified = verified_counts(latest, kw_of, names)
         return keyword_progress(
             lv.read_project(),
             class_id=class_id,
@@ -102,6 +119,7 @@ def progress(state: Any, store: Store, class_id: int | None) -> Any:
             verdicts=ver,
             verified=verified,
             pool=p,
+            counts=keyword_counts(state, store, class_id),
         )
 
     fp, gen, _, labels = changes(state)
@@ -138,7 +156,11 @@ def _label_items(
 ) -> tuple[list[str], int]:
     """What the stage shows for the keyword, and how many were dropped as copies."""
     lv = live(state)
-    ids = pool(state).ids(keyword, class_id)
+    ids = lv.memo(
+        f"keyword-ids|{class_id}|{keyword}",
+        lv.fingerprint(),
+        lambda: pool(state).ids(store, keyword, class_id),
+    )
     with lv.lock:
         agg = lv.sync()
         selected = agg.latest_by_item["select"]
