@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from retest._atomic import atomic_write_bytes
 
-__all__ = ["IdOrders", "load", "save"]
+__all__ = ["IdOrders", "load", "save", "write"]
 
 _MAGIC = 0x52455445535449444F  # "RETESTIDO" (truncated to 64 bits below)
 _HEAD = 6  # magic, version, top, kp of the top row, classes, rows
@@ -77,9 +77,20 @@ def load(path: Path | None) -> IdOrders | None:
 
 
 def save(path: Path | None, orders: IdOrders) -> None:
-    """Write ``orders`` to ``path`` (atomically); a read-only place is left alone."""
+    """:func:`write`, but a place that cannot be written is left alone (a
+    cache: the next reader rebuilds it)."""
     if path is None:
         return
+    try:
+        write(path, orders)
+    except OSError:
+        pass
+
+
+def write(path: Path, orders: IdOrders) -> None:
+    """Write ``orders`` to ``path`` atomically: a temporary file in the same
+    folder renamed over it, so a reader in another process maps either the old
+    file or the new one, never a part; ``OSError`` when it cannot be written."""
     sizes = [len(h) for h in orders.handles]
     head = [_magic(), _VERSION, orders.top, orders.top_kp]
     parts = [
@@ -89,7 +100,4 @@ def save(path: Path | None, orders: IdOrders) -> None:
         *(np.asarray(p, np.uint64).view(np.int64) for p in orders.kps),
     ]
     data = np.concatenate(parts).astype("<i8")
-    try:
-        atomic_write_bytes(path, data.data.cast("B"), fsync=False)
-    except OSError:
-        pass  # a cache: the next reader rebuilds it
+    atomic_write_bytes(path, data.data.cast("B"), fsync=False)

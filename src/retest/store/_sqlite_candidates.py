@@ -51,6 +51,7 @@ from retest.store._sqlite_columns import (
     class_id_orders,
     ids_at,
     locate,
+    update_cache,
 )
 from retest.store._sqlite_common import Repo as _Repo
 from retest.store._sqlite_common import _batches, _extra, _loads_extra, _where
@@ -584,6 +585,12 @@ class _Candidates(_Repo, CandidateRepo):
     def id_orders(self) -> dict[int, np.ndarray]:
 
         return class_id_orders(self._db.read, self._order_cache())
+
+    def update_id_orders(self) -> None:
+
+        path = self._order_cache()
+        if path is not None:
+            update_cache(self._db.read, path)
 
     def _order_cache(self) -> Path | None:
         path = self._db.path

@@ -23,7 +23,14 @@ from numpy.typing import NDArray
 
 from retest.store import _idorder_cache as _cache
 
-__all__ = ["cached_class_counts", "class_id_orders", "ids_at", "locate"]
+__all__ = [
+    "cache_is_current",
+    "cached_class_counts",
+    "class_id_orders",
+    "ids_at",
+    "locate",
+    "update_cache",
+]
 
 
 # The id, decoded from the key (inverse of candidate_key): the SQL every candidate query selects.
@@ -56,6 +63,33 @@ def class_id_orders(
     tier indexes, range by range (unsigned order), so the id order comes
     sorted out of SQLite.
     """
+    got, new = _current(read, cache, want=True)
+    if new is not None:
+        _cache.save(cache, new)
+    return got
+
+
+def update_cache(read: Any, cache: Path) -> None:
+    """Bring the id-order cache ``cache`` up to date with the table (extended
+    by the appended rows, or rebuilt), as :func:`class_id_orders` would, so its
+    next reader finds it ready. Nothing is cached when some classed id is not
+    a content id. ``OSError`` when the file cannot be written."""
+    _, new = _current(read, cache, want=False)
+    if new is not None:
+        _cache.write(cache, new)
+
+
+def cache_is_current(read: Any, cache: Path | None) -> bool:
+    """Whether ``cache`` is a valid id-order cache of the table as it is now."""
+    return _matching(read, cache) is not None
+
+
+def _current(
+    read: Any, cache: Path | None, *, want: bool
+) -> tuple[dict[int, NDArray[np.int64]], _cache.IdOrders | None]:
+    """The id orders and the cache content to write (None: the cache is
+    current, or nothing can be cached). Without ``want`` the orders of classes
+    holding non-content ids are not computed (an empty dict instead)."""
     old = _cache.load(cache)
 
     def run(c: Any) -> tuple[tuple[int, int], Any, Any]:
@@ -75,18 +109,19 @@ def class_id_orders(
     st, how, got = read(run)
     if how == "same":
         assert old is not None
-        return old.as_dict()
+        return old.as_dict(), None
     if how == "tail":
         assert old is not None
         new = _merge(read, old, got, st)
     else:
         seqs, ordered = got
         if ordered is None:  # some ids are not content ids
-            return {k: _text_order(read, s) for k, s in seqs.items()}
+            if not want:
+                return {}, None
+            return {k: _text_order(read, s) for k, s in seqs.items()}, None
         order, kp = ordered
         new = _split(read, seqs, order, kp, st)
-    _cache.save(cache, new)
-    return new.as_dict()
+    return new.as_dict(), new
 
 
 def _state(c: Any) -> tuple[int, int]:
@@ -105,9 +140,9 @@ def _appended(c: Any, old: _cache.IdOrders, st: tuple[int, int]) -> bool:
     return not old.top or (row is not None and int(row[0]) == old.top_kp)
 
 
-def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] | None:
-    """``class_id → candidates`` from a cache that matches the table (the
-    classless counted through the class index), else None."""
+def _matching(read: Any, cache: Path | None) -> tuple[_cache.IdOrders, int] | None:
+    """The cache at ``cache`` and the number of classless rows, when the cache
+    was read from the table as it is now; else None."""
     old = _cache.load(cache)
     if old is None:
         return None
@@ -119,8 +154,16 @@ def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] 
         return int(c.execute(q).fetchone()[0])
 
     n = read(run)
-    if n is None:
+    return None if n is None else (old, n)
+
+
+def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] | None:
+    """``class_id → candidates`` from a cache that matches the table (the
+    classless counted through the class index), else None."""
+    got = _matching(read, cache)
+    if got is None:
         return None
+    old, n = got
     out: dict[int | None, int] = {None: n} if n else {}
     out.update((k, len(h)) for k, h in zip(old.classes, old.handles, strict=True))
     return {k: v for k, v in out.items() if v}

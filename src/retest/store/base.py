@@ -345,6 +345,12 @@ class CandidateRepo(ABC):
         :meth:`locate`. The columnar sampling pool reads it in bulk."""
         raise NotImplementedError(f"{type(self).__name__} has no handles")
 
+    def update_id_orders(self) -> None:
+        """Bring a derived cache of :meth:`id_orders` up to date after candidates
+        were added, so its next reader finds it ready; ``OSError`` when it cannot
+        be written. A store without such a cache has nothing to do."""
+        return None
+
     def ids_at(self, handles: Sequence[int]) -> builtins.list[str]:
         """The ids of ``handles`` (see :meth:`id_orders`), in the same order."""
         raise NotImplementedError(f"{type(self).__name__} has no handles")
