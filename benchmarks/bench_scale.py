@@ -211,7 +211,11 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     step = 1_000_000
     t0, c0 = time.perf_counter(), time.process_time()
 
+    id_order: dict[int, tuple[float, float]] = {}  # the end-of-ingest cache step
+
     def progress(task: str, done: int, total: int | None) -> None:
+        if task == "id order":
+            id_order[done] = (time.perf_counter(), time.process_time())
         if not task.startswith("ingest") or not done:
             return
         if not marks or done // step > marks[-1][0] // step or done == total:
@@ -245,6 +249,8 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
         "ingest_wall_s": wall,
         "rate_overall": rep.new / wall,
         "per_million": per_million,
+        "id_order_wall_s": id_order[1][0] - id_order[0][0] if 1 in id_order else None,
+        "id_order_cpu_s": id_order[1][1] - id_order[0][1] if 1 in id_order else None,
         "project_bytes": du,
     }
     res.update(_queries(args, root, base))
