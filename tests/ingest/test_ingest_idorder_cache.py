@@ -23,6 +23,8 @@ import numpy as np
 
 import retest.store._idorder_cache as cache_file
 import retest.store._sqlite_columns as cols
+from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
+from retest.store.sqlite import SQLiteStore
 
 CACHE = "retest.db-idorder"
 
@@ -71,6 +73,12 @@ def _members(proj: Path, name: str) -> list[Any]:
     return got["members"]
 
 
+def _orders(proj: Path) -> dict[int, list[str]]:
+    """Every class's candidate ids in id order, as the store reads them."""
+    with SQLiteStore(proj / "retest.db") as s:
+        return {k: s.candidates.ids_at(h) for k, h in s.candidates.id_orders().items()}
+
+
 def test_ingest_writes_then_extends_the_cache(tmp_path: Path) -> None:
     proj = tmp_path / "p"
     _cli("init", proj, "--classes", "x,y,z")
@@ -91,6 +99,31 @@ def test_ingest_writes_then_extends_the_cache(tmp_path: Path) -> None:
     (proj / CACHE).unlink()
     assert _members(proj, "r2") == with_cache
     assert _current(proj)  # the reader rebuilt it
+
+
+def test_a_killed_ingest_leaves_no_cache_trusted_wrongly(tmp_path: Path) -> None:
+    proj = tmp_path / "p"
+    _cli("init", proj, "--classes", "x,y,z")
+    _cli("source", "add", "arrays", _arrays(tmp_path / "a.npz", 200, 5), "-p", proj)
+    # the second ingest dies with rows of two batches stored, before its end
+    more = ("source", "add", "arrays", _arrays(tmp_path / "b.npz", 300, 6),
+            "--name", "more", "--batch-size", "50", "-p", proj)  # fmt: skip
+    killed = subprocess.run(
+        [*python(INSERTED, 2), "-m", "retest", *map(str, more)],
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -9
+    assert (proj / CACHE).is_file() and not _current(proj)  # of the first ingest
+    # (sample refuses while an ingest is interrupted: the store is read directly)
+    with_old = _orders(proj)  # the reader extends the first ingest's cache
+    assert _current(proj) and sum(map(len, with_old.values())) > 200
+    (proj / CACHE).unlink()
+    assert _orders(proj) == with_old
+    _cli(*more)  # resumed to its end: the cache is current again
+    assert _current(proj)
+    got = cache_file.load(proj / CACHE)
+    assert got is not None and sum(len(h) for h in got.handles) == 500
 
 
 def test_a_cache_that_cannot_be_written_costs_only_a_warning(tmp_path: Path) -> None:
