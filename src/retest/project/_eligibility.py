@@ -601,23 +601,21 @@ def _metrics_run(project: Project) -> tuple[str, ...]:
 
 
 def stale_candidates(project: Project) -> list[str]:
-    """Candidates (with a class) that have no neighbour list of some metric the
-    dedup stage has computed: they arrived after the last dedup run."""
-    from retest.project._neardup import load_neighbours
+    """Candidates (with a class, not blacklisted) that have no neighbour list of
+    some metric the dedup stage has computed: they arrived after the last dedup
+    run. In insertion order.
 
+    Sparse: the store finds them in SQL (:meth:`~retest.store.base.NearDupRepo.without_lists`),
+    so a fresh project costs no list read and no Python object per candidate.
+    """
     metrics = _metrics_run(project)
     if not metrics:
         return []
-    nbrs = load_neighbours(project, list(metrics))
-    black = set(project.store.blacklist.current())
-    out = []
-    for cid in project.store.candidates.columns(("id",), has_class=True)["id"]:
-        if cid in black:
-            continue
-        have = nbrs.get(cid, {})
-        if any(m not in have for m in metrics):
-            out.append(cid)
-    return out
+    found = project.store.neardup.without_lists(metrics)
+    if not found:
+        return []
+    black = project.store.blacklist.current()
+    return [c for c in found if c not in black]
 
 
 def check_fresh(project: Project, *, require_dedup: bool = True) -> None:

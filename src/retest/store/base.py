@@ -505,6 +505,11 @@ class NearDupRepo(ABC):
         may be left out unread: a caller still compares every distance)."""
 
     @abstractmethod
+    def without_lists(self, metrics: Sequence[str]) -> list[str]:
+        """Candidates with a class that lack a list of some of ``metrics``, in
+        insertion order (blacklisted ones included: the caller decides)."""
+
+    @abstractmethod
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]: ...
 
     @abstractmethod

@@ -1,0 +1,154 @@
+"""The stale-candidate check answered in SQL equals the definition it replaced.
+
+``stale_candidates`` used to load every neighbour list of every metric and walk
+every candidate; now the store finds the classed candidates without a list of
+some metric (``without_lists``). The old definition is kept here as the oracle
+and both run on a real project whose ids take every key encoding (content
+digests, other ids, 31-byte ids), with blacklisted candidates without lists (one
+taken off the blacklist again), an unclassed candidate without lists, two
+metrics where only one list is missing, and lists of ids that are not candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from retest.errors import StageError
+from retest.project import (
+    Project,
+    check_fresh,
+    init_project,
+    load_neighbours,
+    stale_candidates,
+)
+from retest.project._neardup import metrics_run
+from retest.store import _sqlite_decisions
+from retest.store.rows import BlacklistEvent, CandidateRow, NeighbourList
+
+
+def _old_stale(project: Project) -> list[str]:
+    """The definition before the store answered it: every list and every id."""
+    metrics = metrics_run(project)
+    if not metrics:
+        return []
+    nbrs = load_neighbours(project, list(metrics))
+    black = set(project.store.blacklist.current())
+    out = []
+    for cid in project.store.candidates.columns(("id",), has_class=True)["id"]:
+        if cid in black:
+            continue
+        have = nbrs.get(cid, {})
+        if any(m not in have for m in metrics):
+            out.append(cid)
+    return out
+
+
+def _digest(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+# insertion order differs from id order; every key encoding occurs
+_IDS = [
+    *(_digest(i) for i in range(12)),
+    "flickr:42",
+    "x" * 31,  # 31 UTF-8 bytes: the two-byte 0xffff key prefix
+    "fichier-é",
+    "A" * 64,  # 64 characters but not lower-case hex
+]
+
+
+def _lists(ids: list[str], metric: str) -> list[NeighbourList]:
+    return [NeighbourList(c, metric, ("train:0", "train:1"), (1.0, 2.0)) for c in ids]
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    proj = init_project(tmp_path / "p", classes=["a", "b"])
+    rows = [
+        CandidateRow(c, "src", str(i), class_id=i % 2) for i, c in enumerate(_IDS)
+    ]
+    proj.store.candidates.add(rows)
+    yield proj
+    proj.close()
+
+
+def _check(proj: Project, expected: list[str]) -> None:
+    old = _old_stale(proj)
+    assert old == expected  # the oracle agrees with the case as built
+    assert stale_candidates(proj) == old
+
+
+@pytest.mark.parametrize("scan", [None, 3])
+def test_same_stale_candidates_as_the_full_pass(project, monkeypatch, scan) -> None:
+    if scan is not None:  # queries split into rowid ranges of 3
+        monkeypatch.setattr(_sqlite_decisions, "_SCAN", scan)
+    proj = project
+    assert stale_candidates(proj) == []  # no metric ever ran
+    # a dedup run: every candidate gets an l2 and a warp list (plus a list of an
+    # id that is no candidate, which must count for nothing)
+    proj.store.neardup.put_neighbours(_lists([*_IDS, "ghost"], "l2"))
+    proj.store.neardup.put_neighbours(_lists([*_IDS, "ghost"], "warp"))
+    _check(proj, [])
+
+    # new candidates: one with a class and both lists missing, one with only the
+    # warp list missing, one without a class (never stale), one blacklisted
+    new = ["late:1", _digest(100), "late:unclassed", _digest(101), "late:undone"]
+    proj.store.candidates.add(
+        [
+            CandidateRow(new[0], "src", "n0", class_id=1),
+            CandidateRow(new[1], "src", "n1", class_id=0),
+            CandidateRow(new[2], "src", "n2", class_id=None),
+            CandidateRow(new[3], "src", "n3", class_id=0),
+            CandidateRow(new[4], "src", "n4", class_id=1),
+        ]
+    )
+    proj.store.neardup.put_neighbours(_lists([new[1]], "l2"))
+    proj.store.blacklist.add(
+        [
+            BlacklistEvent(new[3], "blurry", "me"),
+            BlacklistEvent(new[4], "blurry", "me"),
+            BlacklistEvent(new[4], "blurry", "me", undo=True),  # stale again
+            BlacklistEvent(_IDS[5], "blurry", "me"),  # has lists: no change
+        ]
+    )
+    _check(proj, [new[0], new[1], new[4]])
+    with pytest.raises(StageError, match=r"^3 candidates were added") as e:
+        check_fresh(proj)
+    assert new[0][:12] in str(e.value)
+
+    # an old candidate that lost nothing but whose warp list never came
+    proj.store.candidates.add([CandidateRow("late:2", "src", "n5", class_id=0)])
+    proj.store.neardup.put_neighbours(_lists(["late:2"], "l2"))
+    _check(proj, [new[0], new[1], new[4], "late:2"])
+
+    # dedup again: fresh
+    every = [*_IDS, *new, "late:2"]
+    proj.store.neardup.put_neighbours(_lists(every, "l2") + _lists(every, "warp"))
+    _check(proj, [])
+    check_fresh(proj)
+
+
+def test_sqlite_plan_probes_the_primary_key(project) -> None:
+    """Each candidate probes the (candidate_id, metric) key: no scan of the lists."""
+    proj = project
+    proj.store.neardup.put_neighbours(_lists(_IDS, "l2"))
+    seen: list[str] = []
+    conn_rows = proj.store.neardup._db.rows
+
+    def spy(sql, params=()):
+        if "NOT EXISTS" in sql:
+            plan = conn_rows(f"EXPLAIN QUERY PLAN {sql}", params)
+            seen.extend(str(r[-1]) for r in plan)
+        return conn_rows(sql, params)
+
+    proj.store.neardup._db.rows = spy  # type: ignore[method-assign]
+    try:
+        assert proj.store.neardup.without_lists(["l2"]) == []
+    finally:
+        del proj.store.neardup._db.rows
+    plan = " | ".join(seen)
+    assert "sqlite_autoindex_neighbours_1 (candidate_id=? AND metric=?)" in plan, plan
+    assert "SCAN neighbours" not in plan, plan
