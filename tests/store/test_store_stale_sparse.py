@@ -67,9 +67,7 @@ def _lists(ids: list[str], metric: str) -> list[NeighbourList]:
 @pytest.fixture
 def project(tmp_path: Path):
     proj = init_project(tmp_path / "p", classes=["a", "b"])
-    rows = [
-        CandidateRow(c, "src", str(i), class_id=i % 2) for i, c in enumerate(_IDS)
-    ]
+    rows = [CandidateRow(c, "src", str(i), class_id=i % 2) for i, c in enumerate(_IDS)]
     proj.store.candidates.add(rows)
     yield proj
     proj.close()
