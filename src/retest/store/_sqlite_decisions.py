@@ -155,6 +155,19 @@ class _NearDup(_Repo, NearDupRepo):
             last = rows[-1][0]
             yield from (_nl_row(r) for r in rows)
 
+    def list_counts(self) -> dict[str, int]:
+        # one pass over the primary-key index, no list read
+        rows = self._db.rows("SELECT metric, COUNT(*) FROM neighbours GROUP BY metric")
+        return {m: int(n) for m, n in rows}
+
+    def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
+        rows = self._db.rows(
+            "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM "
+            "neighbours WHERE candidate_id = value AND metric = ?)",
+            (_dumps(sorted(set(ids))), metric),
+        )
+        return {r[0] for r in rows}
+
     def without_lists(self, metrics: Sequence[str]) -> builtins.list[str]:
         # One pass over the rows in seq order ("+class_id": not through the class
         # index), each candidate probing the (candidate_id, metric) primary key
