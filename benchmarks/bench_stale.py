@@ -16,6 +16,9 @@ Usage::
         [--stale 1000] [--reps 2] [--baseline-src /work/main/src] [--dir D]
         [--keep] [--reuse D]
 
+``--reuse D`` takes the project a ``--dir D --keep`` run left (its candidates
+without lists get them first).
+
 Results: ``benchmarks/results/stale_<n>.json``. Scratch data goes under
 ``scratch_<checkout>`` beside the checkout (never /tmp), deleted unless ``--keep``.
 """
@@ -85,10 +88,28 @@ def add_stale(root: Path, n: int) -> None:
     from retest.store.rows import CandidateRow
 
     with Project.open(root) as p:
+        salt = f"late{p.store.candidates.count()}:"  # new ids on every --reuse
         p.store.candidates.add(
-            CandidateRow(_cid(i, "late"), "late", str(i), class_id=i % 10)
+            CandidateRow(_cid(i, salt), "late", str(i), class_id=i % 10)
             for i in range(n)
         )
+
+
+def make_fresh(root: Path, k: int) -> int:
+    """Lists for the candidates that lack them (what ``retest dedup`` does),
+    so a ``--reuse`` run starts fresh; returns how many were written."""
+    from retest.project import Project, metrics_run
+    from retest.store.rows import NeighbourList
+
+    refs = tuple(f"train:{j}" for j in range(k))
+    dists = tuple(float(j + 1) for j in range(k))
+    with Project.open(root) as p:
+        ms = metrics_run(p)
+        late = p.store.neardup.without_lists(ms)
+        p.store.neardup.put_neighbours(
+            NeighbourList(c, m, refs, dists) for c in late for m in ms
+        )
+    return len(late)
 
 
 def _child(root: str) -> None:
@@ -181,7 +202,8 @@ def main() -> None:
         "load_start": _load(),
     }
     if args.reuse:
-        root, scratch = Path(args.reuse), None
+        root, scratch = Path(args.reuse) / "p", None
+        res["made_fresh"] = make_fresh(root, args.k)
     else:
         parent = Path(__file__).resolve().parents[2] / (
             "scratch_" + Path(__file__).resolve().parents[1].name

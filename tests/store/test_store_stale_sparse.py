@@ -149,24 +149,42 @@ def test_same_stale_candidates_as_the_full_pass(project, monkeypatch, scan) -> N
     check_fresh(proj)
 
 
-def test_sqlite_plan_probes_the_primary_key(project) -> None:
-    """Each candidate probes the (candidate_id, metric) key: no scan of the lists."""
+def test_sqlite_plans_use_the_primary_key(project) -> None:
+    """Each candidate probes the (candidate_id, metric) key, and the counts scan
+    that index: no list is read."""
     proj = project
     proj.store.neardup.put_neighbours(_lists(_IDS, "l2"))
-    seen: list[str] = []
+    seen: dict[str, list[str]] = {"probe": [], "count": []}
     conn_rows = proj.store.neardup._db.rows
 
     def spy(sql, params=()):
-        if "NOT EXISTS" in sql:
+        if "NOT EXISTS" in sql or "TOTAL(" in sql:
             plan = conn_rows(f"EXPLAIN QUERY PLAN {sql}", params)
-            seen.extend(str(r[-1]) for r in plan)
+            seen["probe" if "NOT EXISTS" in sql else "count"].extend(
+                str(r[-1]) for r in plan
+            )
         return conn_rows(sql, params)
 
+    def spy_one(sql, params=()):
+        spy(sql, params)
+        return conn_one(sql, params)
+
+    conn_one = proj.store.neardup._db.one
     proj.store.neardup._db.rows = spy  # type: ignore[method-assign]
+    proj.store.neardup._db.one = spy_one  # type: ignore[method-assign]
     try:
         assert proj.store.neardup.without_lists(["l2"]) == []
+        assert proj.store.neardup.list_counts(["l2", "warp"]) == {
+            "l2": len(_IDS),
+            "warp": 0,
+        }
     finally:
         del proj.store.neardup._db.rows
-    plan = " | ".join(seen)
+        del proj.store.neardup._db.one
+    # the counts read the key index alone (no list), without a sort
+    plan = " | ".join(seen["count"])
+    assert "SCAN neighbours USING COVERING INDEX" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    plan = " | ".join(seen["probe"])
     assert "sqlite_autoindex_neighbours_1 (candidate_id=? AND metric=?)" in plan, plan
     assert "SCAN neighbours" not in plan, plan

@@ -619,7 +619,7 @@ def stale_candidates(project: Project) -> list[str]:
     store = project.store
     black = store.blacklist.current()
     black_cands = store.candidates.existing(black) if black else set()
-    counts = store.neardup.list_counts()
+    counts = store.neardup.list_counts(metrics)
     n_cand = store.candidates.count()
     short = [
         m

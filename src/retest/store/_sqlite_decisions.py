@@ -155,10 +155,14 @@ class _NearDup(_Repo, NearDupRepo):
             last = rows[-1][0]
             yield from (_nl_row(r) for r in rows)
 
-    def list_counts(self) -> dict[str, int]:
-        # one pass over the primary-key index, no list read
-        rows = self._db.rows("SELECT metric, COUNT(*) FROM neighbours GROUP BY metric")
-        return {m: int(n) for m, n in rows}
+    def list_counts(self, metrics: Sequence[str]) -> dict[str, int]:
+        # one pass over the primary-key index, no list read, no sort
+        ms = builtins.list(dict.fromkeys(metrics))
+        if not ms:
+            return {}
+        sums = ", ".join("TOTAL(metric = ?)" for _ in ms)
+        row = self._db.one(f"SELECT {sums} FROM neighbours", ms)
+        return {m: int(n) for m, n in zip(ms, row, strict=True)}
 
     def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
         rows = self._db.rows(

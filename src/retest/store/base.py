@@ -505,8 +505,8 @@ class NearDupRepo(ABC):
         may be left out unread: a caller still compares every distance)."""
 
     @abstractmethod
-    def list_counts(self) -> dict[str, int]:
-        """Stored lists per metric."""
+    def list_counts(self, metrics: Sequence[str]) -> dict[str, int]:
+        """Stored lists of each of ``metrics``."""
 
     @abstractmethod
     def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
