@@ -601,23 +601,34 @@ def _metrics_run(project: Project) -> tuple[str, ...]:
 
 
 def stale_candidates(project: Project) -> list[str]:
-    """Candidates (with a class) that have no neighbour list of some metric the
-    dedup stage has computed: they arrived after the last dedup run."""
-    from retest.project._neardup import load_neighbours
+    """Candidates (with a class, not blacklisted) that have no neighbour list of
+    some metric the dedup stage has computed: they arrived after the last dedup
+    run. In insertion order.
 
+    Sparse. Lists are written only for candidates (the dedup stage writes one
+    per candidate it compared; candidates are never deleted), so a metric with
+    at least as many lists as there are candidates, less the blacklisted ones
+    without a list, has a list for every other candidate: counted in SQL. Only
+    the metrics short of that are probed per candidate, in SQL
+    (:meth:`~retest.store.base.NearDupRepo.without_lists`); a fresh project
+    costs no list read and no Python object per candidate.
+    """
     metrics = _metrics_run(project)
     if not metrics:
         return []
-    nbrs = load_neighbours(project, list(metrics))
-    black = set(project.store.blacklist.current())
-    out = []
-    for cid in project.store.candidates.columns(("id",), has_class=True)["id"]:
-        if cid in black:
-            continue
-        have = nbrs.get(cid, {})
-        if any(m not in have for m in metrics):
-            out.append(cid)
-    return out
+    store = project.store
+    black = store.blacklist.current()
+    black_cands = store.candidates.existing(black) if black else set()
+    counts = store.neardup.list_counts(metrics)
+    n_cand = store.candidates.count()
+    short = [
+        m
+        for m in metrics
+        if counts.get(m, 0) < n_cand - len(store.neardup.lacking(black_cands, m))
+    ]
+    if not short:
+        return []
+    return [c for c in store.neardup.without_lists(short) if c not in black]
 
 
 def check_fresh(project: Project, *, require_dedup: bool = True) -> None:

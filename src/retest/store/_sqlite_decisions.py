@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from retest.errors import NotFoundError, StoreError
+from retest.store._sqlite_columns import _ID
 from retest.store._sqlite_common import (
     _BATCH,
     _dumps,
@@ -111,6 +112,10 @@ def _closest_first(nl: NeighbourList) -> tuple[list[str], np.ndarray]:
     return builtins.list(nl.ref_ids), d
 
 
+_SCAN = 1 << 20
+"""Candidate rowids per query of :meth:`_NearDup.without_lists`."""
+
+
 class _NearDup(_Repo, NearDupRepo):
     def put_neighbours(self, lists: Iterable[NeighbourList]) -> int:
         def rows() -> Iterator[tuple[Any, ...]]:
@@ -149,6 +154,53 @@ class _NearDup(_Repo, NearDupRepo):
                 return
             last = rows[-1][0]
             yield from (_nl_row(r) for r in rows)
+
+    def list_counts(self, metrics: Sequence[str]) -> dict[str, int]:
+        # one pass over the primary-key index, no list read, no sort
+        ms = builtins.list(dict.fromkeys(metrics))
+        if not ms:
+            return {}
+        sums = ", ".join("TOTAL(metric = ?)" for _ in ms)
+        row = self._db.one(f"SELECT {sums} FROM neighbours", ms)
+        return {m: int(n) for m, n in zip(ms, row, strict=True)}
+
+    def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
+        rows = self._db.rows(
+            "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM "
+            "neighbours WHERE candidate_id = value AND metric = ?)",
+            (_dumps(sorted(set(ids))), metric),
+        )
+        return {r[0] for r in rows}
+
+    def without_lists(self, metrics: Sequence[str]) -> builtins.list[str]:
+        # One pass over the rows in seq order ("+class_id": not through the class
+        # index), each candidate probing the (candidate_id, metric) primary key
+        # once per metric inside SQLite: no list is read, and only the candidates
+        # found reach Python.
+        ms = builtins.list(dict.fromkeys(metrics))
+        if not ms:
+            return []
+        probe = " OR ".join(
+            "NOT EXISTS (SELECT 1 FROM neighbours WHERE candidate_id = c.id "
+            "AND metric = ?)"
+            for _ in ms
+        )
+        out: builtins.list[str] = []
+        last = 0
+        while True:
+            # rowid ranges keep each read short (a writer is never held off long)
+            hi = last + _SCAN
+            rows = self._db.rows(
+                f"SELECT c.id FROM (SELECT seq, {_ID} AS id FROM candidates "
+                "WHERE seq > ? AND seq <= ? AND +class_id IS NOT NULL) AS c "
+                f"WHERE {probe} ORDER BY c.seq",
+                (last, hi, *ms),
+            )
+            out.extend(r[0] for r in rows)
+            last = hi
+            top = self._db.one("SELECT MAX(seq) FROM candidates")[0]
+            if top is None or last >= top:
+                return out
 
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]:
         now = utc_now()

@@ -511,6 +511,19 @@ class NearDupRepo(ABC):
         may be left out unread: a caller still compares every distance)."""
 
     @abstractmethod
+    def list_counts(self, metrics: Sequence[str]) -> dict[str, int]:
+        """Stored lists of each of ``metrics``."""
+
+    @abstractmethod
+    def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
+        """The ids among ``ids`` that have no list of ``metric``."""
+
+    @abstractmethod
+    def without_lists(self, metrics: Sequence[str]) -> list[str]:
+        """Candidates with a class that lack a list of some of ``metrics``, in
+        insertion order (blacklisted ones included: the caller decides)."""
+
+    @abstractmethod
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]: ...
 
     @abstractmethod

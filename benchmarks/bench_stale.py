@@ -1,0 +1,239 @@
+"""Benchmark: the stale-candidate check (``stale_candidates``, what ``check_fresh``
+runs before ``sample``/``status``/``split``/crowd tasks) on a large project.
+
+Builds a project of N candidates (10 classes, content ids, no pixels: the check
+reads none) and writes a neighbour list of k references for every candidate
+through the store API the dedup stage uses (``put_neighbours``), for each of
+``--metrics``. Then, in child processes, times ``stale_candidates`` with this
+checkout's ``src`` and with ``--baseline-src`` (main's), interleaved
+(``--reps`` rounds), reporting wall and CPU seconds of the child, its peak RSS
+and own (anonymous) memory, and a hash of the answer (both must agree). Then
+``--stale`` new classed candidates without lists are added and both run again.
+
+Usage::
+
+    python3 benchmarks/bench_stale.py [--n 1000000] [--k 5] [--metrics l2]
+        [--stale 1000] [--reps 2] [--baseline-src /work/main/src] [--dir D]
+        [--keep] [--reuse D]
+
+``--reuse D`` takes the project a ``--dir D --keep`` run left (its candidates
+without lists get them first).
+
+Results: ``benchmarks/results/stale_<n>.json``. Scratch data goes under
+``scratch_<checkout>`` beside the checkout (never /tmp), deleted unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_BATCH = 50_000
+
+
+def _load() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def _kib(field: str) -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _cid(i: int, salt: str = "") -> str:
+    return hashlib.sha256(f"{salt}{i}".encode()).hexdigest()
+
+
+def build(root: Path, n: int, k: int, metrics: list[str]) -> dict[str, float]:
+    """The project: ``n`` classed candidates, each with a list per metric."""
+    from retest.project import init_project
+    from retest.store.rows import CandidateRow, NeighbourList
+
+    refs = tuple(f"train:{j}" for j in range(k))
+    dists = tuple(float(j + 1) for j in range(k))
+    t0 = time.perf_counter()
+    with init_project(root, classes=[f"c{i}" for i in range(10)]) as p:
+        for lo in range(0, n, _BATCH):
+            ids = [_cid(i) for i in range(lo, min(n, lo + _BATCH))]
+            p.store.candidates.add(
+                CandidateRow(c, "synthetic", str(lo + j), class_id=(lo + j) % 10)
+                for j, c in enumerate(ids)
+            )
+        t1 = time.perf_counter()
+        for m in metrics:
+            for lo in range(0, n, _BATCH):
+                p.store.neardup.put_neighbours(
+                    NeighbourList(_cid(i), m, refs, dists)
+                    for i in range(lo, min(n, lo + _BATCH))
+                )
+    return {"candidates_s": t1 - t0, "lists_s": time.perf_counter() - t1}
+
+
+def add_stale(root: Path, n: int) -> None:
+    from retest.project import Project
+    from retest.store.rows import CandidateRow
+
+    with Project.open(root) as p:
+        salt = f"late{p.store.candidates.count()}:"  # new ids on every --reuse
+        p.store.candidates.add(
+            CandidateRow(_cid(i, salt), "late", str(i), class_id=i % 10)
+            for i in range(n)
+        )
+
+
+def make_fresh(root: Path, k: int) -> int:
+    """Lists for the candidates that lack them (what ``retest dedup`` does),
+    so a ``--reuse`` run starts fresh; returns how many were written."""
+    from retest.project import Project, metrics_run
+    from retest.store.rows import NeighbourList
+
+    refs = tuple(f"train:{j}" for j in range(k))
+    dists = tuple(float(j + 1) for j in range(k))
+    with Project.open(root) as p:
+        ms = metrics_run(p)
+        late = p.store.neardup.without_lists(ms)
+        p.store.neardup.put_neighbours(
+            NeighbourList(c, m, refs, dists) for c in late for m in ms
+        )
+    return len(late)
+
+
+def _child(root: str) -> None:
+    """Run ``stale_candidates`` once here; print the measures as one JSON line."""
+    import threading
+
+    peak = [0]
+
+    def sample() -> None:
+        while True:
+            peak[0] = max(peak[0], _kib("RssAnon"))
+            time.sleep(0.02)
+
+    threading.Thread(target=sample, daemon=True).start()
+    from retest.project import Project, stale_candidates
+
+    with Project.open(root) as p:
+        t0, c0 = time.perf_counter(), time.process_time()
+        stale = stale_candidates(p)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "n_stale": len(stale),
+                "answer_sha256": hashlib.sha256("\n".join(stale).encode()).hexdigest(),
+                "peak_rss_mib": _kib("VmHWM") / 1024,
+                "peak_anon_mib": max(peak[0], _kib("RssAnon")) / 1024,
+            }
+        )
+    )
+
+
+def _measure(root: Path, src: str) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=src)
+    load = _load()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        [sys.executable, __file__, "_child", str(root)],
+        capture_output=True, text=True, env=env, check=False, timeout=3600,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        return {"error": out.stderr.strip().splitlines()[-1:], "load_before": load}
+    res: dict[str, Any] = json.loads(lines[-1])
+    res["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (
+        after.ru_stime - before.ru_stime
+    )
+    res["load_before"] = load
+    return res
+
+
+def _rounds(root: Path, srcs: dict[str, str], reps: int) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {name: [] for name in srcs}
+    for r in range(reps):
+        order = list(srcs) if r % 2 == 0 else list(reversed(srcs))
+        for name in order:
+            res = _measure(root, srcs[name])
+            out[name].append(res)
+            print(f"  {name:9s} {json.dumps(res)}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--metrics", default="l2")
+    ap.add_argument("--stale", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--baseline-src", default="")
+    ap.add_argument("--dir")
+    ap.add_argument("--reuse", help="a project a --keep run left")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    srcs = {"branch": here}
+    if args.baseline_src:
+        srcs["baseline"] = args.baseline_src
+    metrics = args.metrics.split(",")
+    res: dict[str, Any] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "n": args.n,
+        "k": args.k,
+        "metrics": metrics,
+        "load_start": _load(),
+    }
+    if args.reuse:
+        root, scratch = Path(args.reuse) / "p", None
+        res["made_fresh"] = make_fresh(root, args.k)
+    else:
+        parent = Path(__file__).resolve().parents[2] / (
+            "scratch_" + Path(__file__).resolve().parents[1].name
+        )
+        parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(args.dir or tempfile.mkdtemp(prefix="stale-", dir=parent))
+        root = scratch / "p"
+        print(f"building {args.n:,} candidates × {metrics} in {root}", flush=True)
+        res["build"] = build(root, args.n, args.k, metrics)
+        print(f"  {res['build']}", flush=True)
+    try:
+        print("fresh (every candidate has its lists):", flush=True)
+        res["fresh"] = _rounds(root, srcs, args.reps)
+        if args.stale:
+            add_stale(root, args.stale)
+            print(f"{args.stale} new candidates without lists:", flush=True)
+            res["stale"] = _rounds(root, srcs, args.reps)
+            res["stale_added"] = args.stale
+    finally:
+        if scratch is not None and not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    res["load_end"] = _load()
+    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS / f"stale_{args.n}.json"
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "_child":
+        _child(sys.argv[2])
+    else:
+        main()
