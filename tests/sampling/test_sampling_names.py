@@ -131,7 +131,7 @@ def test_init_on_a_file_is_one_line(tmp_path: Path) -> None:
     f.write_text("a,b\n")
     for target in (f, f / "sub"):
         res = runner.invoke(app, ["init", str(target), "--classes", "a,b"])
-        assert "is a file" in _one_line_error(res)
+        assert "is a file" in _one_line_error(res, code=2)  # a bad DIR value
     assert f.read_text() == "a,b\n"
 
 
