@@ -142,7 +142,9 @@ def _child(argv: list[str]) -> None:
         from retest.cli.main import app
 
         try:
-            app(argv[1:], standalone_mode=False)
+            # without standalone mode click returns an Exit's code instead of raising
+            rv = app(argv[1:], standalone_mode=False)
+            code = rv if isinstance(rv, int) else 0
         except SystemExit as err:  # typer exits
             code = int(err.code or 0)
         except Exception as err:  # report, keep the timing
