@@ -79,7 +79,7 @@ def test_candidate_key_is_injective_and_compact() -> None:
 
 def test_version_1_database_upgrades_with_data_intact(old_db: Path) -> None:
     with SQLiteStore(old_db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert store.schema_version() == SCHEMA_VERSION == 8
         got = list(store.candidates.iter())
         want = [
             CandidateRow(*r[1:15], extra={"a": 1} if r[15] else {})  # type: ignore[arg-type]

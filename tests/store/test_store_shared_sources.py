@@ -152,7 +152,7 @@ def test_version_6_database_migrates_with_its_shared_sources(tmp_path: Path) -> 
     rows.append(("file:x.png", "job", refs[10]))
     _v6_database(path, rows, 40)
     with SQLiteStore(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 7
+        assert s.schema_version() == SCHEMA_VERSION == 8
         assert _boundary(s) == 40  # the kp tiers were kept, not rebuilt
         want = sorted(
             sorted(g)

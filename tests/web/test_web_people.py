@@ -141,8 +141,12 @@ def test_a_project_of_schema_5_gets_the_people_tables(tmp_path: Path) -> None:
     db.executescript("DROP TABLE sessions; DROP TABLE people; DROP TABLE people_events;"
                      "DROP TABLE candidate_shared_sources; DROP INDEX candidates_src_old;"
                      "DROP INDEX candidates_src_new;"  # schema 7's
+                     "DROP TRIGGER neighbours_cover_insert;"  # schema 8's
+                     "DROP TRIGGER neighbours_cover_delete;"
+                     "DROP TRIGGER neighbours_cover_update;"
+                     "DROP TABLE neighbour_cover; DROP TABLE neighbour_gaps;"
                      "UPDATE schema_version SET version = 5;")  # fmt: skip
     db.close()
     with Project.open(tmp_path / "p") as proj:
-        assert proj.store.schema_version() == 7
+        assert proj.store.schema_version() == 8
         assert add_person(proj, "Ana", "labeler", by="t").person.name == "Ana"

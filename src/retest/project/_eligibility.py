@@ -605,30 +605,17 @@ def stale_candidates(project: Project) -> list[str]:
     some metric the dedup stage has computed: they arrived after the last dedup
     run. In insertion order.
 
-    Sparse. Lists are written only for candidates (the dedup stage writes one
-    per candidate it compared; candidates are never deleted), so a metric with
-    at least as many lists as there are candidates, less the blacklisted ones
-    without a list, has a list for every other candidate: counted in SQL. Only
-    the metrics short of that are probed per candidate, in SQL
-    (:meth:`~retest.store.base.NearDupRepo.without_lists`); a fresh project
-    costs no list read and no Python object per candidate.
+    Sparse: the store probes only the candidates after each metric's mark and
+    the few its lists left out (:meth:`~retest.store.base.NearDupRepo.without_lists`,
+    marks set by the dedup stage's :meth:`~retest.store.base.NearDupRepo.mark_covered`),
+    so the cost follows the candidates added since the last dedup run, not the
+    pool; no list is read and only the stale ids reach Python.
     """
     metrics = _metrics_run(project)
     if not metrics:
         return []
-    store = project.store
-    black = store.blacklist.current()
-    black_cands = store.candidates.existing(black) if black else set()
-    counts = store.neardup.list_counts(metrics)
-    n_cand = store.candidates.count()
-    short = [
-        m
-        for m in metrics
-        if counts.get(m, 0) < n_cand - len(store.neardup.lacking(black_cands, m))
-    ]
-    if not short:
-        return []
-    return [c for c in store.neardup.without_lists(short) if c not in black]
+    black = project.store.blacklist.current()
+    return [c for c in project.store.neardup.without_lists(metrics) if c not in black]
 
 
 def check_fresh(project: Project, *, require_dedup: bool = True) -> None:

@@ -96,13 +96,6 @@ def metric_state(project: Project, metric: str) -> dict[str, Any] | None:
     return load_state(project, f"{STATE_PREFIX}{metric}")
 
 
-def _has_lists(project: Project, metric: str) -> bool:
-    return (
-        next(iter(project.store.neardup.iter_neighbours(metric=metric)), None)
-        is not None
-    )
-
-
 def _metric_key(name: str, state: Mapping[str, Any] | None) -> tuple[int, int, str]:
     kind, order = _BUILTIN_ORDER.get(name, (None, 0))
     if state and "kind" in state:  # stored by the run (plug-in metrics too)
@@ -113,7 +106,8 @@ def _metric_key(name: str, state: Mapping[str, Any] | None) -> tuple[int, int, s
 
 
 def metrics_run(project: Project) -> tuple[str, ...]:
-    """Every metric ever run on the project (stored state or neighbour lists).
+    """Every metric ever run on the project (stored state or neighbour lists:
+    the store keeps which metrics have lists, so no list index is scanned).
 
     Parameters
     ----------
@@ -127,7 +121,7 @@ def metrics_run(project: Project) -> tuple[str, ...]:
     """
     states = _states(project)
     names = set(states)
-    names |= {m for m in BUILTIN_METRICS if m not in names and _has_lists(project, m)}
+    names |= set(BUILTIN_METRICS) & project.store.neardup.list_metrics()
     return tuple(sorted(names, key=lambda m: _metric_key(m, states.get(m))))
 
 

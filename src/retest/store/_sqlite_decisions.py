@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from retest.errors import NotFoundError, StoreError
+from retest.store import _sqlite_cover as _cover
 from retest.store._sqlite_columns import _ID
 from retest.store._sqlite_common import (
     _BATCH,
@@ -172,11 +173,19 @@ class _NearDup(_Repo, NearDupRepo):
         )
         return {r[0] for r in rows}
 
+    def list_metrics(self) -> set[str]:
+        return {r[0] for r in self._db.rows("SELECT metric FROM neighbour_cover")}
+
+    def mark_covered(self, metrics: Sequence[str]) -> dict[str, bool]:
+        with self._db.tx() as c:
+            return _cover.mark(c, metrics)
+
     def without_lists(self, metrics: Sequence[str]) -> builtins.list[str]:
-        # One pass over the rows in seq order ("+class_id": not through the class
-        # index), each candidate probing the (candidate_id, metric) primary key
-        # once per metric inside SQLite: no list is read, and only the candidates
-        # found reach Python.
+        # Only the candidates a metric's mark does not vouch for are probed: its
+        # gaps and every candidate after the lowest mark (retest.store._sqlite_cover).
+        # Each probes the (candidate_id, metric) primary key once per metric inside
+        # SQLite, in seq order ("+class_id": not through the class index): no list
+        # is read, and only the candidates found reach Python.
         ms = builtins.list(dict.fromkeys(metrics))
         if not ms:
             return []
@@ -185,9 +194,31 @@ class _NearDup(_Repo, NearDupRepo):
             "AND metric = ?)"
             for _ in ms
         )
-        out: builtins.list[str] = []
-        last = 0
+        marks = ",".join("?" * len(ms))
+
+        def gaps(c: Any) -> tuple[int, builtins.list[str]]:
+            # one snapshot: the marks and the gaps they leave
+            upto = dict(
+                c.execute(
+                    f"SELECT metric, upto FROM neighbour_cover WHERE metric IN ({marks})",
+                    ms,
+                ).fetchall()
+            )
+            lo = min(int(upto.get(m, 0)) for m in ms)
+            rows = c.execute(
+                f"SELECT c.id FROM (SELECT seq, {_ID} AS id FROM candidates WHERE "
+                f"seq IN (SELECT seq FROM neighbour_gaps WHERE metric IN ({marks}) "
+                "AND seq <= ?) AND +class_id IS NOT NULL) AS c "
+                f"WHERE {probe} ORDER BY c.seq",
+                (*ms, lo, *ms),
+            ).fetchall()
+            return lo, [r[0] for r in rows]
+
+        last, out = self._db.read(gaps)
         while True:
+            top = self._db.one("SELECT MAX(seq) FROM candidates")[0]
+            if top is None or last >= top:
+                return out
             # rowid ranges keep each read short (a writer is never held off long)
             hi = last + _SCAN
             rows = self._db.rows(
@@ -198,9 +229,6 @@ class _NearDup(_Repo, NearDupRepo):
             )
             out.extend(r[0] for r in rows)
             last = hi
-            top = self._db.one("SELECT MAX(seq) FROM candidates")[0]
-            if top is None or last >= top:
-                return out
 
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]:
         now = utc_now()

@@ -182,6 +182,21 @@ _V7 = """
 CREATE TABLE candidate_shared_sources(src TEXT PRIMARY KEY);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# Version 8: how far each metric's neighbour lists are known to cover the
+# candidates, so the stale-candidate check probes only the candidates after the
+# mark and the few known gaps instead of every candidate. ``neighbour_cover``
+# has one row per metric that has at least one list (so which metrics have lists
+# is a read, not an index scan); ``upto``: every candidate with ``seq <= upto``
+# has a list of the metric, except the ``neighbour_gaps`` rows of the metric.
+# Both are derived (retest.store._sqlite_cover: triggers keep them exact under
+# any write to ``neighbours``, a mark is only ever set by probing); the code
+# that runs after this script fills them from the lists an older schema holds.
+_V8 = """
+CREATE TABLE neighbour_cover(metric TEXT PRIMARY KEY, upto INTEGER NOT NULL);
+CREATE TABLE neighbour_gaps(
+  metric TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(metric, seq));
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 """SQL scripts; migration ``i`` takes the schema from version ``i`` to ``i + 1``."""
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -521,7 +521,22 @@ class NearDupRepo(ABC):
     @abstractmethod
     def without_lists(self, metrics: Sequence[str]) -> list[str]:
         """Candidates with a class that lack a list of some of ``metrics``, in
-        insertion order (blacklisted ones included: the caller decides)."""
+        insertion order (blacklisted ones included: the caller decides). Probes
+        only the candidates after each metric's mark and its gaps
+        (:meth:`mark_covered`)."""
+
+    @abstractmethod
+    def list_metrics(self) -> set[str]:
+        """The metrics with at least one stored list (a read, not a scan)."""
+
+    @abstractmethod
+    def mark_covered(self, metrics: Sequence[str]) -> dict[str, bool]:
+        """Record how far the lists of each of ``metrics`` cover the candidates,
+        so :meth:`without_lists` need not probe them again: probes the candidates
+        since the metric's last mark and the ones it left without a list. Call it
+        after writing a metric's lists for every candidate (the dedup stage does);
+        it is measured, never assumed, so calling it at any time is safe. Returns
+        per metric whether its mark reached the last candidate."""
 
     @abstractmethod
     def add_verdicts(self, verdicts: Iterable[DuplicateVerdict]) -> list[int]: ...

@@ -39,6 +39,7 @@ from retest.store._sqlite_candidates import (
     ensure_tiers,
 )
 from retest.store._sqlite_common import _batches
+from retest.store._sqlite_cover import fill as fill_cover
 from retest.store._sqlite_decisions import (
     _Artifacts,
     _Blacklist,
@@ -330,6 +331,10 @@ class _DB:
             return c.total_changes - n0
 
 
+_COVER_VERSION = 8
+"""The schema that added the neighbour-list marks (filled by code on migration)."""
+
+
 def _migrate(db: _DB) -> int:
     db.conn.create_function(
         "retest_candidate_key", 1, candidate_key, deterministic=True
@@ -348,6 +353,8 @@ def _migrate(db: _DB) -> int:
             for stmt in filter(str.strip, script.split(";")):
                 c.execute(stmt)
         ensure_tiers(c)
+        if version < _COVER_VERSION:
+            fill_cover(c)
         if row is None:
             c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
         else:

@@ -439,6 +439,8 @@ def run_dedup(
             report(progress, "dedup", computed + skipped, total)
         if shards is not None:
             shards.release()
+        # every candidate has its list now: the stale check need not probe them
+        project.store.neardup.mark_covered([metric])
         save_state(
             project, f"{STATE_PREFIX}{metric}", {**state, "complete": True}, **record
         )
