@@ -19,6 +19,14 @@ Usage::
 ``--reuse D`` takes the project a ``--dir D --keep`` run left (its candidates
 without lists get them first).
 
+Every step that writes runs in a child process with the code it belongs to.
+With ``--baseline-src`` the project is built (or, with ``--reuse``, made fresh)
+by the baseline's code, so it has the baseline's schema; when the checkout's
+schema is newer, the baseline is measured on that project and the checkout on a
+copy that it migrates (``migrate``: wall and CPU seconds of opening the copy,
+timed apart from the checks); the stale candidates are added to both. Without
+``--baseline-src`` the project is migrated in place (timed the same way).
+
 Results: ``benchmarks/results/stale_<n>.json``. Scratch data goes under
 ``scratch_<checkout>`` beside the checkout (never /tmp), deleted unless ``--keep``.
 """
@@ -80,7 +88,14 @@ def build(root: Path, n: int, k: int, metrics: list[str]) -> dict[str, float]:
                     NeighbourList(_cid(i), m, refs, dists)
                     for i in range(lo, min(n, lo + _BATCH))
                 )
+            _mark(p, m)  # as the dedup stage does after a metric's lists
     return {"candidates_s": t1 - t0, "lists_s": time.perf_counter() - t1}
+
+
+def _mark(p: Any, metric: str) -> None:
+    mark = getattr(p.store.neardup, "mark_covered", None)  # not before schema 8
+    if mark is not None:
+        mark([metric])
 
 
 def add_stale(root: Path, n: int) -> None:
@@ -109,7 +124,36 @@ def make_fresh(root: Path, k: int) -> int:
         p.store.neardup.put_neighbours(
             NeighbourList(c, m, refs, dists) for c in late for m in ms
         )
+        for m in ms:
+            _mark(p, m)
     return len(late)
+
+
+def _open(root: str) -> dict[str, Any]:
+    """Open the project (migrating it if its schema is older): the time it took."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    from retest.project import Project
+
+    with Project.open(root) as p:
+        version = p.store.schema_version()
+    return {
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "schema": version,
+    }
+
+
+def _step(src: str, *args: str) -> Any:
+    """Run one writing step (``_build``, ``_fresh``, ``_stale``, ``_open``) in a
+    child with ``src`` first on its path; its JSON answer."""
+    out = subprocess.run(
+        [sys.executable, __file__, *args],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=src),
+        check=False, timeout=24 * 3600,
+    )  # fmt: skip
+    if out.returncode:
+        sys.exit(f"error: step {args[0]} failed: {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _child(root: str) -> None:
@@ -164,12 +208,14 @@ def _measure(root: Path, src: str) -> dict[str, Any]:
     return res
 
 
-def _rounds(root: Path, srcs: dict[str, str], reps: int) -> dict[str, list[Any]]:
+def _rounds(
+    roots: dict[str, Path], srcs: dict[str, str], reps: int
+) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {name: [] for name in srcs}
     for r in range(reps):
         order = list(srcs) if r % 2 == 0 else list(reversed(srcs))
         for name in order:
-            res = _measure(root, srcs[name])
+            res = _measure(roots[name], srcs[name])
             out[name].append(res)
             print(f"  {name:9s} {json.dumps(res)}", flush=True)
     return out
@@ -201,28 +247,50 @@ def main() -> None:
         "metrics": metrics,
         "load_start": _load(),
     }
+    writer = srcs.get("baseline", here)  # the project has the baseline's schema
+    parent = Path(__file__).resolve().parents[2] / (
+        "scratch_" + Path(__file__).resolve().parents[1].name
+    )
+    parent.mkdir(parents=True, exist_ok=True)
+    scratch: Path | None = None
     if args.reuse:
-        root, scratch = Path(args.reuse) / "p", None
-        res["made_fresh"] = make_fresh(root, args.k)
+        root = Path(args.reuse) / "p"
+        if "baseline" not in srcs:
+            res["migrate"] = _step(here, "_open", str(root))
+        res["made_fresh"] = _step(writer, "_fresh", str(root), str(args.k))
     else:
-        parent = Path(__file__).resolve().parents[2] / (
-            "scratch_" + Path(__file__).resolve().parents[1].name
-        )
-        parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(args.dir or tempfile.mkdtemp(prefix="stale-", dir=parent))
         root = scratch / "p"
         print(f"building {args.n:,} candidates × {metrics} in {root}", flush=True)
-        res["build"] = build(root, args.n, args.k, metrics)
+        res["build"] = _step(
+            writer, "_build", str(root), str(args.n), str(args.k), ",".join(metrics)
+        )
         print(f"  {res['build']}", flush=True)
+    roots = {"branch": root}
+    copy: Path | None = None
     try:
+        if "baseline" in srcs:
+            roots["baseline"] = root
+            near = Path(args.dir).parent if args.dir else parent  # same disk
+            near.mkdir(parents=True, exist_ok=True)
+            copy = Path(tempfile.mkdtemp(prefix="stale-copy-", dir=near))
+            t0 = time.perf_counter()
+            shutil.copytree(root, copy / "p")
+            res["copy_s"] = time.perf_counter() - t0
+            roots["branch"] = copy / "p"
+            res["migrate"] = _step(here, "_open", str(roots["branch"]))
+            print(f"  branch copy {roots['branch']}: {res['migrate']}", flush=True)
         print("fresh (every candidate has its lists):", flush=True)
-        res["fresh"] = _rounds(root, srcs, args.reps)
+        res["fresh"] = _rounds(roots, srcs, args.reps)
         if args.stale:
-            add_stale(root, args.stale)
+            for name, src in srcs.items():
+                _step(src, "_stale", str(roots[name]), str(args.stale))
             print(f"{args.stale} new candidates without lists:", flush=True)
-            res["stale"] = _rounds(root, srcs, args.reps)
+            res["stale"] = _rounds(roots, srcs, args.reps)
             res["stale_added"] = args.stale
     finally:
+        if copy is not None and not args.keep:
+            shutil.rmtree(copy, ignore_errors=True)
         if scratch is not None and not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     res["load_end"] = _load()
@@ -232,8 +300,23 @@ def main() -> None:
     print(f"wrote {out}")
 
 
+def _run_step(name: str, args: list[str]) -> None:
+    if name == "_build":
+        out: Any = build(Path(args[0]), int(args[1]), int(args[2]), args[3].split(","))
+    elif name == "_fresh":
+        out = make_fresh(Path(args[0]), int(args[1]))
+    elif name == "_stale":
+        add_stale(Path(args[0]), int(args[1]))
+        out = int(args[1])
+    else:
+        out = _open(args[0])
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "_child":
         _child(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] in ("_build", "_fresh", "_stale", "_open"):
+        _run_step(sys.argv[1], sys.argv[2:])
     else:
         main()
