@@ -25,7 +25,6 @@ from retest.project import Project, check_fresh, stale_candidates
 from retest.project._neardup import metric_state, metrics_run
 from retest.stages.dedup import run_dedup
 from retest.store._sqlite_decisions import _NearDup
-from retest.store.artifacts import PixelArray
 from retest.store.rows import BlacklistEvent, CandidateRow, content_id
 
 N_REF, N_NEW = 60, 40

@@ -34,9 +34,7 @@ def _full_stale(p: Project, metrics: tuple[str, ...]) -> list[str]:
         have[m] = {n.candidate_id for n in p.store.neardup.iter_neighbours(metric=m)}
     black = set(p.store.blacklist.current())
     ids = p.store.candidates.columns(("id",), has_class=True)["id"]
-    return [
-        c for c in ids if c not in black and any(c not in have[m] for m in metrics)
-    ]
+    return [c for c in ids if c not in black and any(c not in have[m] for m in metrics)]
 
 
 def _full_metrics(p: Project) -> set[str]:
@@ -103,7 +101,9 @@ def test_random_histories_answer_as_the_full_probe(
             elif op == 1:  # lists for some candidates (a dedup chunk, an old run)
                 m = METRICS[int(rng.integers(len(METRICS)))]
                 pick = rng.random(len(cands)) < 0.7
-                nd.put_neighbours(_lists([c for c, k in zip(cands, pick) if k], m))
+                nd.put_neighbours(
+                    _lists([c for c, k in zip(cands, pick, strict=True) if k], m)
+                )
             elif op == 2:  # a list for an id that is not a candidate yet
                 nd.put_neighbours(_lists([_id(rng, len(cands))], "l2"))
             elif op == 3:

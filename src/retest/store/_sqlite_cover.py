@@ -61,7 +61,9 @@ END""",
 )
 
 # the candidate (``FROM candidates``, its key) has no list of metric ?1
-_LACKS = f"NOT EXISTS (SELECT 1 FROM neighbours WHERE candidate_id = {_ID} AND metric = ?1)"
+_LACKS = (
+    f"NOT EXISTS (SELECT 1 FROM neighbours WHERE candidate_id = {_ID} AND metric = ?1)"
+)
 
 
 def create_triggers(c: Any) -> None:
