@@ -323,12 +323,13 @@ class _DB:
         return builtins.list(range(start + 1, start + n + 1))
 
     def insert_count(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
-        """Run an insert-or-ignore for batches of rows; returns rows inserted."""
+        """Run an insert-or-ignore for batches of rows; returns rows inserted
+        (by the statement: rows its triggers write are not counted)."""
         with self.tx() as c:
-            n0 = c.total_changes
+            n = 0
             for batch in _batches(rows):
-                c.executemany(sql, batch)
-            return c.total_changes - n0
+                n += c.executemany(sql, batch).rowcount
+            return n
 
 
 _COVER_VERSION = 8
