@@ -3,8 +3,8 @@ runs before ``sample``/``status``/``split``/crowd tasks) on a large project.
 
 Builds a project of N candidates (10 classes, content ids, no pixels: the check
 reads none) and writes a neighbour list of k references for every candidate
-through the store API the dedup stage uses (``put_neighbours``), for each of
-``--metrics``. Then, in child processes, times ``stale_candidates`` with this
+through the store API the dedup stage uses (``put_neighbours``, then
+``mark_covered`` where the code has it), for each of ``--metrics``. Then, in child processes, times ``stale_candidates`` with this
 checkout's ``src`` and with ``--baseline-src`` (main's), interleaved
 (``--reps`` rounds), reporting wall and CPU seconds of the child, its peak RSS
 and own (anonymous) memory, and a hash of the answer (both must agree). Then
