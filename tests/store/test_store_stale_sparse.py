@@ -7,8 +7,8 @@ and both run on a real project whose ids take every key encoding (content
 digests, other ids, 31-byte ids), with blacklisted candidates without lists (one
 taken off the blacklist again), an unclassed candidate without lists, two
 metrics where only one list is missing, unclassed candidates with and without
-lists. Lists are only ever written for candidates (the count fast path relies on
-it), so none is written here for anything else.
+lists. Lists are only ever written for candidates (the count fast path of that
+time relied on it; the marks of schema 8 do not: ``test_store_stale_marks.py``).
 """
 
 from __future__ import annotations

@@ -165,14 +165,6 @@ class _NearDup(_Repo, NearDupRepo):
         row = self._db.one(f"SELECT {sums} FROM neighbours", ms)
         return {m: int(n) for m, n in zip(ms, row, strict=True)}
 
-    def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
-        rows = self._db.rows(
-            "SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM "
-            "neighbours WHERE candidate_id = value AND metric = ?)",
-            (_dumps(sorted(set(ids))), metric),
-        )
-        return {r[0] for r in rows}
-
     def list_metrics(self) -> set[str]:
         return {r[0] for r in self._db.rows("SELECT metric FROM neighbour_cover")}
 

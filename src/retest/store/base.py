@@ -515,10 +515,6 @@ class NearDupRepo(ABC):
         """Stored lists of each of ``metrics``."""
 
     @abstractmethod
-    def lacking(self, ids: Iterable[str], metric: str) -> set[str]:
-        """The ids among ``ids`` that have no list of ``metric``."""
-
-    @abstractmethod
     def without_lists(self, metrics: Sequence[str]) -> list[str]:
         """Candidates with a class that lack a list of some of ``metrics``, in
         insertion order (blacklisted ones included: the caller decides). Probes
