@@ -424,6 +424,9 @@ class _NativeFns:
         self.f16_norms = _native.function(
             lib, "f16_to_f32_norms", [i64, i64, p, i64, p, i64, p]
         )
+        self.f16_diff = _native.function(
+            lib, "f16_pair_diff", [i64, i64, p, i64, p, i64, p, p, p]
+        )
 
     def sqdist_u8(
         self,
@@ -449,6 +452,39 @@ class _NativeFns:
             qi.ctypes.data,
             ri.ctypes.data,
             queries.shape[1],
+            out.ctypes.data,
+        )
+        return True
+
+    def pair_diff_f16(
+        self,
+        queries: NDArray[Any],
+        references: NDArray[Any],
+        qi: NDArray[np.int64],
+        ri: NDArray[np.int64],
+        out: NDArray[np.float64],
+    ) -> bool:
+        """``out[p] = float64(references[ri[p]]) − float64(queries[qi[p]])``, bit for
+        bit numpy's, in one pass; False (nothing done) unless both are aligned
+        float16 with value-contiguous rows and ``out`` is C-ordered."""
+        arrays = (queries, references)
+        if any(a.dtype != np.float16 or a.ndim != 2 or a.strides[1] != 2 for a in arrays):
+            return False
+        if any(a.strides[0] % 2 or a.ctypes.data % 2 for a in arrays):
+            return False  # Dask may hand over odd addresses: numpy's path
+        if not out.flags.c_contiguous:
+            return False
+        qi = np.ascontiguousarray(qi, np.int64)
+        ri = np.ascontiguousarray(ri, np.int64)
+        self.f16_diff(
+            qi.size,
+            queries.shape[1],
+            queries.ctypes.data,
+            queries.strides[0] // 2,
+            references.ctypes.data,
+            references.strides[0] // 2,
+            qi.ctypes.data,
+            ri.ctypes.data,
             out.ctypes.data,
         )
         return True

@@ -257,8 +257,14 @@ def exact_sqdist(
             rows16 -= np.asarray(queries[qi[sel]])
             out[sel] = np.einsum("ij,ij->i", rows16, rows16, dtype=np.int64)
             continue
-        rows = ref_rows(references, ri[sel])
-        rows -= query_rows(queries, qi[sel])
+        rows = ref_rows.f64[: sel.size]
+        # float16 pairs: gather, convert and subtract in one native pass (the
+        # same float64 rows; the numpy passes took 60 % of a Dask shard's re-ranking)
+        if fns is None or not fns.pair_diff_f16(
+            queries, references, qi[sel], ri[sel], rows
+        ):
+            rows = ref_rows(references, ri[sel])
+            rows -= query_rows(queries, qi[sel])
         out[sel] = np.einsum("ij,ij->i", rows, rows)
     return out
 
