@@ -50,7 +50,12 @@ def test_reused_buffers_never_change_results(dtype: type) -> None:
     # shapes that shrink and grow between calls, so a reused buffer holds the
     # previous call's values past the new chunk's end
     for seed, (nq, nr, d, chunk) in enumerate(
-        [(20, 3000, 96, 1024), (7, 500, 40, 128), (33, 2600, 96, 999), (5, 900, 200, 64)]
+        [
+            (20, 3000, 96, 1024),
+            (7, 500, 40, 128),
+            (33, 2600, 96, 999),
+            (5, 900, 200, 64),
+        ]
     ):
         q, refs = _data(seed, nq, nr, d, np.float32)
         if dtype == np.uint8:
@@ -75,7 +80,7 @@ def test_threads_keep_their_own_buffers() -> None:
                 got = knn(q, refs, 4, backend="numpy", n_threads=1, chunk_rows=300)
                 np.testing.assert_array_equal(got.indices, idx)
                 np.testing.assert_array_equal(got.distances, dist)
-        except BaseException as err:  # noqa: BLE001 - reported below
+        except BaseException as err:  # reported below
             errors.append(err)
 
     threads = [threading.Thread(target=run) for _ in range(3)]

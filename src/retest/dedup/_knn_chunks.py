@@ -468,7 +468,9 @@ class _NativeFns:
         bit numpy's, in one pass; False (nothing done) unless both are aligned
         float16 with value-contiguous rows and ``out`` is C-ordered."""
         arrays = (queries, references)
-        if any(a.dtype != np.float16 or a.ndim != 2 or a.strides[1] != 2 for a in arrays):
+        if any(
+            a.dtype != np.float16 or a.ndim != 2 or a.strides[1] != 2 for a in arrays
+        ):
             return False
         if any(a.strides[0] % 2 or a.ctypes.data % 2 for a in arrays):
             return False  # Dask may hand over odd addresses: numpy's path
