@@ -67,6 +67,20 @@ SHARD_TRANSFERS: tuple[str, ...] = ("auto", "path", "send")
 MAX_SHARD_BYTES = 256 * 2**20
 """Shards are cut so none exceeds this (a task's read, or one scattered object)."""
 _SAMPLE = 1 << 16
+LOCAL_CLUSTER_CONFIG: dict[str, Any] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.worker.memory.monitor-interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+}
+"""Dask settings of the local clusters :func:`cluster_client` starts (the nannies
+pass them on to their workers). Dask's defaults wake every process's event loop
+every 20 ms (tick: a health check that only logs), every 100 ms (memory monitor)
+and every 500 ms (system monitor: dashboard plots), and sample the worker's stack
+every 10 ms (the dashboard's profile page): an idle worker then used 23-30 ms of
+CPU per second and its nanny 50 ms, taken from the kNN tasks on a core each. With
+these, 5 and 10 ms. Still there: the unresponsive-loop log (after 3 s), memory
+limits (checked twice a second), the dashboard's plots (every 2 s)."""
 
 
 @contextmanager
@@ -118,9 +132,7 @@ def cluster_client(
         return
     import dask
 
-    # the workers' stack sampler (10 ms) feeds only the dashboard's profile page;
-    # it took ~1.5 % of a kNN worker's core. The nannies pass this config on.
-    with dask.config.set({"distributed.worker.profile.enabled": False}):
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):
         cluster = LocalCluster(
             n_workers=workers or 1,
             threads_per_worker=threads_per_worker,

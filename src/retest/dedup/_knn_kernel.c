@@ -229,3 +229,32 @@ void f16_to_f32_norms(int64_t n, int64_t d, const uint16_t *src, int64_t ls,
         norms[i] = total;
     }
 }
+
+/* Rows of float64 differences r[ri[p]] - q[qi[p]] of float16 row pairs (rows `rs`
+ * / `qs` values apart) into out (n rows of d): float16 -> float32 -> float64 are
+ * exact and the float64 subtraction is numpy's, so the rows equal numpy's
+ * `r[ri].astype(f64) - q[qi].astype(f64)` bit for bit. The exact re-ranking
+ * gathered, converted and subtracted in five passes over these rows. */
+void f16_pair_diff(int64_t n, int64_t d, const uint16_t *q, int64_t qs,
+                   const uint16_t *r, int64_t rs, const int64_t *qi,
+                   const int64_t *ri, double *out)
+{
+    for (int64_t p = 0; p < n; p++) {
+        const uint16_t *x = q + qi[p] * qs;
+        const uint16_t *y = r + ri[p] * rs;
+        double *o = out + p * d;
+        int64_t j = 0;
+#ifdef __F16C__
+        for (; j + 8 <= d; j += 8) {
+            const __m256 fx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + j)));
+            const __m256 fy = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + j)));
+            _mm256_storeu_pd(o + j, _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(fy)),
+                                                  _mm256_cvtps_pd(_mm256_castps256_ps128(fx))));
+            _mm256_storeu_pd(o + j + 4, _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(fy, 1)),
+                                                      _mm256_cvtps_pd(_mm256_extractf128_ps(fx, 1))));
+        }
+#endif
+        for (; j < d; j++)
+            o[j] = (double)half_to_float(y[j]) - (double)half_to_float(x[j]);
+    }
+}
