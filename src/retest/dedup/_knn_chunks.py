@@ -373,7 +373,9 @@ class Shortlist:
         fn = native_kernel()
         assert fn is not None and scores.dtype == np.float32
         nq, n = scores.shape
-        ex_p = None if ex is None else np.ascontiguousarray(ex, np.int64).ctypes.data
+        # the converted arrays are named so they outlive the native call
+        ex64 = None if ex is None else np.ascontiguousarray(ex, np.int64)
+        ex_p = None if ex64 is None else ex64.ctypes.data
         rn64 = np.ascontiguousarray(rn, np.float64)
         fn.select(
             nq,
