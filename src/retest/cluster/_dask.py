@@ -121,7 +121,8 @@ def cluster_client(
 
     # the workers' stack sampler (10 ms) feeds only the dashboard's profile page;
     # it took ~1.5 % of a kNN worker's core. The nannies pass this config on.
-    cluster = client = None
+    cluster = None
+    local: Any = None
     try:
         with (
             dask.config.set({"distributed.worker.profile.enabled": False}),
@@ -136,11 +137,11 @@ def cluster_client(
                 dashboard_address=":0",
                 memory_limit=memory_limit,
             )
-        client = Client(cluster)
+        local = Client(cluster)
         with _interrupts_not_dropped():
-            yield client
+            yield local
     finally:
-        _close(client, cluster)
+        _close(local, cluster)
 
 
 @contextmanager

@@ -188,11 +188,13 @@ def cached_keyword_class_counts(
     def run(c: Any) -> list[Any] | None:
         if (old.top, old.top_kp) != _state(c):
             return None
-        return c.execute(  # covered by candidates_keyword: no table read
-            "SELECT keyword, group_concat(seq, ' ') FROM candidates WHERE keyword "
-            "IN (SELECT value FROM json_each(?)) GROUP BY keyword",
-            (json.dumps(sorted(set(keywords))),),
-        ).fetchall()
+        return list(  # covered by candidates_keyword: no table read
+            c.execute(
+                "SELECT keyword, group_concat(seq, ' ') FROM candidates WHERE keyword "
+                "IN (SELECT value FROM json_each(?)) GROUP BY keyword",
+                (json.dumps(sorted(set(keywords))),),
+            )
+        )
 
     rows = read(run)
     if rows is None:
