@@ -42,13 +42,14 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _child_measure import measured, remove_scratch, scratch_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLASSES = [f"class{i}" for i in range(10)]
@@ -58,12 +59,7 @@ SIDE = 8  # 8×8×3 images: 192 bytes each
 def _scratch(args: argparse.Namespace) -> Path:
     """``--dir``, or a fresh folder under ``scratch_<checkout>`` beside the
     checkout (never /tmp: a small tmpfs on the benchmark machine)."""
-    if args.dir:
-        return Path(args.dir)
-    root = Path(__file__).resolve().parents[1]
-    parent = root.parent / f"scratch_{root.name}"
-    parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="retest-scale-", dir=parent))
+    return scratch_dir("retest-scale-", args.dir)
 
 
 def _load() -> str:
@@ -105,31 +101,18 @@ def _synthetic_source(path: Path, n: int, seed: int) -> Any:
     return Synthetic(path)
 
 
-def _status_kib(field: str) -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def _child(argv: list[str]) -> None:
     """Run ``argv`` (``retest …`` or ``eligibility ROOT``) in this process, then
-    print its wall time and this process's own peak RSS as the last line.
+    print its wall time and this process's own peak RSS as the last line
+    (:func:`_child_measure.measured`)."""
+    code = 0
+    with measured() as m:
+        code = _run_child(argv)
+    print(json.dumps({"wall_s": m["wall_s"], "peak_rss_mib": m["peak_rss_mib"],
+                      "peak_anon_mib": m["peak_anon_mib"], "exit": code}))  # fmt: skip
 
-    ``VmHWM`` counts the database pages SQLite reads through its memory map
-    (file-backed page cache, up to the whole file); ``RssAnon`` is the
-    process's own memory, sampled every 20 ms for its peak."""
-    import threading
 
-    peak_anon = [0]
-
-    def sample_anon() -> None:
-        while True:
-            peak_anon[0] = max(peak_anon[0], _status_kib("RssAnon"))
-            time.sleep(0.02)
-
-    threading.Thread(target=sample_anon, daemon=True).start()
-    t0 = time.perf_counter()
+def _run_child(argv: list[str]) -> int:
     code = 0
     if argv[0] == "eligibility":
         from retest.project import Project, candidate_eligibility
@@ -150,11 +133,7 @@ def _child(argv: list[str]) -> None:
         except Exception as err:  # report, keep the timing
             print(f"error: {err}", file=sys.stderr)
             code = 1
-    wall = time.perf_counter() - t0
-    hwm = _status_kib("VmHWM")
-    anon = max(peak_anon[0], _status_kib("RssAnon"))
-    print(json.dumps({"wall_s": wall, "peak_rss_mib": hwm / 1024,
-                      "peak_anon_mib": anon / 1024, "exit": code}))  # fmt: skip
+    return code
 
 
 def _measure(
@@ -329,7 +308,7 @@ def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]
             print(f"  {'':28s} {'main':8s} {main[0]:8.1f} s  own {main[1] * 1024:5.0f} "
                   "MiB (recorded in README, aad0cc2)", flush=True)  # fmt: skip
     if not (args.keep or args.reuse):
-        shutil.rmtree(base, ignore_errors=True)
+        remove_scratch(base)
     return res
 
 
@@ -505,7 +484,7 @@ def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
         res["spot_check_rows"] = 16
         res["spot_check_ok"] = bool(np.isfinite(sub.distances).all())
     if not args.keep:
-        shutil.rmtree(base, ignore_errors=True)
+        remove_scratch(base)
     return res
 
 

@@ -39,13 +39,13 @@ import json
 import os
 import platform
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _child_measure import measured, remove_scratch, scratch_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _BATCH = 50_000
@@ -53,13 +53,6 @@ _BATCH = 50_000
 
 def _load() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
-
-
-def _kib(field: str) -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def _cid(i: int, salt: str = "") -> str:
@@ -158,31 +151,19 @@ def _step(src: str, *args: str) -> Any:
 
 def _child(root: str) -> None:
     """Run ``stale_candidates`` once here; print the measures as one JSON line."""
-    import threading
-
-    peak = [0]
-
-    def sample() -> None:
-        while True:
-            peak[0] = max(peak[0], _kib("RssAnon"))
-            time.sleep(0.02)
-
-    threading.Thread(target=sample, daemon=True).start()
     from retest.project import Project, stale_candidates
 
-    with Project.open(root) as p:
-        t0, c0 = time.perf_counter(), time.process_time()
+    with Project.open(root) as p, measured() as m:
         stale = stale_candidates(p)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(
         json.dumps(
             {
-                "wall_s": wall,
-                "cpu_s": cpu,
+                "wall_s": m["wall_s"],
+                "cpu_s": m["cpu_s"],
                 "n_stale": len(stale),
                 "answer_sha256": hashlib.sha256("\n".join(stale).encode()).hexdigest(),
-                "peak_rss_mib": _kib("VmHWM") / 1024,
-                "peak_anon_mib": max(peak[0], _kib("RssAnon")) / 1024,
+                "peak_rss_mib": m["peak_rss_mib"],
+                "peak_anon_mib": m["peak_anon_mib"],
             }
         )
     )
@@ -248,10 +229,6 @@ def main() -> None:
         "load_start": _load(),
     }
     writer = srcs.get("baseline", here)  # the project has the baseline's schema
-    parent = Path(__file__).resolve().parents[2] / (
-        "scratch_" + Path(__file__).resolve().parents[1].name
-    )
-    parent.mkdir(parents=True, exist_ok=True)
     scratch: Path | None = None
     if args.reuse:
         root = Path(args.reuse) / "p"
@@ -259,7 +236,7 @@ def main() -> None:
             res["migrate"] = _step(here, "_open", str(root))
         res["made_fresh"] = _step(writer, "_fresh", str(root), str(args.k))
     else:
-        scratch = Path(args.dir or tempfile.mkdtemp(prefix="stale-", dir=parent))
+        scratch = scratch_dir("stale-", args.dir)
         root = scratch / "p"
         print(f"building {args.n:,} candidates × {metrics} in {root}", flush=True)
         res["build"] = _step(
@@ -271,9 +248,10 @@ def main() -> None:
     try:
         if "baseline" in srcs:
             roots["baseline"] = root
-            near = Path(args.dir).parent if args.dir else parent  # same disk
-            near.mkdir(parents=True, exist_ok=True)
-            copy = Path(tempfile.mkdtemp(prefix="stale-copy-", dir=near))
+            # beside the project (same disk)
+            copy = scratch_dir("stale-copy-", None) if args.dir is None else Path(
+                tempfile.mkdtemp(prefix="stale-copy-", dir=Path(args.dir).parent)
+            )
             t0 = time.perf_counter()
             shutil.copytree(root, copy / "p")
             res["copy_s"] = time.perf_counter() - t0
@@ -290,9 +268,9 @@ def main() -> None:
             res["stale_added"] = args.stale
     finally:
         if copy is not None and not args.keep:
-            shutil.rmtree(copy, ignore_errors=True)
+            remove_scratch(copy)
         if scratch is not None and not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
     res["load_end"] = _load()
     RESULTS.mkdir(exist_ok=True)
     out = Path(args.out) if args.out else RESULTS / f"stale_{args.n}.json"

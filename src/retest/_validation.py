@@ -469,10 +469,18 @@ def check_input_path(
     return p
 
 
-def decode_utf8(data: bytes, what: str, advice: str) -> str:
+def decode_utf8(
+    data: bytes,
+    what: str,
+    advice: str,
+    *,
+    error: type[InputValidationError | ConfigError] = InputValidationError,
+) -> str:
     r"""``data`` as UTF-8 text (a leading byte-order mark dropped), else one
-    :class:`InputValidationError`: ``what`` (the file as the user knows it) is not
-    UTF-8, where the first bad byte is, then ``advice``.
+    :class:`InputValidationError` (``error``: a settings file's is a
+    :class:`ConfigError`): ``what`` (the file as the user knows it) is not UTF-8,
+    where the first bad byte is, then ``advice``. Every reader of a text file a
+    user hands over decodes through here.
 
     >>> decode_utf8("\ufeffcat".encode(), "f.txt", "save it as UTF-8.")
     'cat'
@@ -485,7 +493,7 @@ def decode_utf8(data: bytes, what: str, advice: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise InputValidationError(
+        raise error(
             f"{what} is not UTF-8 text (byte 0x{data[err.start]:02x} on line "
             f"{line}); {advice}"
         ) from None

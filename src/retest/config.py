@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from retest._atomic import atomic_write_bytes
-from retest._validation import check_seed
+from retest._validation import check_seed, decode_utf8
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
 
@@ -429,16 +429,13 @@ def load_config(path: str | Path) -> ProjectConfig:
         raise ConfigError(
             f"cannot read {p} ({err.strerror}); check its permissions."
         ) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise ConfigError(
-            f"{p} is not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}, "
-            f"column {col}); TOML files must be UTF-8. Save it as UTF-8 (e.g. "
-            f"`iconv -f latin1 -t utf-8`) and run again."
-        ) from None
+    text = decode_utf8(
+        data,
+        str(p),
+        "TOML files must be UTF-8. Save it as UTF-8 (e.g. `iconv -f latin1 -t "
+        "utf-8`) and run again.",
+        error=ConfigError,
+    )
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

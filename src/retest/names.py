@@ -214,7 +214,14 @@ PERSON_NAME_RULE = (
 
 
 def validate_person_name(name: str, kind: str = "reviewer") -> str:
-    """Return a person's name (``kind``: ``"reviewer"``) unchanged if allowed, else raise.
+    """Return a person's name (``kind``: ``"reviewer"``) NFC-normalised if allowed,
+    else raise.
+
+    "Ána" typed with a composed á (U+00E1) or as A + combining accent (U+0301)
+    is one name: NFC makes them the same string, so they are one reviewer and
+    one person. "Ana" stays another name: an accent can tell two people apart,
+    and nothing guesses that it does not (people are also matched case-blind,
+    :func:`retest.labeling.people.name_key`).
 
     Raises
     ------
@@ -232,4 +239,4 @@ def validate_person_name(name: str, kind: str = "reviewer") -> str:
         raise InputValidationError(
             f"{kind} name {name!r} is not allowed: {why}. Use {PERSON_NAME_RULE}."
         )
-    return name
+    return unicodedata.normalize("NFC", name)

@@ -18,7 +18,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from retest.cli.main import app
-from retest.errors import InputValidationError, NotFoundError, StageError
+from retest.errors import ConfigError, InputValidationError, NotFoundError
 from retest.project import Project
 from retest.stages.export import export_revision
 from retest.store.artifacts import PixelArray, write_image_file
@@ -262,10 +262,10 @@ def test_export_errors_and_overwrite(tmp_path: Path) -> None:
         assert not list(tmp_path.glob(".o.tmp-*"))  # staging cleaned up
         res = export_revision(p, "r-0", format="imagefolder")
         assert res.out == (p.revisions_dir / "r-0" / "imagefolder").resolve()
-        with pytest.raises(StageError, match="--overwrite"):
+        with pytest.raises(ConfigError, match="--overwrite"):
             export_revision(p, "r-0", format="imagefolder")
         (res.out / "notes.txt").write_text("x")  # the user's: never deleted
-        with pytest.raises(StageError, match=r"notes\.txt"):
+        with pytest.raises(ConfigError, match=r"notes\.txt"):
             export_revision(p, "r-0", format="imagefolder", overwrite=True)
         (res.out / "notes.txt").unlink()
         export_revision(p, "r-0", format="imagefolder", overwrite=True)

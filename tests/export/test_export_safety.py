@@ -134,7 +134,16 @@ def _refused(root: Path, *args: str, match: str, code: int = 1) -> str:
 
 
 def test_overwrite_refuses_the_project_itself(proj: Path) -> None:
-    _refused(proj, "export", "r-0", "--out", str(proj), "--overwrite", match="project")
+    _refused(
+        proj,
+        "export",
+        "r-0",
+        "--out",
+        str(proj),
+        "--overwrite",
+        code=2,
+        match="project",
+    )
     assert (proj / "retest.db").is_file() and (proj / "arrays").is_dir()
 
 
@@ -146,6 +155,7 @@ def test_overwrite_refuses_project_arrays(proj: Path) -> None:
         "--out",
         str(proj / "arrays"),
         "--overwrite",
+        code=2,
         match="arrays/",
     )
 
@@ -158,6 +168,7 @@ def test_overwrite_refuses_a_folder_containing_the_project(proj: Path) -> None:
         "--out",
         str(proj.parent),
         "--overwrite",
+        code=2,
         match="contains the project",
     )
 
@@ -165,7 +176,16 @@ def test_overwrite_refuses_a_folder_containing_the_project(proj: Path) -> None:
 def test_overwrite_refuses_symlink_to_the_project(proj: Path, tmp_path: Path) -> None:
     link = tmp_path / "looks-harmless"
     link.symlink_to(proj)
-    _refused(proj, "export", "r-0", "--out", str(link), "--overwrite", match="project")
+    _refused(
+        proj,
+        "export",
+        "r-0",
+        "--out",
+        str(link),
+        "--overwrite",
+        code=2,
+        match="project",
+    )
     assert link.is_symlink()
 
 
@@ -176,6 +196,7 @@ def test_out_inside_project_outside_revisions_refused(proj: Path) -> None:
         "r-0",
         "--out",
         str(proj / "reports" / "x"),
+        code=2,
         match="inside the project",
     )
     assert not (proj / "reports" / "x").exists()
@@ -193,6 +214,7 @@ def test_overwrite_refuses_user_folder_and_keeps_it(proj: Path, tmp_path: Path) 
         "--out",
         str(user),
         "--overwrite",
+        code=2,
         match="no retest manifest.json",
     )
     assert (user / "chapter1.tex").read_text() == "precious"
@@ -201,7 +223,9 @@ def test_overwrite_refuses_user_folder_and_keeps_it(proj: Path, tmp_path: Path) 
 def test_overwrite_refuses_a_file(proj: Path, tmp_path: Path) -> None:
     f = tmp_path / "notes.txt"
     f.write_text("keep")
-    _refused(proj, "export", "r-0", "--out", str(f), "--overwrite", match="is a file")
+    _refused(
+        proj, "export", "r-0", "--out", str(f), "--overwrite", code=2, match="is a file"
+    )
     assert f.read_text() == "keep"
 
 
@@ -234,7 +258,7 @@ def test_overwrite_refuses_an_export_holding_the_users_files(
     (out / extra).write_text("mine")
     before = _snapshot(out)
     line = _refused(proj, "export", "r-0", "--out", str(out), "--overwrite",
-                    "--format", "imagefolder", match=extra)  # fmt: skip
+                    "--format", "imagefolder", code=2, match=extra)  # fmt: skip
     assert "did not export" in line
     assert _snapshot(out) == before
 
@@ -259,7 +283,9 @@ def test_export_names_cannot_escape(
 ) -> None:
     args = [str(tmp_path / a) if a == "o" else a for a in args]
     before_parent = sorted(p.name for p in tmp_path.iterdir())
-    _refused(proj, *args, match="name")
+    # a bad --name is a bad option value (2); a revision name that no revision can
+    # have is a missing revision (1)
+    _refused(proj, *args, match="name", code=2 if "--name" in args else 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == before_parent
     assert not (tmp_path.parent / "x_data.npy").exists()
     assert not (tmp_path / "x").exists()  # revisions/../../x from the project
@@ -374,7 +400,7 @@ def test_old_export_of_a_killed_overwrite_is_restored(
     old = tmp_path / f".o.old-{_dead_pid()}"
     os.replace(out, old)
     code, text = _run(proj, "export", "r-0", "--out", str(out))
-    assert code == 1 and "--overwrite" in text  # the restored export is there
+    assert code == 2 and "--overwrite" in text  # the restored export is there
     assert not old.exists() and _is_export(out)
     code, text = _run(proj, "export", "r-0", "--out", str(out), "--overwrite")
     assert code == 0, text

@@ -108,7 +108,7 @@ def test_sample_name_cannot_escape(tmp_path: Path, populate, bad: str) -> None:
     res = runner.invoke(
         app, [*args, "--name", bad, "--no-dedup", "--project", str(root)]
     )
-    line = _one_line_error(res)
+    line = _one_line_error(res, code=2)  # a bad --name value
     assert "revision name" in line
     assert _snapshot(root) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == outside
@@ -140,7 +140,7 @@ def test_init_refuses_bad_project_name(tmp_path: Path, bad: str) -> None:
     res = runner.invoke(
         app, ["init", str(tmp_path / "p"), "--name", bad, "--classes", "a,b"]
     )
-    assert "project name" in _one_line_error(res)
+    assert "project name" in _one_line_error(res, code=2)  # a bad --name value
     assert not (tmp_path / "p").exists()
 
 
@@ -159,7 +159,7 @@ def test_review_queue_refuses_bad_split(tmp_path: Path) -> None:
     lst.write_text(json.dumps([{"index": 0, "given": 0, "suggested": 1}]))
     args = ["review", "queue-label-errors", str(lst), "--split", "../test"]
     res = runner.invoke(app, [*args, "--project", str(tmp_path / "p")])
-    assert "split name" in _one_line_error(res)
+    assert "split name" in _one_line_error(res, code=2)  # a bad --split value
     assert _snapshot(tmp_path / "p") == before
 
 

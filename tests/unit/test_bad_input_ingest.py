@@ -265,7 +265,7 @@ SOURCE_CASES = [
         ["--batch-size"],
     ),
     ("unknown-class", "source add arrays {bad}/good.npz --class zebra", 2, ["zebra"]),
-    ("bad-name", "source add arrays {bad}/good.npz --name ../x", 1, ["../x"]),
+    ("bad-name", "source add arrays {bad}/good.npz --name ../x", 2, ["../x"]),
     (
         "option-of-other-kind",
         "source add arrays {bad}/good.npz --labels {bad}/x",

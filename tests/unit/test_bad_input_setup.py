@@ -65,7 +65,7 @@ CASES = [
     ("init-duplicate-class", "init {tmp}/p --classes a,b,a", 2, ["a"]),
     ("init-preset", "init {tmp}/p --classes-from imagenet", 2, ["imagenet"]),
     ("init-both", "init {tmp}/p --classes a --classes-from cifar10", 2, ["classes"]),
-    ("init-name", "init {tmp}/p --classes a,b --name ../x", 1, ["../x"]),
+    ("init-name", "init {tmp}/p --classes a,b --name ../x", 2, ["../x"]),
     # datasets (no network: refused before any download)
     ("datasets-unknown", "datasets fetch cifar11", 2, ["cifar11"]),
     ("datasets-info-unknown", "datasets info mnist", 2, ["mnist"]),

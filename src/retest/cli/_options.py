@@ -18,6 +18,7 @@ __all__ = [
     "bootstrap_option",
     "cluster_option",
     "live_help",
+    "name_option",
     "output_argument",
     "output_option",
     "person_option",
@@ -184,6 +185,23 @@ def _person(value: Any, flag: str) -> str:
         return validate_person_name(value)
     except InputValidationError as err:  # an option value: exit 2
         raise ConfigError(f"{flag}: {err}") from None
+
+
+def name_option(kind: str) -> Callable[[Any, Any, Any], Any]:
+    """An option callback: :func:`retest.names.validate_name` for a ``kind`` name
+    (``"project"``, ``"revision"``…). A name the user typed as an option value is
+    a bad option value (exit 2), not bad input."""
+
+    def check(value: Any, flag: str) -> str:
+        from retest.errors import ConfigError, InputValidationError
+        from retest.names import validate_name
+
+        try:
+            return validate_name(value, kind)
+        except InputValidationError as err:
+            raise ConfigError(f"{flag}: {err}") from None
+
+    return _checked(check)
 
 
 #: ``typer.Option(..., callback=seed_option)``: ``retest._validation.check_seed``.

@@ -254,9 +254,15 @@ _COPY_KINDS = {
 
 def _read_nearest(path: Path) -> dict[str, object]:
     """The ``--nearest`` JSON object, or one line saying why it cannot be read."""
+    from retest._validation import decode_utf8
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raw = json.loads(
+            decode_utf8(path.read_bytes(), f"--nearest {path}", "save it as UTF-8.")
+        )
+    except (OSError, ValueError) as err:
+        if isinstance(err, InputValidationError):
+            raise
         why = err.strerror if isinstance(err, OSError) else type(err).__name__
         raise InputValidationError(
             f"--nearest {path}: not a readable UTF-8 JSON file ({why}). Expected an "

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from retest._validation import check_batch_size
-from retest.cli._options import JsonOpt, ProjectOpt, output_option
+from retest.cli._options import JsonOpt, ProjectOpt, name_option, output_option
 
 __all__ = ["register"]
 
@@ -27,7 +27,12 @@ def export(
         ),
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", help="File-name prefix (npy, parquet).")
+        str | None,
+        typer.Option(
+            "--name",
+            callback=name_option("export"),
+            help="File-name prefix (npy, parquet).",
+        ),
     ] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", help="Images per CIFAR batch file.")

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import output_argument
+from retest.cli._options import name_option, output_argument
 from retest.errors import ConfigError, InputValidationError
-from retest.names import suggest_name, validate_name
+from retest.names import suggest_name
 
 __all__ = ["register"]
 
@@ -28,7 +28,12 @@ def init(
         Path, output_argument("init", help="Project directory (created).")
     ],
     name: Annotated[
-        str | None, typer.Option("--name", help="Project name (default: DIR's name).")
+        str | None,
+        typer.Option(
+            "--name",
+            callback=name_option("project"),
+            help="Project name (default: DIR's name).",
+        ),
     ] = None,
     classes: Annotated[
         str | None,
@@ -66,10 +71,8 @@ def init(
             f"{blocker} is a file, not a folder: retest init needs a directory that "
             "does not exist yet or is a folder. Choose another DIR."
         )
-    # an explicit name must be valid; the folder's name is made valid
-    name = (
-        validate_name(name, "project") if name is not None else suggest_name(root.name)
-    )
+    # an explicit name is checked by its option; the folder's name is made valid
+    name = name if name is not None else suggest_name(root.name)
     try:
         project = Project.init(
             root, name=name, classes=names, classes_from=classes_from, force=force

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest.cli._options import JsonOpt, ProjectOpt
+from retest.cli._options import JsonOpt, ProjectOpt, name_option
 
 review_app = typer.Typer(
     help="Review queues shown in the web app (retest serve).", no_args_is_help=True
@@ -23,7 +23,8 @@ def queue_label_errors_cmd(
     split: Annotated[
         str | None,
         typer.Option(
-            help="Original split the list's indices point into (default test)."
+            callback=name_option("split"),
+            help="Original split the list's indices point into (default test).",
         ),
     ] = None,
     revision: Annotated[
@@ -43,7 +44,6 @@ def queue_label_errors_cmd(
     from retest.cli._console import console, print_json
     from retest.cli.reference import REFERENCE_SPLITS
     from retest.errors import ConfigError
-    from retest.names import validate_name
     from retest.project import (
         Project,
         label_error_queue,
@@ -57,7 +57,6 @@ def queue_label_errors_cmd(
             "give --split or --revision (what the list's indices point into), not both."
         )
     split = split or "test"
-    validate_name(split, "split")
     if split not in REFERENCE_SPLITS:
         raise ConfigError(
             f"--split must be one of {', '.join(REFERENCE_SPLITS)} (the original "

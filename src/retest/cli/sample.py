@@ -14,6 +14,7 @@ from retest.cli._options import (
     ProjectOpt,
     SharedClassOpt,
     live_help,
+    name_option,
     seed_option,
     shared_classes,
 )
@@ -62,12 +63,14 @@ def _keyword_counts(
     if path is None:
         return None
     expected = 'Expected JSON {"class": {"keyword": n}} with counts n ≥ 0'
+    from retest._validation import decode_utf8
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        why = type(err).__name__ if isinstance(err, UnicodeDecodeError) else err
+        text = decode_utf8(path.read_bytes(), str(path), f"{expected}, as UTF-8.")
+        data = json.loads(text)
+    except (OSError, json.JSONDecodeError) as err:
         raise InputValidationError(
-            f"{path}: cannot read keyword counts ({why}). {expected}."
+            f"{path}: cannot read keyword counts ({err}). {expected}."
         ) from None
     if not isinstance(data, dict) or not all(
         isinstance(v, dict) for v in data.values()
@@ -141,6 +144,7 @@ def sample(
         str | None,
         typer.Option(
             "--name",
+            callback=name_option("revision"),
             help="Explicit revision name (default PROJECT-STRATEGY-N, N one more "
             "than the strategy's latest).",
         ),
@@ -182,7 +186,6 @@ def sample(
     what each strategy needs per class.
     """
     from retest.cli._console import console, print_json, print_table, print_warning
-    from retest.names import validate_name
     from retest.project import (
         Project,
         candidate_eligibility,
@@ -193,8 +196,6 @@ def sample(
     from retest.stages.revisions import create_revision
 
     SAMPLERS.get(strategy)  # a bad --strategy first (exit 2, the valid ones listed)
-    if name is not None:
-        validate_name(name, "revision")
     from retest.sampling.compat import check_compat
 
     compat = check_compat(compat)

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from retest._validation import check_input_path
-from retest.cli._options import JsonOpt, ProjectOpt, batch_size_option
+from retest.cli._options import JsonOpt, ProjectOpt, batch_size_option, name_option
 from retest.errors import ConfigError, UnknownNameError
-from retest.names import validate_name
 from retest.registry import close_matches
 
 if TYPE_CHECKING:
@@ -144,7 +143,11 @@ def add(
     ] = None,
     name: Annotated[
         str | None,
-        typer.Option("--name", help="Source name (default: the NAME, else the kind)."),
+        typer.Option(
+            "--name",
+            callback=name_option("source"),
+            help="Source name (default: the NAME, else the kind).",
+        ),
     ] = None,
     labels: Annotated[
         Path | None, typer.Option("--labels", help="IDX labels file.")
@@ -180,8 +183,6 @@ def add(
     from retest.project import Project
     from retest.stages.ingest import add_source
 
-    if name is not None:
-        validate_name(name, "source")
     kws = _split(keywords, "--keywords")
     if path is not None:
         _check_kind(kind)

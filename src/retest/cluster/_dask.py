@@ -35,6 +35,7 @@ import json
 import math
 import mmap
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -132,22 +133,96 @@ def cluster_client(
         return
     import dask
 
-    with dask.config.set(LOCAL_CLUSTER_CONFIG):
-        cluster = LocalCluster(
-            n_workers=workers or 1,
-            threads_per_worker=threads_per_worker,
-            processes=processes,
-            host="127.0.0.1",
-            protocol="tcp://",
-            dashboard_address=":0",
-            memory_limit=memory_limit,
-        )
-    client = Client(cluster)
+    cluster = None
+    local: Any = None
     try:
-        yield client
+        with (
+            dask.config.set(LOCAL_CLUSTER_CONFIG),
+            _sigint_ignored(),
+        ):
+            cluster = LocalCluster(
+                n_workers=workers or 1,
+                threads_per_worker=threads_per_worker,
+                processes=processes,
+                host="127.0.0.1",
+                protocol="tcp://",
+                dashboard_address=":0",
+                memory_limit=memory_limit,
+            )
+        local = Client(cluster)
+        with _interrupts_not_dropped():
+            yield local
     finally:
-        client.close()
-        cluster.close()
+        _close(local, cluster)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Start the local workers with Ctrl-C ignored: they keep that for life.
+
+    A terminal's Ctrl-C goes to the whole process group: workers killed by it
+    print tracebacks and the run then fails on lost workers instead of stopping.
+    A process started while SIGINT is ignored keeps ignoring it (Python installs
+    its KeyboardInterrupt handler only over the default action), so only this
+    command sees Ctrl-C, stops as usual (every stage resumes from its checkpoint)
+    and closes the cluster. The price: a Ctrl-C in the second or two the workers
+    take to start is lost; press it again.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextmanager
+def _interrupts_not_dropped() -> Iterator[None]:
+    """A Ctrl-C is never lost in a garbage-collector callback.
+
+    The in-process scheduler registers a GC callback (distributed.gc); a
+    KeyboardInterrupt raised while it runs is printed as "Exception ignored" and
+    dropped, and the command ran on to the end. Such a dropped interrupt is
+    silently sent again, so it is raised where the command can stop.
+    """
+    import signal
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _close(client: Any, cluster: Any) -> None:
+    """Close the client and the local cluster without Dask's shutdown warnings
+    (workers killed after a timeout on a busy machine, connections cut by a
+    Ctrl-C): the work is done or checkpointed, and the CLI says how to resume."""
+    import logging
+
+    log = logging.getLogger("distributed")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        log.setLevel(level)
 
 
 def _scheduler_file_address(path: str) -> str:

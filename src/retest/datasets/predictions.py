@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._atomic import atomic_write_bytes
-from retest._validation import check_labels
+from retest._validation import check_labels, decode_utf8
 from retest.datasets.npy import load_npy
 from retest.errors import DataIntegrityError, InputValidationError
 from retest.records import Predictions
@@ -311,12 +311,11 @@ def _with_classes(pred: Predictions, n_classes: int) -> Predictions:
 def read_model_names(path: PathLike) -> dict[str, str]:
     """Read a ``prediction_file_model,paper_name`` CSV; empty names keep the file name."""
     p = Path(path)
-    try:
-        text = _raw(p).decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataIntegrityError(
-            f"{p}: not a readable UTF-8 CSV file ({' '.join(str(err).split())})."
-        ) from None
+    text = decode_utf8(
+        _raw(p),
+        f"model-names CSV {p}",
+        "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`).",
+    )
     # strict: an unclosed quote is an error, not a name swallowing the rest of the file
     reader = csv.reader(io.StringIO(text), strict=True)
     records: list[tuple[int, list[str]]] = []

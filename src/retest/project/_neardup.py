@@ -335,7 +335,7 @@ def record_review(
     NotFoundError
         An unknown candidate.
     """
-    validate_person_name(reviewer)
+    reviewer = validate_person_name(reviewer)  # NFC: one spelling per person
     candidate_id = resolve_candidate(project, candidate_id)
     shown = [resolve_item(project, r) for r in shown]
     duplicates = [resolve_item(project, r) for r in duplicates]

@@ -25,6 +25,7 @@ an ``item_id`` itself.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -90,12 +91,21 @@ class LabelErrorItem:
 def _rows(path: Path) -> tuple[list[dict[str, Any]], str]:
     if not path.is_file():
         raise DataIntegrityError(f"{path}: label-error list not found. Check the path.")
+    from retest._validation import decode_utf8
+
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise DataIntegrityError(
+            f"{path}: cannot read the label-error list ({err}); expected the "
+            "label_errors.json or .csv that `retest label-errors` writes."
+        ) from None
+    text = decode_utf8(raw, f"label-error list {path}", "save it as UTF-8.")
     try:
         if path.suffix.lower() == ".csv":
-            with path.open(newline="") as fh:
-                return list(csv.DictReader(fh)), ""
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as err:
+            return list(csv.DictReader(io.StringIO(text, newline=""))), ""
+        data = json.loads(text)
+    except (csv.Error, ValueError) as err:
         raise DataIntegrityError(
             f"{path}: cannot read the label-error list ({err}); expected the "
             "label_errors.json or .csv that `retest label-errors` writes."

@@ -91,9 +91,13 @@ def class_folder_map(
 def _read_class_index(path: Path) -> dict[str, str]:
     import json
 
+    from retest._validation import decode_utf8
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        doc = json.loads(decode_utf8(path.read_bytes(), str(path), "save it as UTF-8."))
+    except InputValidationError:
+        raise
+    except (OSError, ValueError) as err:
         raise InputValidationError(
             f"{path}: cannot read the class mapping ({err}); expected JSON "
             '{"folder": "class name", ...} as `retest export --format imagefolder` '

@@ -48,6 +48,7 @@ from retest.errors import NotFoundError
 from retest.store._sqlite_columns import (
     _ID,
     cached_class_counts,
+    cached_keyword_class_counts,
     class_id_orders,
     ids_at,
     locate,
@@ -494,6 +495,10 @@ class _Candidates(_Repo, CandidateRepo):
     def count_by_keyword(
         self, keywords: Iterable[str]
     ) -> dict[tuple[str, int | None], int]:
+        keywords = builtins.list(keywords)
+        got = cached_keyword_class_counts(self._db.read, self._order_cache(), keywords)
+        if got is not None:  # no table look-up per row
+            return got
         rows = self._db.rows(
             "SELECT keyword, class_id, COUNT(*) FROM candidates WHERE keyword IN "
             "(SELECT value FROM json_each(?)) GROUP BY keyword, class_id",

@@ -26,6 +26,7 @@ from retest.store import _idorder_cache as _cache
 __all__ = [
     "cache_is_current",
     "cached_class_counts",
+    "cached_keyword_class_counts",
     "class_id_orders",
     "ids_at",
     "locate",
@@ -167,6 +168,46 @@ def cached_class_counts(read: Any, cache: Path | None) -> dict[int | None, int] 
     out: dict[int | None, int] = {None: n} if n else {}
     out.update((k, len(h)) for k, h in zip(old.classes, old.handles, strict=True))
     return {k: v for k, v in out.items() if v}
+
+
+def cached_keyword_class_counts(
+    read: Any, cache: Path | None, keywords: Collection[str]
+) -> dict[tuple[str, int | None], int] | None:
+    """``(keyword, class_id) → candidates`` of ``keywords`` (classless: None),
+    from one grouped read of the keyword index and the cache's classes; None
+    when the cache does not match the table.
+
+    The index holds each row's seq (the rowid) but not its class: grouping by
+    class in SQL looks every row up in the table, random reads that took 16 s
+    for 1 M candidates of 100 keywords on a cold cache. The id-order cache
+    already holds every classed row's seq per class."""
+    old = _cache.load(cache)
+    if old is None:
+        return None
+
+    def run(c: Any) -> list[Any] | None:
+        if (old.top, old.top_kp) != _state(c):
+            return None
+        return list(  # covered by candidates_keyword: no table read
+            c.execute(
+                "SELECT keyword, group_concat(seq, ' ') FROM candidates WHERE keyword "
+                "IN (SELECT value FROM json_each(?)) GROUP BY keyword",
+                (json.dumps(sorted(set(keywords))),),
+            )
+        )
+
+    rows = read(run)
+    if rows is None:
+        return None
+    code = np.full(old.top + 1, -1, np.int64)  # seq → class id, -1: classless
+    for k, h in zip(old.classes, old.handles, strict=True):
+        code[h] = k
+    out: dict[tuple[str, int | None], int] = {}
+    for kw, text in rows:
+        got, n = np.unique(code[_ints(text, 1)[:, 0]], return_counts=True)
+        for k, m in zip(got.tolist(), n.tolist(), strict=True):
+            out[(kw, None if k < 0 else k)] = m
+    return out
 
 
 def _full(c: Any) -> tuple[dict[int, NDArray[np.int64]], Any]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output
+from retest._validation import decode_utf8
 from retest.errors import InputValidationError
 from retest.project import Project, record_review
 
@@ -128,13 +129,18 @@ def read_review_file(
     """
     p = Path(path)
     try:
-        with open(p, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError) as err:
+        raw = p.read_bytes()
+    except OSError as err:
         raise InputValidationError(
             f"cannot read review file {p} ({err}); expected the CSV `retest "
             "dedup-queue --csv` writes."
         ) from None
+    text = decode_utf8(
+        raw,
+        f"review file {p}",
+        "save it as UTF-8 (spreadsheets: CSV UTF-8) and run again.",
+    )
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows or [h.strip() for h in rows[0]] != list(QUEUE_COLUMNS):
         got = ",".join(rows[0]) if rows else "an empty file"
         raise InputValidationError(

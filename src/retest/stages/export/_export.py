@@ -31,8 +31,9 @@ version. The same revision exports to byte-identical files: no timestamps beside
 the revision's own, sorted JSON keys, fixed PNG settings. The export is built in a
 temporary sibling directory and renamed into place.
 
-Safety rules (each refusal is one :class:`~retest.errors.StageError` line and touches
-nothing):
+Safety rules (each refusal is one line and touches nothing; a refused output
+folder is a :class:`~retest.errors.ConfigError`, a bad option value like every
+``--out``; a refused revision a :class:`~retest.errors.StageError`):
 
 * ``--overwrite`` replaces only a folder that retest exported: one holding a
   ``manifest.json`` of this schema (:func:`is_export_folder`) and no project.
@@ -517,7 +518,7 @@ def _guard_location(project: Project, target: Path) -> None:
     for what, p in protected.items():
         if target == p or p.is_relative_to(target):
             whose = "is" if target == p else "contains"
-            raise StageError(
+            raise ConfigError(
                 f"export folder {target} {whose} the {what} ({p}); an export never "
                 "replaces project data. Choose another --out."
             )
@@ -525,11 +526,22 @@ def _guard_location(project: Project, target: Path) -> None:
         return
     for what, p in protected.items():
         if target.is_relative_to(p):
-            raise StageError(
+            raise ConfigError(
                 f"export folder {target} is inside the {what} ({p}); exports inside "
                 f"a project go under {revisions}/ (the default revisions/REVISION/"
                 "FORMAT). Choose another --out."
             )
+
+
+def _check_parents(target: Path) -> None:
+    """A file where a parent folder of the target must be: a bad --out (exit 2,
+    as for every output), not a failure to create it."""
+    blocker = next((p for p in target.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(
+            f"export folder {target}: {blocker} is a file, so the folder cannot be "
+            "created; pass another --out."
+        )
 
 
 def _check_target(target: Path, *, overwrite: bool) -> None:
@@ -537,33 +549,33 @@ def _check_target(target: Path, *, overwrite: bool) -> None:
     a folder retest exported."""
     if not (target.exists() or target.is_symlink()):
         return
-    if target.is_dir() and not any(target.iterdir()):
+    if not target.is_dir():
+        raise ConfigError(
+            f"export folder {target} is a file, not a folder; pass a folder (it is "
+            "created when missing)."
+        )
+    if not any(target.iterdir()):
         return
     if not overwrite:
-        raise StageError(
+        raise ConfigError(
             f"export folder {target} already exists and is not empty. Choose another "
             "--out or pass --overwrite."
         )
-    if not target.is_dir():
-        raise StageError(
-            f"export target {target} is a file, not an export folder; --overwrite "
-            "replaces only a folder retest exported. Choose another --out."
-        )
     if not is_export_folder(target):
-        raise StageError(
+        raise ConfigError(
             f"export folder {target} has no retest manifest.json; --overwrite "
             "replaces only a folder retest exported. Choose another --out or "
             "empty the folder yourself."
         )
     found = _holds_a_project(target)
     if found is not None:
-        raise StageError(
+        raise ConfigError(
             f"export folder {target} holds a retest project ({found}); --overwrite "
             "never deletes a project. Choose another --out."
         )
     extra = _files_not_exported(target)
     if extra:
-        raise StageError(
+        raise ConfigError(
             f"export folder {target} holds {len(extra)} file{'s' * (len(extra) > 1)} "
             f"retest did not export (e.g. {extra[0]}); --overwrite replaces only "
             "what the manifest lists. "
@@ -748,8 +760,10 @@ def export_revision(
 
     Raises
     ------
+    ConfigError
+        A refused target (``out``); nothing was touched.
     StageError
-        A refused target or (``strict``) revision; nothing was touched.
+        A refused (``strict``) revision; nothing was touched.
     DataIntegrityError
         An image does not match its content hash; nothing was written.
     """
@@ -773,6 +787,7 @@ def export_revision(
     if strict:
         check_exportable(project, rev, members)
     expected = _expected_hashes(project, members)
+    _check_parents(target)
     made = _make_parents(target.parent)
     cleaned = clean_leftovers(project, target)
     try:

@@ -172,9 +172,19 @@ def _members(
     project: Project, revision: str | None, export: Path | None
 ) -> tuple[str, list[tuple[str, str]]]:
     if export is not None:
+        from retest._validation import decode_utf8
+
+        if export.is_file() and export.name != "manifest.json":
+            raise ConfigError(  # the option names a folder: a bad value (exit 2)
+                f"--export {export} is a file, not a folder; pass the folder of an "
+                "exported revision (it holds manifest.json)."
+            )
         manifest = export / "manifest.json" if export.is_dir() else export
         try:
-            data = json.loads(manifest.read_text())
+            text = decode_utf8(
+                manifest.read_bytes(), str(manifest), "export it again (retest export)"
+            )
+            data = json.loads(text)
             items = [(str(e["item_id"]), str(e["class"])) for e in data["images"]]
         except FileNotFoundError:
             raise NotFoundError(
