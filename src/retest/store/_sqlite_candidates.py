@@ -114,17 +114,20 @@ def _insert_sql(b: int, old: bool) -> str:
     )
 
 
-def _column_insert_sql(b: int, old: bool, listed: bool = True) -> str:
+def _column_insert_sql(b: int, old: bool, listed: bool = True, new: bool = True) -> str:
     # Rows as one JSON array walked in order by json_each (so seq follows the
     # input), keys as one blob of 32-byte digests cut by position: no per-row
     # binding. The input holds no repeated key (checked before). Array rows are
     # the JSON's 5th value when ``listed``, else ?7 + the position (a range).
+    # Without ``new`` (nor ``old``) no tier is probed: the caller knows no key is
+    # stored (:func:`_none_since`).
     row = "value->>4" if listed else "?7 + key"
+    cond = _absent(b, "p", "k", old=old) if new else "1"
     return (
         f"INSERT INTO candidates(key, kp, {_FIELDS}) SELECT "
         "substr(?5, 32 * key + 1, 32) AS k, value->>3 AS p, ?1, value->>0, "
         "value->>1, value->>2, NULL, NULL, NULL, NULL, ?2, ?3, ?4, "
-        f"{row}, NULL, NULL FROM json_each(?6) WHERE {_absent(b, 'p', 'k', old=old)}"
+        f"{row}, NULL, NULL FROM json_each(?6) WHERE {cond}"
     )
 
 
@@ -139,6 +142,26 @@ def _probe_old(b: int, checked: int | None) -> bool:
     never deleted and ``seq`` only grows. The new tier is always probed: it holds
     what was stored since (it is small and cached, the old tier is neither)."""
     return checked is None or checked < b
+
+
+_RECHECK_MAX = 1 << 18
+"""Rows stored after the caller's check that an insert reads instead of probing."""
+
+
+def _none_since(c: Any, checked: int, top: int, keys: bytes) -> bool:
+    """Whether no row stored after the caller's check (``seq > checked``, up to
+    ``top``) holds one of ``keys`` (32-byte digests): their keys read in one
+    rowid range (in an ingest, its batches in flight), instead of a new-tier
+    probe per inserted row. Rows up to ``checked`` were checked by the caller
+    and rows are never deleted, so then no stored row holds any of ``keys``.
+    False when too many rows came since (then the insert probes)."""
+    if top - checked > _RECHECK_MAX:
+        return False
+    if top <= checked:
+        return True
+    since = c.execute("SELECT key FROM candidates WHERE seq > ?", (checked,))
+    stored = {r[0] for r in since}
+    return stored.isdisjoint(keys[i : i + 32] for i in range(0, len(keys), 32))
 
 
 def _mark_shared(c: Any, b: int, since: int) -> None:
@@ -460,7 +483,10 @@ class _Candidates(_Repo, CandidateRepo):
         with self._db.tx() as c:
             b, top = _boundary(c), _top(c)
             n0 = c.total_changes
-            sql = _column_insert_sql(b, _probe_old(b, checked), first is None)
+            old = _probe_old(b, checked)
+            # not old: checked is not None
+            new = old or not _none_since(c, checked or 0, top, keys)
+            sql = _column_insert_sql(b, old, first is None, new)
             extra = () if first is None else (first,)
             c.execute(sql, (*consts, keys, data, *extra))
             added = c.total_changes - n0
