@@ -39,7 +39,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -131,7 +131,7 @@ def _column_insert_sql(b: int, old: bool, listed: bool = True, new: bool = True)
     )
 
 
-def _consecutive(rows: Sequence[int]) -> bool:
+def _consecutive(rows: Sequence[int]) -> TypeGuard[range]:
     return isinstance(rows, range) and rows.step == 1
 
 
@@ -398,7 +398,7 @@ class _Candidates(_Repo, CandidateRepo):
         array_name: str,
         checked: int | None = None,
     ) -> int:
-        where = {"source": source, "width": width, "height": height}
+        where: dict[str, Any] = {"source": source, "width": width, "height": height}
         where["array_name"] = array_name
         keys = _digest_keys(ids)
         if keys is None or len(set(ids)) != len(ids):  # the general path
@@ -430,7 +430,7 @@ class _Candidates(_Repo, CandidateRepo):
         height: int,
         array_name: str,
     ) -> Callable[[Sequence[int], int | None], int]:
-        where = {"source": source, "width": width, "height": height}
+        where: dict[str, Any] = {"source": source, "width": width, "height": height}
         where["array_name"] = array_name
         keys = _digest_keys(ids)
         if keys is None or len(set(ids)) != len(ids):  # the general path
