@@ -23,6 +23,7 @@ Usage::
 
     python3 benchmarks/bench_scale.py store [--n 10000000] [--dir D] [--keep]
         [--reuse] [--queries status,eligibility,sample] [--baseline-src DIR]
+        (--queries '' runs the ingest only)
     python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
         [--dtype float16] [--dir D] [--keep]
 
