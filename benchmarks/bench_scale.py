@@ -23,6 +23,7 @@ Usage::
 
     python3 benchmarks/bench_scale.py store [--n 10000000] [--dir D] [--keep]
         [--reuse] [--queries status,eligibility,sample] [--baseline-src DIR]
+        (--queries '' runs the ingest only)
     python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
         [--dtype float16] [--dir D] [--keep]
 
@@ -193,10 +194,13 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
 
     id_order: dict[int, tuple[float, float]] = {}  # the end-of-ingest cache step
+    indexes: dict[int, tuple[float, float]] = {}  # the deferred indexes' build
 
     def progress(task: str, done: int, total: int | None) -> None:
         if task == "id order":
             id_order[done] = (time.perf_counter(), time.process_time())
+        if task == "indexes":
+            indexes[done] = (time.perf_counter(), time.process_time())
         if not task.startswith("ingest") or not done:
             return
         if not marks or done // step > marks[-1][0] // step or done == total:
@@ -232,6 +236,8 @@ def bench_store(args: argparse.Namespace) -> dict[str, Any]:
         "per_million": per_million,
         "id_order_wall_s": id_order[1][0] - id_order[0][0] if 1 in id_order else None,
         "id_order_cpu_s": id_order[1][1] - id_order[0][1] if 1 in id_order else None,
+        "indexes_wall_s": indexes[1][0] - indexes[0][0] if 1 in indexes else None,
+        "indexes_cpu_s": indexes[1][1] - indexes[0][1] if 1 in indexes else None,
         "project_bytes": du,
     }
     res.update(_queries(args, root, base))
@@ -281,7 +287,9 @@ def _queries(args: argparse.Namespace, root: Path, base: Path) -> dict[str, Any]
             cmd += ["--keyword-counts", str(root / "kc.json")]
         queries[f"sample {strategy}"] = cmd
     res["queries"] = {}
-    wanted = args.queries.split(",") if args.queries else list(queries)
+    # --queries '' runs none (ingest only); no --queries runs every one
+    wanted = list(queries) if args.queries is None else args.queries.split(",")
+    wanted = [w for w in wanted if w]
     runs = [("", None)]
     if args.baseline_src:  # the same query on the baseline, back to back
         runs.append(("baseline", args.baseline_src))
@@ -507,7 +515,10 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--out")
-    ap.add_argument("--queries", help="store: which of status,eligibility,sample")
+    ap.add_argument(
+        "--queries", help="store: which of status,eligibility,sample ('' = none: "
+        "ingest only)"
+    )  # fmt: skip
     ap.add_argument("--query-timeout", type=float, default=1800)
     ap.add_argument(
         "--baseline-src", help="store: also run each query with this checkout's "

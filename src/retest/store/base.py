@@ -45,7 +45,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from retest.store.rows import (
@@ -215,6 +215,40 @@ class CandidateRepo(ABC):
             checked=checked,
         )
 
+    def prepare_columns(
+        self,
+        ids: Sequence[str],
+        refs: Sequence[str],
+        class_ids: Sequence[int | None],
+        keywords: Sequence[str | None],
+        *,
+        source: str,
+        width: int,
+        height: int,
+        array_name: str,
+    ) -> Callable[[Sequence[int], int | None], int]:
+        """:meth:`add_columns` in two steps: ``insert(array_rows, checked)``,
+        returned, stores the rows and returns how many were added. What does not
+        depend on the array rows may be encoded here, on the caller's thread, so
+        that a writer thread only inserts (the ingest prepares the next batch
+        while its commit thread writes this one)."""
+
+        def insert(array_rows: Sequence[int], checked: int | None = None) -> int:
+            return self.add_columns(
+                ids,
+                refs,
+                class_ids,
+                keywords,
+                array_rows,
+                source=source,
+                width=width,
+                height=height,
+                array_name=array_name,
+                checked=checked,
+            )
+
+        return insert
+
     def add_columns(
         self,
         ids: Sequence[str],
@@ -344,6 +378,19 @@ class CandidateRepo(ABC):
         id order; a handle names one candidate for :meth:`ids_at` and
         :meth:`locate`. The columnar sampling pool reads it in bulk."""
         raise NotImplementedError(f"{type(self).__name__} has no handles")
+
+    def defer_indexes(self, adding: int) -> bool:
+        """Stop maintaining secondary indexes row by row before a bulk job that
+        will add about ``adding`` rows, when building them once afterwards
+        (:meth:`restore_indexes`) is cheaper; whether they were deferred. Every
+        query stays correct without them (only slower) until they are restored.
+        A store without such indexes has nothing to do."""
+        return False
+
+    def restore_indexes(self) -> None:
+        """Build the indexes :meth:`defer_indexes` dropped (any earlier job's,
+        even a killed one's); nothing when they are there."""
+        return None
 
     def update_id_orders(self) -> None:
         """Bring a derived cache of :meth:`id_orders` up to date after candidates

@@ -37,6 +37,7 @@ that started but did not complete, with the command that resumes each.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -458,7 +459,10 @@ class Ingest:
         self._begin()
         try:
             self._write_all()
-        except BaseException:
+        except BaseException as err:
+            if isinstance(err, Exception):  # not on Ctrl-C: the build takes a while
+                with contextlib.suppress(Exception):  # never hides the failure
+                    self._restore_indexes()
             if not self.redo and not self.inserted:
                 # nothing of this job is stored: leave no interrupted job behind
                 self.cp.forget()
@@ -475,9 +479,18 @@ class Ingest:
             stage=INGEST_STAGE,
             params={"name": self.name, "kind": self.source.kind},
         )
+        self._restore_indexes()  # before the job is marked done: a kill redoes it
         self.cp.finish(artifact=self.report_rel)
         self._update_id_orders()
         return result
+
+    def _restore_indexes(self) -> None:
+        """Build the indexes deferred by this job, or by an earlier job that was
+        killed (queries were right without them, only slower)."""
+        task = "indexes"
+        report(self.progress, task, 0, 1)
+        self.project.store.candidates.restore_indexes()
+        report(self.progress, task, 1, 1)
 
     def _update_id_orders(self) -> None:
         """Extend the store's derived id-order cache by the rows just added, so
@@ -538,6 +551,8 @@ class Ingest:
         self.writer = BatchWriter(self.project, self._name, add)
         self.writer.where = str(self.desc.get("labels_path") or self.desc["path"])
         self._report(False)
+        # a large job builds the secondary indexes once at its end (run())
+        store.candidates.defer_indexes(max(0, self.total - self.resume))
 
     @property
     def _name(self) -> str:

@@ -325,21 +325,21 @@ class BatchWriter:
             classes: Sequence[int | None] = [*cids.values()] * len(k_ids)
         else:
             classes = [cids[n] for n in names]
-        cands, w, h, src = self.store.candidates, items.width, items.height, self.name
+        # the rows are encoded here, while the commit thread writes the batch
+        # before: that thread, the ingest's bottleneck, only runs the insert
+        prepared = self.store.candidates.prepare_columns(
+            k_ids,
+            refs,
+            classes,
+            kws,
+            source=self.name,
+            width=items.width,
+            height=items.height,
+            array_name=arr.name,
+        )
 
         def insert(rows: Sequence[int]) -> int:
-            return cands.add_columns(
-                k_ids,
-                refs,
-                classes,
-                kws,
-                rows,
-                source=src,
-                width=w,
-                height=h,
-                array_name=arr.name,
-                checked=mark,
-            )
+            return prepared(rows, mark)
 
         return (lambda: arr.append(px)), insert, arr, k_ids
 
