@@ -150,10 +150,24 @@ def cluster_client(
                 memory_limit=memory_limit,
             )
         local = Client(cluster)
+        local.run(_quiet_shutdown_logs)
         with _interrupts_not_dropped():
             yield local
     finally:
         _close(local, cluster)
+
+
+def _quiet_shutdown_logs() -> None:
+    """Run on each local worker: it does not log the tasks its own shutdown cancels.
+
+    Closing a worker mid-task (Ctrl-C, or an error elsewhere) logs one "Async
+    instruction ... ended with CancelledError" WARNING per running task, the only
+    message of ``distributed.worker.state_machine`` at that level; the command
+    has already said it was interrupted and how to resume.
+    """
+    import logging
+
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
 
 
 @contextmanager
