@@ -39,8 +39,10 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -249,8 +251,12 @@ def main() -> None:
         if "baseline" in srcs:
             roots["baseline"] = root
             # beside the project (same disk)
-            copy = scratch_dir("stale-copy-", None) if args.dir is None else Path(
-                tempfile.mkdtemp(prefix="stale-copy-", dir=Path(args.dir).parent)
+            copy = (
+                scratch_dir("stale-copy-", None)
+                if args.dir is None
+                else Path(
+                    tempfile.mkdtemp(prefix="stale-copy-", dir=Path(args.dir).parent)
+                )
             )
             t0 = time.perf_counter()
             shutil.copytree(root, copy / "p")

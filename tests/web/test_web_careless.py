@@ -95,3 +95,24 @@ def test_the_last_answer_can_be_undone_from_the_finish_page(
     }
     assert len(counted) == len(tasks) - 1
     assert pg.url.rsplit("/", 1)[1] not in counted
+
+
+@pytest.mark.web
+def test_every_resource_a_page_asks_for_exists(
+    chromium, live_server: str, web_project
+) -> None:
+    """The browser's own requests (stylesheet, script, the tab's icon) all
+    succeed: a 404 in the console is what a newcomer reports first."""
+    token = person(web_project.project, "dee")["X-Retest-Token"]
+    pg = chromium.new_context().new_page()  # type: ignore[attr-defined]
+    failed: list[str] = []
+    pg.on(
+        "response",
+        lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+    )
+    pg.goto(f"{live_server}/?token={token}")
+    pg.goto(f"{live_server}/next/task")
+    pg.wait_for_load_state("networkidle")
+    assert failed == []
+    icon = pg.eval_on_selector("link[rel=icon]", "e => e.href")
+    assert pg.request.get(icon).status == 200

@@ -32,9 +32,11 @@ def _choice(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
     return value
 
 
-def _check_add(kind: str, split: str, labels: Path | None) -> None:
-    from retest.datasets.base import DATASETS
+def _check_add(kind: str, split: str, labels: Path | None) -> str:
+    """``kind`` as registered (a dataset may be typed with hyphens), checked."""
+    from retest.datasets.base import DATASETS, dataset_name
 
+    kind = dataset_name(kind)
     _choice(kind, [*REFERENCE_FORMATS, *DATASETS.names()], "reference kind")
     if split not in REFERENCE_SPLITS:
         raise ConfigError(
@@ -44,6 +46,7 @@ def _check_add(kind: str, split: str, labels: Path | None) -> None:
         raise ConfigError(
             f"--labels applies to kind 'idx' only; {kind!r} holds its own labels."
         )
+    return kind
 
 
 @reference_app.command("add")
@@ -51,7 +54,7 @@ def add(
     kind: Annotated[
         str,
         typer.Argument(
-            help="cifar, idx, arrays, or a dataset name (cifar10, fashion_mnist)."
+            help="cifar, idx, arrays, or a dataset name (cifar10, fashion-mnist)."
         ),
     ],
     path: Annotated[Path, typer.Argument(help="File or folder (dataset root).")],
@@ -69,7 +72,7 @@ def add(
     from retest.project import Project
     from retest.stages.reference import register_reference
 
-    _check_add(kind, split, labels)
+    kind = _check_add(kind, split, labels)
     check_input_path(path, f"{kind} reference PATH")
     if labels is not None:
         check_input_path(labels, "--labels", kind="file")

@@ -48,6 +48,7 @@ __all__ = [
     "DATASETS",
     "DatasetSource",
     "RemoteFile",
+    "dataset_name",
     "dataset_names",
     "default_data_root",
     "fetch_dataset",
@@ -403,9 +404,18 @@ def dataset_names() -> list[str]:
     return DATASETS.names()
 
 
+def dataset_name(name: str) -> str:
+    """The registered name ``name`` means: names a user types are spelled with
+    hyphens (``fashion-mnist``, ``cifar10-1``), the registry's with underscores.
+    An unknown name is returned as given (the lookup then suggests)."""
+    if name not in DATASETS and name.replace("-", "_") in DATASETS:
+        return name.replace("-", "_")
+    return name
+
+
 def get_dataset(name: str, **options: Any) -> DatasetSource:
     """Instantiate the source ``name`` (unknown names get suggestions)."""
-    return DATASETS.get(name)(**options)
+    return DATASETS.get(dataset_name(name))(**options)
 
 
 def fetch_dataset(

@@ -43,6 +43,7 @@ from retest.project._ingest_runs import (
     INGEST_STAGE,
     interrupted_ingests,
     resume_command,
+    unfinished_ingest_problem,
 )
 from retest.project._keywords import (
     PLAN_STATE,
@@ -201,6 +202,7 @@ __all__ = [
     "stale_candidates",
     "stored_receipt",
     "target_histograms",
+    "unfinished_ingest_problem",
     "verified_candidates",
     "verified_per_keyword",
 ]

@@ -628,12 +628,9 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
     StageError
         One line naming the command to run.
     """
-    interrupted = _interrupted_ingests(project)
-    if interrupted:
-        raise StageError(
-            f"an ingest was interrupted ({len(interrupted)} unfinished); finish it "
-            f"first: `{interrupted[0]}`."
-        )
+    problem = _unfinished_ingest_problem(project)
+    if problem:
+        raise StageError(f"{problem}.")
     n_cand = project.store.candidates.count()
     if not n_cand:
         return
@@ -688,10 +685,10 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     return [m for m, _ in bad], " ".join(cmd)
 
 
-def _interrupted_ingests(project: Project) -> list[str]:
-    from retest.project._ingest_runs import interrupted_ingests
+def _unfinished_ingest_problem(project: Project) -> str | None:
+    from retest.project._ingest_runs import unfinished_ingest_problem
 
-    return list(interrupted_ingests(project))
+    return unfinished_ingest_problem(project)
 
 
 def ineligible_members(

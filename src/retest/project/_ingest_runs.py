@@ -14,8 +14,14 @@ from typing import Any
 
 from retest.project._checkpoint import Checkpoint, stage_runs
 from retest.project._project import Project
+from retest.store.artifacts import writers_lock
 
-__all__ = ["INGEST_STAGE", "interrupted_ingests", "resume_command"]
+__all__ = [
+    "INGEST_STAGE",
+    "interrupted_ingests",
+    "resume_command",
+    "unfinished_ingest_problem",
+]
 
 INGEST_STAGE = "ingest"
 
@@ -99,3 +105,37 @@ def interrupted_ingests(project: Project) -> list[str]:
         )
         out.append(cmd)
     return out
+
+
+def _ingest_running(project: Project) -> bool | None:
+    """Whether an ingest (or reference registration) runs now in some process:
+    they hold the pixel writers' lock shared while they run. None when the lock
+    cannot be tried (a read-only project folder)."""
+    if not project.arrays_dir.is_dir():
+        return False
+    try:
+        with writers_lock(project.arrays_dir, exclusive=True, wait=False) as took:
+            return not took
+    except OSError:
+        return None
+
+
+def unfinished_ingest_problem(project: Project) -> str | None:
+    """Why the candidate pool is incomplete, as the start of a one-line error
+    (every stage that refuses an incomplete pool says it this way), or None.
+
+    An unfinished job is either running now in another process (wait for it)
+    or was interrupted (its resume command finishes it).
+    """
+    pending = interrupted_ingests(project)
+    if not pending:
+        return None
+    n = len(pending)
+    running = _ingest_running(project)
+    if running:
+        return (
+            f"an ingest is still running in another process ({n} unfinished); "
+            f"wait for it to end (if it was stopped, finish it: `{pending[0]}`)"
+        )
+    state = "was interrupted" if running is False else "was interrupted or still runs"
+    return f"an ingest {state} ({n} unfinished); finish it first: `{pending[0]}`"

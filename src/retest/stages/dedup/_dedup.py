@@ -212,13 +212,12 @@ def _json_safe(obj: Any) -> Any:
 
 
 def _refuse_interrupted_ingest(project: Project) -> None:
-    from retest.project import interrupted_ingests
+    from retest.project import unfinished_ingest_problem
 
-    pending = interrupted_ingests(project)
-    if pending:
+    problem = unfinished_ingest_problem(project)
+    if problem:
         raise StageError(
-            f"an ingest was interrupted ({len(pending)} unfinished), so the pool is "
-            f"incomplete; finish it first: `{pending[0]}`, then run `retest dedup`."
+            f"{problem}, then run `retest dedup` (the candidate pool is incomplete)."
         )
 
 
