@@ -241,9 +241,14 @@ def main() -> None:
         scratch = scratch_dir("stale-", args.dir)
         root = scratch / "p"
         print(f"building {args.n:,} candidates × {metrics} in {root}", flush=True)
-        res["build"] = _step(
-            writer, "_build", str(root), str(args.n), str(args.k), ",".join(metrics)
-        )
+        try:
+            res["build"] = _step(
+                writer, "_build", str(root), str(args.n), str(args.k), ",".join(metrics)
+            )
+        except BaseException:  # a failed build leaves no scratch behind
+            if not args.keep:
+                remove_scratch(scratch)
+            raise
         print(f"  {res['build']}", flush=True)
     roots = {"branch": root}
     copy: Path | None = None
