@@ -34,6 +34,7 @@ __all__ = [
     "NotFoundError",
     "RetestError",
     "RetestWarning",
+    "SchemaUpgradeWarning",
     "SmallSampleWarning",
     "StageError",
     "StoreError",
@@ -232,6 +233,11 @@ class SmallSampleWarning(RetestWarning):
 
 class ClassImbalanceWarning(RetestWarning):
     """Classes are far from balanced where balance was expected."""
+
+
+class SchemaUpgradeWarning(RetestWarning):
+    """A large project's database is being upgraded to this retest's schema
+    (once, on first open; it can take minutes)."""
 
 
 class DroppedModelWarning(RetestWarning):

@@ -195,3 +195,25 @@ def test_v5_grid_answers_leave_the_item_index_and_per_item_lookups_still_use_one
     )
     assert entries == 2  # the two label events, none of the six grid answers
     assert "annotations_item_labels" in str(plan)
+
+
+def test_upgrading_a_large_store_says_so_before_it_starts(
+    old_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retest.store.sqlite as sqlite_mod
+    from retest.errors import SchemaUpgradeWarning
+
+    monkeypatch.setattr(sqlite_mod, "UPGRADE_NOTICE_ROWS", len(_IDS))
+    with pytest.warns(
+        SchemaUpgradeWarning, match=rf"from schema 1 to {SCHEMA_VERSION}"
+    ):
+        SQLiteStore(old_db).close()
+    with SQLiteStore(
+        old_db
+    ) as store:  # upgraded: no second notice (warnings are errors)
+        assert store.schema_version() == SCHEMA_VERSION
+
+
+def test_upgrading_a_small_store_is_silent(old_db: Path) -> None:
+    with SQLiteStore(old_db) as store:  # a warning would fail: they are errors here
+        assert store.schema_version() == SCHEMA_VERSION

@@ -26,12 +26,13 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from retest.errors import DataIntegrityError, StoreError
+from retest.errors import DataIntegrityError, SchemaUpgradeWarning, StoreError
 from retest.store._sqlite_candidates import (
     _Candidates,
     candidate_key,
@@ -335,6 +336,10 @@ class _DB:
 _COVER_VERSION = 8
 """The schema that added the neighbour-list marks (filled by code on migration)."""
 
+UPGRADE_NOTICE_ROWS = 500_000
+"""An upgrade of a store with at least this many candidates says so before it
+starts: at 10 M candidates it takes a minute or more, in one transaction."""
+
 
 def _migrate(db: _DB) -> int:
     db.conn.create_function(
@@ -350,6 +355,17 @@ def _migrate(db: _DB) -> int:
                 f"{db.path} has schema version {version}, newer than this retest "
                 f"supports ({SCHEMA_VERSION}). Upgrade retest."
             )
+        if row is not None and version < SCHEMA_VERSION:
+            n = c.execute("SELECT MAX(rowid) FROM candidates").fetchone()[0] or 0
+            if n >= UPGRADE_NOTICE_ROWS:
+                warnings.warn(
+                    SchemaUpgradeWarning(
+                        f"{db.path}: upgrading its {n:,} candidates from schema "
+                        f"{version} to {SCHEMA_VERSION} (once; this can take minutes; "
+                        "an interrupted upgrade is rolled back and starts again)."
+                    ),
+                    stacklevel=2,
+                )
         for script in MIGRATIONS[version:]:
             for stmt in filter(str.strip, script.split(";")):
                 c.execute(stmt)
