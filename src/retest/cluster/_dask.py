@@ -36,6 +36,7 @@ import math
 import mmap
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -183,7 +184,6 @@ def _sigint_ignored() -> Iterator[None]:
     take to start is lost; press it again.
     """
     import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -195,14 +195,27 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
+_INTERRUPTED = threading.Event()
+"""Set by Ctrl-C while a local cluster runs; the shard loop raises it again if
+something on the way swallowed the KeyboardInterrupt."""
+
+
+def _raise_if_interrupted() -> None:
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def _interrupts_not_dropped() -> Iterator[None]:
-    """A Ctrl-C is never lost in a garbage-collector callback.
+    """A Ctrl-C is never lost.
 
-    The in-process scheduler registers a GC callback (distributed.gc); a
-    KeyboardInterrupt raised while it runs is printed as "Exception ignored" and
-    dropped, and the command ran on to the end. Such a dropped interrupt is
-    silently sent again, so it is raised where the command can stop.
+    A KeyboardInterrupt can be swallowed on its way up: raised in the in-process
+    scheduler's GC callback (distributed.gc) it is printed as "Exception
+    ignored" and dropped, and the command ran on to the end; code that catches
+    every exception can eat it too. So the SIGINT handler also records the
+    interrupt: a dropped one is sent again at once (unraisable hook), and the
+    shard loop (:meth:`ClusterReferences.knn`) raises it again at its next step
+    whatever swallowed it, where the command can stop and say how to resume.
     """
     import signal
 
@@ -214,11 +227,23 @@ def _interrupts_not_dropped() -> Iterator[None]:
         else:
             previous(unraisable)
 
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.getsignal(signal.SIGINT) if main else None
+    if main and old is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_sigint)
+    _INTERRUPTED.clear()
     sys.unraisablehook = hook
     try:
         yield
     finally:
         sys.unraisablehook = previous
+        if main and old is signal.default_int_handler:
+            signal.signal(signal.SIGINT, old)
+        _INTERRUPTED.clear()
 
 
 def _close(client: Any, cluster: Any) -> None:
@@ -554,6 +579,7 @@ class ClusterReferences:
         retriable = _retriable()
         queue = as_completed(list(owner))
         for fut in queue:
+            _raise_if_interrupted()
             i = owner.pop(fut)
             try:
                 parts.append(fut.result())
@@ -582,6 +608,7 @@ class ClusterReferences:
             new = submit(i)
             owner[new] = i
             queue.add(new)
+        _raise_if_interrupted()
         return merge_knn(parts, k)
 
     def release(self) -> None:
