@@ -159,16 +159,21 @@ def cluster_client(
 
 
 def _quiet_shutdown_logs() -> None:
-    """Run on each local worker: it does not log the tasks its own shutdown cancels.
+    """Run on each local worker: it does not log what a shutdown mid-run breaks.
 
-    Closing a worker mid-task (Ctrl-C, or an error elsewhere) logs one "Async
-    instruction ... ended with CancelledError" WARNING per running task, the only
-    message of ``distributed.worker.state_machine`` at that level; the command
-    has already said it was interrupted and how to resume.
+    Closing the cluster mid-task (Ctrl-C, or an error elsewhere) logs one
+    "Async instruction ... ended with CancelledError" WARNING per running task
+    (``distributed.worker.state_machine``: its only message at that level) and
+    "Could not find data" ERRORs for inputs already released
+    (``distributed.worker``); the command has already said it was interrupted
+    and how to resume. A task's own failure still reaches the command, which
+    names it; the memory monitor's warnings keep their level.
     """
     import logging
 
     logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+    logging.getLogger("distributed.worker").setLevel(logging.CRITICAL)
+    logging.getLogger("distributed.worker.memory").setLevel(logging.WARNING)
 
 
 @contextmanager
