@@ -41,6 +41,12 @@ CHUNK = 10  # 36 checkpoints: the run is still going when the first one lands
 DEADLINE = 180.0
 
 
+def _sigint_default() -> None:
+    # a terminal's command gets Ctrl-C; one started from a background job (CI
+    # under nohup or `&`) inherits SIGINT ignored and would never see it
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -57,8 +63,9 @@ def test_ctrl_c_of_dedup_with_workers_is_one_line_and_resumes(tmp_path: Path) ->
     err = tmp_path / "stderr.txt"
     with err.open("wb") as fh:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True
-        )
+            cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True,
+            preexec_fn=_sigint_default,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + DEADLINE
         while _checkpoints(root) < 1:

@@ -12,6 +12,15 @@ from retest.cluster._dask import _interrupts_not_dropped, _raise_if_interrupted
 
 
 def test_a_swallowed_ctrl_c_is_raised_again() -> None:
+    # as in a terminal (a run started from a background job inherits SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _check_swallowed_ctrl_c_is_raised_again()
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+def _check_swallowed_ctrl_c_is_raised_again() -> None:
     before = signal.getsignal(signal.SIGINT)
     with _interrupts_not_dropped():
         _raise_if_interrupted()  # nothing pending: no-op
