@@ -7,6 +7,7 @@ import ctypes
 import platform
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -85,18 +86,19 @@ def test_portable_build_without_f16c_is_exact(tmp_path) -> None:
     )  # fmt: skip
     lib = ctypes.CDLL(str(lib_path))
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.f16_to_f32.argtypes = [i64, p, p]
-    lib.f16_to_f32_norms.argtypes = [i64, i64, p, i64, p, i64, p]
+    i32 = ctypes.c_int
+    lib.f16_to_f32.argtypes = [i64, p, p, i32]
+    lib.f16_to_f32_norms.argtypes = [i64, i64, p, i64, p, i64, p, i32]
     lib.f16_to_f32.restype = lib.f16_to_f32_norms.restype = None
     vals = _every_float16()
     out = np.empty(vals.size, np.float32)
-    lib.f16_to_f32(vals.size, vals.ctypes.data, out.ctypes.data)
+    lib.f16_to_f32(vals.size, vals.ctypes.data, out.ctypes.data, 1)
     _bits_equal(out, vals.astype(np.float32))
     fin = vals[np.isfinite(vals)][: 13 * 4883].reshape(-1, 13)
     out2 = np.empty(fin.shape, np.float32)
     norms = np.empty(fin.shape[0])
     lib.f16_to_f32_norms(
-        fin.shape[0], 13, fin.ctypes.data, 13, out2.ctypes.data, 13, norms.ctypes.data
+        fin.shape[0], 13, fin.ctypes.data, 13, out2.ctypes.data, 13, norms.ctypes.data, 1
     )
     _bits_equal(out2, fin.astype(np.float32))
     np.testing.assert_array_equal(norms, kc._chunk_norms(out2, False))
@@ -132,3 +134,41 @@ def test_float16_knn_with_ties_equals_float64_brute_force(tmp_path) -> None:
         q, mm, np.repeat(np.arange(20), 3000), np.tile(np.arange(3000), 20)
     )
     np.testing.assert_array_equal(pairs.reshape(20, 3000), d)
+
+
+@pytest.mark.parametrize("d", [4096, 1000, 13])
+def test_streamed_conversion_writes_the_same_bits_as_ordinary_stores(native, d) -> None:
+    # a chunk above STREAM_BYTES, in a borrowed (aligned) buffer and one shifted
+    # off alignment by a float (the stores must then fall back, not fault)
+    rows = -(-kc.STREAM_BYTES // (4 * d)) + 3
+    bits = np.random.default_rng(d).integers(0, 1 << 16, (rows, d), dtype=np.uint16)
+    src = (bits & 0xBFFF).view(np.float16)  # finite values
+    want = src.astype(np.float32)
+    want_norms = kc._chunk_norms(want, False)
+    flat = kc.borrow(rows * d + 1, np.float32)[: rows * d + 1]  # may be larger
+    assert flat.ctypes.data % 64 == 0
+    for out in (flat[: rows * d].reshape(rows, d), flat[1:].reshape(rows, d)):
+        out[...] = np.nan
+        norms = kc._f16_load_norms(out, src)
+        _bits_equal(out, want)
+        np.testing.assert_array_equal(norms, want_norms)
+        out[...] = np.nan
+        kc._load_scaled(out, src, 1.0)
+        _bits_equal(out, want)
+    kc.give_back(flat)
+    aligned = flat[: rows * d].reshape(rows, d)
+    assert kc.streams_into(aligned) == (1 if d % 8 == 0 else 0)
+    assert kc.streams_into(flat[1:].reshape(rows, d)) == 0
+    assert kc.streams_into(aligned[:10]) == 0  # small: ordinary stores
+
+
+def test_borrowed_buffers_start_on_a_cache_line() -> None:
+    def fresh() -> list[tuple[int, int, np.dtype]]:  # a new thread: an empty pool
+        got = [kc.borrow(n, dt) for n, dt in ((1, np.float32), (1000, np.float64),
+                                              (12345, np.float16), (77, np.float32))]  # fmt: skip
+        return [(a.ctypes.data % 64, a.size, a.dtype) for a in got]
+
+    with ThreadPoolExecutor(1) as pool:
+        got = pool.submit(fresh).result()
+    assert got == [(0, 1, np.float32), (0, 1000, np.float64), (0, 12345, np.float16),
+                   (0, 77, np.float32)]  # fmt: skip
