@@ -98,7 +98,14 @@ def test_portable_build_without_f16c_is_exact(tmp_path) -> None:
     out2 = np.empty(fin.shape, np.float32)
     norms = np.empty(fin.shape[0])
     lib.f16_to_f32_norms(
-        fin.shape[0], 13, fin.ctypes.data, 13, out2.ctypes.data, 13, norms.ctypes.data, 1
+        fin.shape[0],
+        13,
+        fin.ctypes.data,
+        13,
+        out2.ctypes.data,
+        13,
+        norms.ctypes.data,
+        1,
     )
     _bits_equal(out2, fin.astype(np.float32))
     np.testing.assert_array_equal(norms, kc._chunk_norms(out2, False))
