@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import (
     JsonOpt,
     ProjectOpt,
@@ -192,14 +193,14 @@ def dedup(
     )
     shown = 10  # per metric; the contact sheet and --json have them all
     for m, r in (rep or {}).items():
+        # whole ids, one a line (as `dedup-queue` and `review` print them): a
+        # prefix could match several candidates later and would not paste back
         print_table(
-            ["candidate", "reference", "distance", "thumbnails"],
+            ["candidate / reference", "distance"],
             [
                 (
-                    p["candidate"][:16],
-                    p["reference"] if ":" in p["reference"] else p["reference"][:16],
+                    escape(f"{p['candidate']}\n{p['reference']}"),
                     f"{max(p['distance'], 0.0):.6g}",
-                    escape(f"{p['candidate_thumb']} {p['reference_thumb']}"),
                 )
                 for p in r["pairs"][:shown]
             ],
@@ -207,11 +208,22 @@ def dedup(
         )
         if len(r["pairs"]) > shown:
             console.print(
-                f"… {len(r['pairs']) - shown} more {m} pairs on the contact sheet "
-                "and in --json",
+                f"… {fmt_count(len(r['pairs']) - shown)} more {m} pairs on the "
+                "contact sheet and in --json",
                 markup=False,
                 highlight=False,
             )
+    thumb = next(
+        (p["candidate_thumb"] for r in (rep or {}).values() for p in r["pairs"]), ""
+    )
+    if thumb:
+        console.print(
+            f"thumbnails: {Path(thumb).parent / 'ID.png'} (an original's: "
+            "SPLIT_INDEX.png)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     with Project.open(project) as proj:
         from retest.cli.sample import _exclusion_line
         from retest.project import candidate_eligibility, eligibility_summary
@@ -317,7 +329,8 @@ def dedup_queue(
                 class_of[i.candidate_id] = "" if cid is None else names[cid]
             n = write_review_file(csv_out, items, class_of, overwrite=overwrite)
             console.print(
-                f"wrote {n} pairs of {len(items)} candidate reviews to {csv_out}; "
+                f"wrote {fmt_count(n)} pairs of {fmt_count(len(items))} candidate reviews "
+                f"to {csv_out}; "
                 "fill the duplicate column with yes/no, then `retest dedup-verdict "
                 f"--from {csv_out} --who NAME`",
                 markup=False,

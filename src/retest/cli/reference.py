@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest._validation import check_input_path
+from retest._validation import check_input_path, fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
@@ -84,7 +84,10 @@ def add(
         print_json(rep.to_json())
         return
     rows = [[c, n] for c, n in rep.class_counts.items()]
-    title = f"reference {rep.split}: {rep.n} images ({rep.new} new), {rep.with_keyword} with keyword"
+    title = (
+        f"reference {rep.split}: {fmt_count(rep.n)} images ({fmt_count(rep.new)} "
+        f"new), {fmt_count(rep.with_keyword)} with keyword"
+    )
     print_table(["class", "images"], rows, title=title)
 
 
@@ -120,7 +123,10 @@ def keywords(
         print_json(rep.to_json())
         return
     rows = [[c, sum(h.values()), len(h)] for c, h in rep.histogram.items()]
-    title = f"{rep.matched}/{rep.n_reference} reference images matched ({rep.scanned} scanned)"
+    title = (
+        f"{fmt_count(rep.matched)}/{fmt_count(rep.n_reference)} reference images "
+        f"matched ({fmt_count(rep.scanned)} scanned)"
+    )
     print_table(["class", "images with keyword", "keywords"], rows, title=title)
 
 
@@ -148,7 +154,9 @@ def show(
         best = sorted(h.items(), key=lambda kv: kv[1], reverse=True)[:top]
         rows.append([cls, sum(h.values()), ", ".join(f"{k} {v}" for k, v in best)])
     print_table(
-        ["class", "images", f"top {top} keywords"], rows, title=f"{n} reference images"
+        ["class", "images", f"top {top} keywords"],
+        rows,
+        title=f"{fmt_count(n)} reference images",
     )
 
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt
 
 __all__ = ["register"]
@@ -77,12 +78,15 @@ def status(
             soft_wrap=True,
         )
         for metric, near in info["nearest"].items():
-            first = ", ".join(
-                f"{n['reference'] if ':' in n['reference'] else n['reference'][:16]} "
-                f"{max(n['distance'], 0.0):.4g}"
-                for n in near[:3]
+            first = ", ".join(  # whole ids: each pastes back into --candidate
+                f"{n['reference']} {max(n['distance'], 0.0):.4g}" for n in near[:3]
             )
-            console.print(f"  nearest by {metric}: {first}")
+            console.print(
+                f"  nearest by {metric}: {first}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if info["revisions"]:
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
@@ -133,10 +137,12 @@ def status(
     print_table(cols, rows, title=title)
     counts = result.eligibility["counts"]
     why = ", ".join(
-        f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v and k != "eligible"
+        f"{fmt_count(v)} {k.replace('_', ' ')}"
+        for k, v in counts.items()
+        if v and k != "eligible"
     )
     console.print(
-        f"eligible for sampling: {counts['eligible']}"
+        f"eligible for sampling: {fmt_count(counts['eligible'])}"
         + (f"; excluded: {why}" if why else "")
     )
     from retest.cli._feasibility import print_feasibility

@@ -55,6 +55,7 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from retest._validation import fmt_count
 from retest.dedup.rules import (
     DedupCandidate,
     Resolution,
@@ -637,9 +638,9 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
     if not _metrics_run(project):
         if require_dedup:
             raise StageError(
-                f"no near-duplicate search has run on the {n_cand} candidates; run "
-                "`retest dedup` first (or pass --no-dedup for a draft that is not "
-                "checked against the originals)."
+                f"no near-duplicate search has run on the {fmt_count(n_cand)} "
+                "candidates; run `retest dedup` first (or pass --no-dedup for a "
+                "draft that is not checked against the originals)."
             )
         return
     interrupted_dedup = _interrupted_dedup(project)
@@ -652,8 +653,8 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
     stale = stale_candidates(project)
     if stale:
         raise StageError(
-            f"{len(stale)} candidates were added after the last dedup run (e.g. "
-            f"{stale[0][:12]}); run `retest dedup` again before sampling."
+            f"{fmt_count(len(stale))} candidates were added after the last dedup "
+            f"run (e.g. {stale[0]}); run `retest dedup` again before sampling."
         )
 
 
