@@ -91,7 +91,11 @@ def status(
             console.print(f"  in revisions: {', '.join(info['revisions'])}")
         return
     from retest.errors import StageError
-    from retest.project import candidate_eligibility, check_fresh
+    from retest.project import (
+        candidate_eligibility,
+        check_fresh,
+        missing_index_problem,
+    )
     from retest.stages.sample import class_feasibility
 
     with Project.open(project_dir) as project:
@@ -110,6 +114,7 @@ def status(
             stale = None
         except StageError as err:
             stale = str(err)
+        indexes = missing_index_problem(project)
         rev_stats = None
         if revision is not None:  # revision statistics (docs/algorithms.md#revisions)
             from retest.cli.sample import revision_statistics_data
@@ -118,6 +123,7 @@ def status(
     data = {
         **result.to_dict(),
         "stale": stale,
+        "missing_indexes": indexes,
         "feasibility": [f.to_dict() for f in feasible],
     }
     if rev_stats is not None:
@@ -152,6 +158,8 @@ def status(
 
     if stale:
         print_warning(f"`retest sample` would refuse: {stale}")
+    if indexes:
+        print_warning(f"{indexes}.")
     heavy = result.eligibility.get("heavy_automatic_losses") or {}
     if heavy:
         shown = ", ".join(f"{k} {v:.0%}" for k, v in list(heavy.items())[:5])
