@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from dedup_helpers import brighter, fm_images  # type: ignore[import-not-found]
+
 from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
