@@ -52,6 +52,7 @@ def test_status_and_sample_refusal_group_the_count(root: Path) -> None:
     st = _cli(root, "status")
     assert st.returncode == 0, st.stderr
     assert "eligible for sampling: 12,345" in st.stdout
+    assert re.search(r"│ T-shirt/top +│ +1,235 │", st.stdout)  # the class table too
     assert "no near-duplicate search has run on the 12,345 candidates" in st.stderr
     out = _cli(root, "sample", "--strategy", "class-balanced", "--per-class", "5",
                "--seed", "1")  # fmt: skip

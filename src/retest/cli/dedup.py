@@ -179,7 +179,7 @@ def dedup(
     print_table(
         ["item", "value"],
         [
-            (k_, escape(str(v)))
+            (k_, fmt_count(v) if type(v) is int else escape(str(v)))
             for k_, v in data.items()
             if k_
             not in ("report", "review_targets", "review_target_sources", "features")

@@ -281,10 +281,10 @@ def add(
         ["source", rep.name],
         ["kind", rep.kind],
         ["path", rep.path],
-        ["items", rep.total],
-        ["new candidates", rep.new],
-        ["exact duplicates", rep.duplicates],
-        ["unreadable (skipped)", len(rep.skipped)],
+        ["items", fmt_count(rep.total)],
+        ["new candidates", fmt_count(rep.new)],
+        ["exact duplicates", fmt_count(rep.duplicates)],
+        ["unreadable (skipped)", fmt_count(len(rep.skipped))],
     ]
     print_table(["ingest", "value"], rows, title=f"ingest {rep.job}")
     for s in rep.skipped[:20]:

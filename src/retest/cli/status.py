@@ -133,12 +133,12 @@ def status(
         return
     cols = ["class", "candidates", "annotated", "blacklisted", "near-dups",
             "unreviewed", "eligible", "sampled", "reviewed"]  # fmt: skip
+    keys = ("candidates", "annotated", "blacklisted", "near_duplicates",
+            "unreviewed", "eligible", "sampled", "reviewed")  # fmt: skip
     rows = [
-        [r["class"], r["candidates"], r["annotated"], r["blacklisted"],
-         r["near_duplicates"], r["unreviewed"], r["eligible"], r["sampled"],
-         r["reviewed"]]
+        [r["class"], *(fmt_count(r[k]) if type(r[k]) is int else r[k] for k in keys)]
         for r in data["classes"]
-    ]  # fmt: skip
+    ]
     title = f"{result.project} — revision {result.revision or '(none)'}"
     print_table(cols, rows, title=title)
     counts = result.eligibility["counts"]
