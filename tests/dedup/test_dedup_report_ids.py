@@ -77,6 +77,8 @@ def test_report_prints_whole_ids_that_paste_back(
     assert "thumbnails: reports/dedup/thumbs/ID.png" in out.stdout
     info = _cli(tmp_path, "status", "--candidate", shown[0])
     assert info.returncode == 0, info.stderr
+    first = info.stdout.splitlines()[0]  # id and verdict on one line, unwrapped
+    assert re.match(rf"{shown[0]} \(T-shirt/top, fm\): (eligible|excluded: )", first)
     # the nearest images of `status --candidate` are whole ids too
     near = re.findall(rf"\b{SHARED}[0-9a-f]*", info.stdout)
     assert near and set(near) <= set(ids), info.stdout

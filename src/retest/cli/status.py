@@ -69,7 +69,12 @@ def status(
             if info["eligible"]
             else "excluded: " + ", ".join(info["reasons"])
         )
-        console.print(f"{info['id']} ({info['class']}, {info['source']}): {state}")
+        console.print(
+            f"{info['id']} ({info['class']}, {info['source']}): {state}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # the whole id on one line, to copy
+        )
         console.print(
             f"  from {info['source']}: {info['source_ref']}"
             + (f" (keyword {info['keyword']})" if info.get("keyword") else ""),
@@ -88,7 +93,12 @@ def status(
                 soft_wrap=True,
             )
         if info["revisions"]:
-            console.print(f"  in revisions: {', '.join(info['revisions'])}")
+            console.print(
+                f"  in revisions: {', '.join(info['revisions'])}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     from retest.errors import StageError
     from retest.project import (
