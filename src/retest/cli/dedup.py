@@ -512,9 +512,10 @@ def _verdicts_from_file(
             _known_items(proj, cand, list(shown))
         n = record_review_file(proj, res, reviewer=who)
     console.print(
-        f"recorded {n} reviews by {who} from {path}: {res.pairs} pairs, "
-        f"{res.duplicates} duplicates; {len(res.undecided)} candidate reviews left "
-        "undecided (empty duplicate cells)",
+        f"recorded {fmt_count(n)} reviews by {who} from {path}: "
+        f"{fmt_count(res.pairs)} pairs, {fmt_count(res.duplicates)} duplicates; "
+        f"{fmt_count(len(res.undecided))} candidate reviews left undecided (empty "
+        "duplicate cells)",
         markup=False,
         soft_wrap=True,
         highlight=False,
