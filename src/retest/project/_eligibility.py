@@ -664,15 +664,17 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     from retest.models.reference_features import REFERENCE_EMBEDDER as DEFAULT_EMBEDDER
     from retest.project._neardup import AGAINST, metric_state
 
-    bad = []
-    for m in _metrics_run(project):
-        st = metric_state(project, m)
-        if st is not None and st.get("complete") is False:
-            bad.append((m, st))
+    states = {m: metric_state(project, m) or {} for m in _metrics_run(project)}
+    bad = [(m, st) for m, st in states.items() if st.get("complete") is False]
     if not bad:
         return None
     st = bad[0][1]
-    cmd = ["retest dedup", "--metrics", ",".join(m for m, _ in bad)]
+    # every metric of that run (one fingerprint): the same command resumes it
+    # from its checkpoint; fewer metrics change the fingerprint and redo them all
+    fp = st.get("fingerprint")
+    run = [m for m, s in states.items() if fp and s.get("fingerprint") == fp]
+    run = run or [m for m, _ in bad]
+    cmd = ["retest dedup", "--metrics", ",".join(run)]
     against = list(st.get("against") or AGAINST)
     if against != list(AGAINST):
         cmd += ["--against", ",".join(against)]
@@ -680,7 +682,7 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
         cmd += ["--k", str(st["k"])]
     if st.get("resize"):
         cmd += ["--resize", str(st["resize"])]
-    spec = next((s.get("embedder_spec") for m, s in bad if m == "features"), None)
+    spec = states["features"].get("embedder_spec") if "features" in run else None
     if spec and spec != DEFAULT_EMBEDDER:
         cmd += ["--embedder", str(spec)]
     return [m for m, _ in bad], " ".join(cmd)
