@@ -72,3 +72,15 @@ def test_a_large_revision_reports_grouped_counts(root: Path) -> None:
     assert ": 11,000 images, valid" in text
     assert "eligible candidates: 12,345" in text
     assert not _raw_counts(text), text
+
+
+def test_reference_add_says_its_counts_on_one_line(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    Project.init(tmp_path, name="r", classes_from="fashion-mnist").close()
+    out = _cli(tmp_path, "reference", "add", "fashion-mnist", str(fashion_mnist_dir),
+               "--split", "test")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    # not the narrow table's title, wrapped over three lines
+    assert "reference test: 10,000 images (10,000 new), 0 with keyword\n" in out.stdout
+    assert re.search(r"│ Ankle boot +│ +1,000 │", out.stdout)

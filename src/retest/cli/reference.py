@@ -68,7 +68,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Register one split of the original dataset (pixels, labels, keywords if known)."""
-    from retest.cli._console import print_json, print_table, progress_bar
+    from retest.cli._console import console, print_json, print_table, progress_bar
     from retest.project import Project
     from retest.stages.reference import register_reference
 
@@ -83,12 +83,16 @@ def add(
     if as_json:
         print_json(rep.to_json())
         return
-    rows = [[c, n] for c, n in rep.class_counts.items()]
-    title = (
+    rows = [[c, fmt_count(n)] for c, n in rep.class_counts.items()]
+    print_table(["class", "images"], rows, title=f"reference {rep.split}")
+    # a line, not the title: a title wraps to the width of this narrow table
+    console.print(
         f"reference {rep.split}: {fmt_count(rep.n)} images ({fmt_count(rep.new)} "
-        f"new), {fmt_count(rep.with_keyword)} with keyword"
+        f"new), {fmt_count(rep.with_keyword)} with keyword",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
-    print_table(["class", "images"], rows, title=title)
 
 
 @reference_app.command("keywords")
