@@ -61,6 +61,10 @@ def test_status_and_sample_refusal_group_the_count(root: Path) -> None:
         "error: no near-duplicate search has run on the 12,345 candidates;"
     ), out.stderr
     assert not _raw_counts(out.stderr)
+    check = _cli(root, "check")
+    assert check.returncode == 0, check.stdout
+    assert "candidates 12,345, " in " ".join(check.stdout.split())  # wrapped at 80
+    assert not _raw_counts(check.stdout), check.stdout
 
 
 def test_a_large_revision_reports_grouped_counts(root: Path) -> None:
