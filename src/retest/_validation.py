@@ -41,6 +41,7 @@ __all__ = [
     "check_topk",
     "check_writable",
     "decode_utf8",
+    "fmt_count",
     "looks_one_based",
     "one_based_message",
 ]
@@ -606,6 +607,15 @@ def describe(value: Any) -> str:
     """Short repr for messages."""
     r = repr(value)
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def fmt_count(n: int) -> str:
+    """A count as every message shows it: thousands grouped by commas.
+
+    >>> fmt_count(10_000_000), fmt_count(999)
+    ('10,000,000', '999')
+    """
+    return f"{n:,}"
 
 
 def check_image_batch(images: ArrayLike, name: str) -> NDArray[Any]:

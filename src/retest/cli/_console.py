@@ -71,7 +71,7 @@ def print_table(
 ) -> None:
     table = Table(title=title, show_lines=False)
     # the first column names things (revisions, classes, ids): never cut it
-    first = max((len(str(r[0])) for r in rows if r), default=0)
+    first = max((len(x) for r in rows if r for x in str(r[0]).splitlines()), default=0)
     for i, c in enumerate(columns):
         if i == 0:
             table.add_column(c, justify="left", min_width=min(first, 72))

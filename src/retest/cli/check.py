@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt
 
 __all__ = ["register"]
@@ -38,7 +39,7 @@ def check(
     else:
         if rep.problems:
             rows = [
-                [p.kind, p.count, "yes" if p.repaired else "no", p.detail]
+                [p.kind, fmt_count(p.count), "yes" if p.repaired else "no", p.detail]
                 for p in rep.problems
             ]
             print_table(
@@ -48,7 +49,9 @@ def check(
             )
         for note in rep.notes:
             console.print(f"note: {note}")
-        stats = ", ".join(f"{k} {v}" for k, v in rep.stats.items())
+        stats = ", ".join(
+            f"{k} {fmt_count(v) if type(v) is int else v}" for k, v in rep.stats.items()
+        )
         n = len(rep.problems)
         verdict = "ok" if rep.ok else f"{n} problem{'s' * (n != 1)} found"
         console.print(f"{verdict} (checked: {stats})" if stats else verdict)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt, output_option, seed_option
 from retest.errors import ConfigError, InputValidationError
 
@@ -174,7 +175,7 @@ def tasks_cmd(
     if batch.for_originals:
         notes.append(f"{batch.for_originals} of them to show more originals")
     console.print(
-        f"{len(rows)} tasks {'would be created' if dry_run else 'created'}"
+        f"{fmt_count(len(rows))} tasks {'would be created' if dry_run else 'created'}"
         + (f" ({'; '.join(notes)})" if notes else ""),
         markup=False,
     )
@@ -190,9 +191,11 @@ def tasks_cmd(
         )
     n_out = sum(batch.left_out.values())
     if n_out:
-        why = ", ".join(f"{n} {_COPY_KINDS[r]}" for r, n in batch.left_out.items())
+        why = ", ".join(
+            f"{fmt_count(n)} {_COPY_KINDS[r]}" for r, n in batch.left_out.items()
+        )
         console.print(
-            f"left out {n_out} candidates already excluded as copies of original "
+            f"left out {fmt_count(n_out)} candidates already excluded as copies of original "
             f"images ({why}; `retest status` counts them per class, "
             "--include-copies gives them tasks)",
             markup=False,
@@ -201,7 +204,7 @@ def tasks_cmd(
     old = set(waiting.values()) - {r.id for r in rows}
     if old:
         console.print(
-            f"{len(old)} earlier tasks still await answers; their candidates got no "
+            f"{fmt_count(len(old))} earlier tasks still await answers; their candidates got no "
             "new task (`retest crowd export` writes the tasks not exported yet).",
             markup=False,
             soft_wrap=True,
@@ -368,7 +371,7 @@ def export_cmd(
             base_url=base_url,
             image_bytes=jpeg,
         )
-    console.print(f"{len(tasks)} tasks", markup=False)
+    console.print(f"{fmt_count(len(tasks))} tasks", markup=False)
     for k, v in files.items():
         console.print(f"{k}: {v}", markup=False, soft_wrap=True)
 
@@ -427,9 +430,11 @@ def import_cmd(
         return
     out = console.print
     out(
-        f"{results}: {res.rows} data rows: {res.assignments} new assignments "
-        f"({res.events} events), {len(res.status_changes)} status changes, "
-        f"{res.unchanged} unchanged, {len(res.rejected_rows)} rejected",
+        f"{results}: {fmt_count(res.rows)} data rows: {fmt_count(res.assignments)} "
+        f"new assignments ({fmt_count(res.events)} events), "
+        f"{fmt_count(len(res.status_changes))} status changes, "
+        f"{fmt_count(res.unchanged)} unchanged, "
+        f"{fmt_count(len(res.rejected_rows))} rejected",
         markup=False,
         soft_wrap=True,
     )

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import (
     JsonOpt,
     ProjectOpt,
@@ -178,7 +179,7 @@ def dedup(
     print_table(
         ["item", "value"],
         [
-            (k_, escape(str(v)))
+            (k_, fmt_count(v) if type(v) is int else escape(str(v)))
             for k_, v in data.items()
             if k_
             not in ("report", "review_targets", "review_target_sources", "features")
@@ -192,14 +193,14 @@ def dedup(
     )
     shown = 10  # per metric; the contact sheet and --json have them all
     for m, r in (rep or {}).items():
+        # whole ids, one a line (as `dedup-queue` and `review` print them): a
+        # prefix could match several candidates later and would not paste back
         print_table(
-            ["candidate", "reference", "distance", "thumbnails"],
+            ["candidate / reference", "distance"],
             [
                 (
-                    p["candidate"][:16],
-                    p["reference"] if ":" in p["reference"] else p["reference"][:16],
+                    escape(f"{p['candidate']}\n{p['reference']}"),
                     f"{max(p['distance'], 0.0):.6g}",
-                    escape(f"{p['candidate_thumb']} {p['reference_thumb']}"),
                 )
                 for p in r["pairs"][:shown]
             ],
@@ -207,11 +208,22 @@ def dedup(
         )
         if len(r["pairs"]) > shown:
             console.print(
-                f"… {len(r['pairs']) - shown} more {m} pairs on the contact sheet "
-                "and in --json",
+                f"… {fmt_count(len(r['pairs']) - shown)} more {m} pairs on the "
+                "contact sheet and in --json",
                 markup=False,
                 highlight=False,
             )
+    thumb = next(
+        (p["candidate_thumb"] for r in (rep or {}).values() for p in r["pairs"]), ""
+    )
+    if thumb:
+        console.print(
+            f"thumbnails: {Path(thumb).parent / 'ID.png'} (an original's: "
+            "SPLIT_INDEX.png)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     with Project.open(project) as proj:
         from retest.cli.sample import _exclusion_line
         from retest.project import candidate_eligibility, eligibility_summary
@@ -317,7 +329,8 @@ def dedup_queue(
                 class_of[i.candidate_id] = "" if cid is None else names[cid]
             n = write_review_file(csv_out, items, class_of, overwrite=overwrite)
             console.print(
-                f"wrote {n} pairs of {len(items)} candidate reviews to {csv_out}; "
+                f"wrote {fmt_count(n)} pairs of {fmt_count(len(items))} candidate reviews "
+                f"to {csv_out}; "
                 "fill the duplicate column with yes/no, then `retest dedup-verdict "
                 f"--from {csv_out} --who NAME`",
                 markup=False,
@@ -499,9 +512,10 @@ def _verdicts_from_file(
             _known_items(proj, cand, list(shown))
         n = record_review_file(proj, res, reviewer=who)
     console.print(
-        f"recorded {n} reviews by {who} from {path}: {res.pairs} pairs, "
-        f"{res.duplicates} duplicates; {len(res.undecided)} candidate reviews left "
-        "undecided (empty duplicate cells)",
+        f"recorded {fmt_count(n)} reviews by {who} from {path}: "
+        f"{fmt_count(res.pairs)} pairs, {fmt_count(res.duplicates)} duplicates; "
+        f"{fmt_count(len(res.undecided))} candidate reviews left undecided (empty "
+        "duplicate cells)",
         markup=False,
         soft_wrap=True,
         highlight=False,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest._validation import check_batch_size
+from retest._validation import check_batch_size, fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt, name_option, output_option
 
 __all__ = ["register"]
@@ -95,8 +95,8 @@ def export(
         )
     else:
         console.print(
-            f"Exported {res.n_images} images of {revision!r} as {res.format} to "
-            f"{res.out} ({len(res.files)} files, manifest.json)"
+            f"Exported {fmt_count(res.n_images)} images of {revision!r} as {res.format} to "
+            f"{res.out} ({fmt_count(len(res.files))} files, manifest.json)"
         )
     if res.cleaned and not as_json:
         print_warning(

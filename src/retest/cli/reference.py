@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from retest._validation import check_input_path
+from retest._validation import check_input_path, fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
@@ -68,7 +68,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Register one split of the original dataset (pixels, labels, keywords if known)."""
-    from retest.cli._console import print_json, print_table, progress_bar
+    from retest.cli._console import console, print_json, print_table, progress_bar
     from retest.project import Project
     from retest.stages.reference import register_reference
 
@@ -83,9 +83,16 @@ def add(
     if as_json:
         print_json(rep.to_json())
         return
-    rows = [[c, n] for c, n in rep.class_counts.items()]
-    title = f"reference {rep.split}: {rep.n} images ({rep.new} new), {rep.with_keyword} with keyword"
-    print_table(["class", "images"], rows, title=title)
+    rows = [[c, fmt_count(n)] for c, n in rep.class_counts.items()]
+    print_table(["class", "images"], rows, title=f"reference {rep.split}")
+    # a line, not the title: a title wraps to the width of this narrow table
+    console.print(
+        f"reference {rep.split}: {fmt_count(rep.n)} images ({fmt_count(rep.new)} "
+        f"new), {fmt_count(rep.with_keyword)} with keyword",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @reference_app.command("keywords")
@@ -120,7 +127,10 @@ def keywords(
         print_json(rep.to_json())
         return
     rows = [[c, sum(h.values()), len(h)] for c, h in rep.histogram.items()]
-    title = f"{rep.matched}/{rep.n_reference} reference images matched ({rep.scanned} scanned)"
+    title = (
+        f"{fmt_count(rep.matched)}/{fmt_count(rep.n_reference)} reference images "
+        f"matched ({fmt_count(rep.scanned)} scanned)"
+    )
     print_table(["class", "images with keyword", "keywords"], rows, title=title)
 
 
@@ -148,7 +158,9 @@ def show(
         best = sorted(h.items(), key=lambda kv: kv[1], reverse=True)[:top]
         rows.append([cls, sum(h.values()), ", ".join(f"{k} {v}" for k, v in best)])
     print_table(
-        ["class", "images", f"top {top} keywords"], rows, title=f"{n} reference images"
+        ["class", "images", f"top {top} keywords"],
+        rows,
+        title=f"{fmt_count(n)} reference images",
     )
 
 

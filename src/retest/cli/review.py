@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt, name_option
 
 review_app = typer.Typer(
@@ -73,7 +74,8 @@ def queue_label_errors_cmd(
         print_json({"queued": new, "in_queue": len(queue), "pending": pending})
     else:
         console.print(
-            f"{new} new items queued; {pending} of {len(queue)} pending review "
+            f"{fmt_count(new)} new items queued; {fmt_count(pending)} of "
+            f"{fmt_count(len(queue))} pending review "
             "(web app: /label-errors)"
         )
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import (
     CompatOpt,
     JsonOpt,
@@ -285,7 +286,7 @@ def sample(
     if not out.written:
         state += ", not written (--keep-invalid writes it)"
     console.print(
-        f"{label}: {len(result.members)} images, {state}"
+        f"{label}: {fmt_count(len(result.members))} images, {state}"
         + (f", from {rev.parent}" if rev.parent else "")
         + (
             f"; review carried over for {len(out.reviews_carried)} classes"
@@ -329,8 +330,8 @@ def _shortfall_text(s: Any) -> str:
     had = dict(s.detail).get("eligible")
     parts = ", ".join(f"{k} {n}" for k, n in s.detail if k != "eligible")
     return (
-        f"{s.got} of {s.needed} images ({s.reason.replace('_', ' ')}"
-        + (f": {had} eligible" if had is not None else "")
+        f"{fmt_count(s.got)} of {fmt_count(s.needed)} images ({s.reason.replace('_', ' ')}"
+        + (f": {fmt_count(had)} eligible" if had is not None else "")
         + (f"; missing {parts}" if parts else "")
         + ")"
     )
@@ -339,13 +340,16 @@ def _shortfall_text(s: Any) -> str:
 def _exclusion_line(summary: dict[str, Any]) -> str:
     counts = summary["counts"]
     parts = [
-        f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v and k != "eligible"
+        f"{fmt_count(v)} {k.replace('_', ' ')}"
+        for k, v in counts.items()
+        if v and k != "eligible"
     ]
-    line = f"eligible candidates: {counts['eligible']}"
+    line = f"eligible candidates: {fmt_count(counts['eligible'])}"
     if parts:
         line += "; excluded: " + ", ".join(parts)
     if summary["unreviewed_included"]:
-        line += f" ({summary['unreviewed_included']} unreviewed let in by --include-unreviewed)"
+        n_in = fmt_count(summary["unreviewed_included"])
+        line += f" ({n_in} unreviewed let in by --include-unreviewed)"
     elif counts.get("unreviewed"):
         line += " (review them with `retest dedup-queue`, or --include-unreviewed)"
     return line

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from retest._validation import check_input_path
+from retest._validation import check_input_path, fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt, batch_size_option, name_option
 from retest.errors import ConfigError, UnknownNameError
 from retest.registry import close_matches
@@ -270,8 +270,9 @@ def add(
     if rep.already_ingested:
         console.print(
             f"already ingested: job {rep.job} (source {rep.name!r}, {rep.kind} "
-            f"{rep.path}); 0 new this run. Earlier: {rep.total} items, {rep.new} new "
-            f"candidates, {rep.duplicates} exact duplicates, {len(rep.skipped)} "
+            f"{rep.path}); 0 new this run. Earlier: {fmt_count(rep.total)} items, "
+            f"{fmt_count(rep.new)} new candidates, {fmt_count(rep.duplicates)} exact "
+            f"duplicates, {fmt_count(len(rep.skipped))} "
             "unreadable.",
             soft_wrap=True,
         )
@@ -280,10 +281,10 @@ def add(
         ["source", rep.name],
         ["kind", rep.kind],
         ["path", rep.path],
-        ["items", rep.total],
-        ["new candidates", rep.new],
-        ["exact duplicates", rep.duplicates],
-        ["unreadable (skipped)", len(rep.skipped)],
+        ["items", fmt_count(rep.total)],
+        ["new candidates", fmt_count(rep.new)],
+        ["exact duplicates", fmt_count(rep.duplicates)],
+        ["unreadable (skipped)", fmt_count(len(rep.skipped))],
     ]
     print_table(["ingest", "value"], rows, title=f"ingest {rep.job}")
     for s in rep.skipped[:20]:

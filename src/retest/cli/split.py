@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt, output_option, seed_option
 from retest.errors import ConfigError
 
@@ -122,10 +123,11 @@ def split(
         print_table(
             ["class", "train", "test", "overlap"],
             rows,
-            title=f"{res.source}: {res.n_pool} images, seed {seed}",
+            title=f"{res.source}: {fmt_count(res.n_pool)} images, seed {seed}",
         )
         typer.echo(
-            f"wrote {len(res.train)} train and {len(res.test)} test ids to {res.path}"
+            f"wrote {fmt_count(len(res.train))} train and {fmt_count(len(res.test))} "
+            f"test ids to {res.path}"
         )
     if not res.result.is_valid:
         from retest.cli._console import print_error

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from retest._validation import fmt_count
 from retest.cli._options import JsonOpt, ProjectOpt
 
 __all__ = ["register"]
@@ -68,7 +69,12 @@ def status(
             if info["eligible"]
             else "excluded: " + ", ".join(info["reasons"])
         )
-        console.print(f"{info['id']} ({info['class']}, {info['source']}): {state}")
+        console.print(
+            f"{info['id']} ({info['class']}, {info['source']}): {state}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # the whole id on one line, to copy
+        )
         console.print(
             f"  from {info['source']}: {info['source_ref']}"
             + (f" (keyword {info['keyword']})" if info.get("keyword") else ""),
@@ -77,17 +83,29 @@ def status(
             soft_wrap=True,
         )
         for metric, near in info["nearest"].items():
-            first = ", ".join(
-                f"{n['reference'] if ':' in n['reference'] else n['reference'][:16]} "
-                f"{max(n['distance'], 0.0):.4g}"
-                for n in near[:3]
+            first = ", ".join(  # whole ids: each pastes back into --candidate
+                f"{n['reference']} {max(n['distance'], 0.0):.4g}" for n in near[:3]
             )
-            console.print(f"  nearest by {metric}: {first}")
+            console.print(
+                f"  nearest by {metric}: {first}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if info["revisions"]:
-            console.print(f"  in revisions: {', '.join(info['revisions'])}")
+            console.print(
+                f"  in revisions: {', '.join(info['revisions'])}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     from retest.errors import StageError
-    from retest.project import candidate_eligibility, check_fresh
+    from retest.project import (
+        candidate_eligibility,
+        check_fresh,
+        missing_index_problem,
+    )
     from retest.stages.sample import class_feasibility
 
     with Project.open(project_dir) as project:
@@ -106,6 +124,7 @@ def status(
             stale = None
         except StageError as err:
             stale = str(err)
+        indexes = missing_index_problem(project)
         rev_stats = None
         if revision is not None:  # revision statistics (docs/algorithms.md#revisions)
             from retest.cli.sample import revision_statistics_data
@@ -114,6 +133,7 @@ def status(
     data = {
         **result.to_dict(),
         "stale": stale,
+        "missing_indexes": indexes,
         "feasibility": [f.to_dict() for f in feasible],
     }
     if rev_stats is not None:
@@ -123,20 +143,22 @@ def status(
         return
     cols = ["class", "candidates", "annotated", "blacklisted", "near-dups",
             "unreviewed", "eligible", "sampled", "reviewed"]  # fmt: skip
+    keys = ("candidates", "annotated", "blacklisted", "near_duplicates",
+            "unreviewed", "eligible", "sampled", "reviewed")  # fmt: skip
     rows = [
-        [r["class"], r["candidates"], r["annotated"], r["blacklisted"],
-         r["near_duplicates"], r["unreviewed"], r["eligible"], r["sampled"],
-         r["reviewed"]]
+        [r["class"], *(fmt_count(r[k]) if type(r[k]) is int else r[k] for k in keys)]
         for r in data["classes"]
-    ]  # fmt: skip
+    ]
     title = f"{result.project} — revision {result.revision or '(none)'}"
     print_table(cols, rows, title=title)
     counts = result.eligibility["counts"]
     why = ", ".join(
-        f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v and k != "eligible"
+        f"{fmt_count(v)} {k.replace('_', ' ')}"
+        for k, v in counts.items()
+        if v and k != "eligible"
     )
     console.print(
-        f"eligible for sampling: {counts['eligible']}"
+        f"eligible for sampling: {fmt_count(counts['eligible'])}"
         + (f"; excluded: {why}" if why else "")
     )
     from retest.cli._feasibility import print_feasibility
@@ -146,6 +168,8 @@ def status(
 
     if stale:
         print_warning(f"`retest sample` would refuse: {stale}")
+    if indexes:
+        print_warning(f"{indexes}.")
     heavy = result.eligibility.get("heavy_automatic_losses") or {}
     if heavy:
         shown = ", ".join(f"{k} {v:.0%}" for k, v in list(heavy.items())[:5])

@@ -116,6 +116,15 @@ def cluster_client(
         )
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be a positive integer. Got {workers}.")
+    cores = available_cpus()
+    if workers is not None and workers > cores:
+        # each worker is a process with its share of the memory: 200 workers on
+        # 2 cores run no faster and each gets 1/200 of the memory
+        raise ConfigError(
+            f"a local cluster of {workers} workers: this machine gives retest "
+            f"{cores} cores; pass at most {cores} workers, or start a Dask cluster "
+            "on more machines and pass its scheduler with --cluster."
+        )
     if address is not None:
         check_cluster_address(address)
         if os.path.isfile(address):

@@ -42,6 +42,7 @@ from retest.project._ids import MIN_PREFIX, resolve_candidate, resolve_item
 from retest.project._ingest_runs import (
     INGEST_STAGE,
     interrupted_ingests,
+    missing_index_problem,
     resume_command,
     unfinished_ingest_problem,
 )
@@ -175,6 +176,7 @@ __all__ = [
     "load_suspects",
     "metric_state",
     "metrics_run",
+    "missing_index_problem",
     "new_link",
     "open_project",
     "pending_reviews",

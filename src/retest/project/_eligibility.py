@@ -55,6 +55,7 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from retest._validation import fmt_count
 from retest.dedup.rules import (
     DedupCandidate,
     Resolution,
@@ -637,9 +638,9 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
     if not _metrics_run(project):
         if require_dedup:
             raise StageError(
-                f"no near-duplicate search has run on the {n_cand} candidates; run "
-                "`retest dedup` first (or pass --no-dedup for a draft that is not "
-                "checked against the originals)."
+                f"no near-duplicate search has run on the {fmt_count(n_cand)} "
+                "candidates; run `retest dedup` first (or pass --no-dedup for a "
+                "draft that is not checked against the originals)."
             )
         return
     interrupted_dedup = _interrupted_dedup(project)
@@ -652,8 +653,8 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
     stale = stale_candidates(project)
     if stale:
         raise StageError(
-            f"{len(stale)} candidates were added after the last dedup run (e.g. "
-            f"{stale[0][:12]}); run `retest dedup` again before sampling."
+            f"{fmt_count(len(stale))} candidates were added after the last dedup "
+            f"run (e.g. {stale[0]}); run `retest dedup` again before sampling."
         )
 
 
@@ -663,15 +664,17 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     from retest.models.reference_features import REFERENCE_EMBEDDER as DEFAULT_EMBEDDER
     from retest.project._neardup import AGAINST, metric_state
 
-    bad = []
-    for m in _metrics_run(project):
-        st = metric_state(project, m)
-        if st is not None and st.get("complete") is False:
-            bad.append((m, st))
+    states = {m: metric_state(project, m) or {} for m in _metrics_run(project)}
+    bad = [(m, st) for m, st in states.items() if st.get("complete") is False]
     if not bad:
         return None
     st = bad[0][1]
-    cmd = ["retest dedup", "--metrics", ",".join(m for m, _ in bad)]
+    # every metric of that run (one fingerprint): the same command resumes it
+    # from its checkpoint; fewer metrics change the fingerprint and redo them all
+    fp = st.get("fingerprint")
+    run = [m for m, s in states.items() if fp and s.get("fingerprint") == fp]
+    run = run or [m for m, _ in bad]
+    cmd = ["retest dedup", "--metrics", ",".join(run)]
     against = list(st.get("against") or AGAINST)
     if against != list(AGAINST):
         cmd += ["--against", ",".join(against)]
@@ -679,7 +682,7 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
         cmd += ["--k", str(st["k"])]
     if st.get("resize"):
         cmd += ["--resize", str(st["resize"])]
-    spec = next((s.get("embedder_spec") for m, s in bad if m == "features"), None)
+    spec = states["features"].get("embedder_spec") if "features" in run else None
     if spec and spec != DEFAULT_EMBEDDER:
         cmd += ["--embedder", str(spec)]
     return [m for m, _ in bad], " ".join(cmd)

@@ -19,6 +19,7 @@ from retest.store.artifacts import writers_lock
 __all__ = [
     "INGEST_STAGE",
     "interrupted_ingests",
+    "missing_index_problem",
     "resume_command",
     "unfinished_ingest_problem",
 ]
@@ -139,3 +140,24 @@ def unfinished_ingest_problem(project: Project) -> str | None:
         )
     state = "was interrupted" if running is False else "was interrupted or still runs"
     return f"an ingest {state} ({n} unfinished); finish it first: `{pending[0]}`"
+
+
+def missing_index_problem(project: Project, *, alone: bool = False) -> str | None:
+    """One line when a killed ingest left indexes of the candidates dropped
+    (:meth:`~retest.store.base.CandidateRepo.defer_indexes`) and no ingest runs
+    now to rebuild them, with the command that does; else None. ``alone``: the
+    caller holds the writers' lock exclusively (no ingest can run).
+
+    Answers stay right without them, only keyword queries are slower, so this is
+    a notice, not a refusal. ``retest check --repair`` rebuilds them, and so does
+    the end of every ingest.
+    """
+    missing = project.store.candidates.missing_indexes()
+    if not missing or (not alone and _ingest_running(project)):
+        return None
+    return (
+        f"the candidates' index {', '.join(missing)} is missing (an ingest was "
+        "stopped before it rebuilt it): answers are right, keyword queries "
+        "slower; rebuild it with `retest check --repair --project "
+        f"{shlex.quote(str(project.root))}`"
+    )

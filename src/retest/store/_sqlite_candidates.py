@@ -344,6 +344,19 @@ class _Candidates(_Repo, CandidateRepo):
             for name, on in _DEFERRABLE.items():
                 c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {on}")
 
+    def missing_indexes(self) -> builtins.list[str]:
+        def run(c: Any) -> builtins.list[str]:
+            there = {
+                r[0]
+                for r in c.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND "
+                    "tbl_name = 'candidates'"
+                )
+            }
+            return [n for n in _DEFERRABLE if n not in there]
+
+        return self._db.read(run)
+
     def existing_mark(self, item_ids: Iterable[str]) -> tuple[set[str], int | None]:
         ids = builtins.list(item_ids)
         return self._existing(ids, mark=True)

@@ -392,6 +392,11 @@ class CandidateRepo(ABC):
         even a killed one's); nothing when they are there."""
         return None
 
+    def missing_indexes(self) -> list[str]:
+        """Names of the indexes :meth:`defer_indexes` dropped that are not back
+        yet: a job is running, or one was killed before :meth:`restore_indexes`."""
+        return []
+
     def update_id_orders(self) -> None:
         """Bring a derived cache of :meth:`id_orders` up to date after candidates
         were added, so its next reader finds it ready; ``OSError`` when it cannot

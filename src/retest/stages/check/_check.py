@@ -18,13 +18,16 @@ to say which pixels are in use):
 4. leftovers: export staging folders (``.<name>.tmp-<pid>`` / ``.old-<pid>``) and
    atomic-write temp files (``.<name>.<pid>.<random>.tmp``) of processes that no
    longer run, older temp files without a pid once they are an hour old;
-5. ingest jobs that started but did not complete.
+5. ingest jobs that started but did not complete;
+6. indexes of the candidates that a killed bulk ingest dropped and did not
+   rebuild (answers stay right, keyword queries are slower).
 
 ``repair=True`` gives orphans back (:meth:`PixelArray.release`), deletes orphan
 files and dead processes' leftovers, and truncates uncommitted bytes. It holds the
 writers lock exclusively (no ingest can be between an append and its insert) and
 never touches a row or file something points at; damaged pixels or a damaged
-database are reported, not repaired (restore a backup or re-ingest).
+database are reported, not repaired (restore a backup or re-ingest). It also
+rebuilds the dropped indexes.
 """
 
 from __future__ import annotations
@@ -458,6 +461,20 @@ def _check_leftovers(project: Any, rep: CheckReport, repair: bool) -> None:
 # ----------------------------------------------------------------- main
 
 
+def _check_indexes(project: Any, rep: CheckReport, repair: bool) -> None:
+    """Indexes a killed bulk ingest dropped (``defer_indexes``) and never rebuilt;
+    the caller holds the writers' lock exclusively."""
+    from retest.project import missing_index_problem
+
+    problem = missing_index_problem(project, alone=True)
+    if problem is None:
+        return
+    p = rep.add("indexes", f"{problem}.")
+    if repair:
+        project.store.candidates.restore_indexes()
+        p.repaired = not project.store.candidates.missing_indexes()
+
+
 def _find_root(start: Path) -> Path | None:
     for d in (start, *start.parents):
         if (d / CONFIG_NAME).is_file():
@@ -543,6 +560,8 @@ def check_project(
             _check_files(project.store, found, rep, fix)
             _check_array_strays(project.store, found, rep)
             _check_leftovers(project, rep, repair)
+            if alone:  # while an ingest runs, its indexes are missing by design
+                _check_indexes(project, rep, repair)
         for cmd in interrupted_ingests(project):
             rep.add(
                 "interrupted_ingest",

@@ -163,6 +163,12 @@ def _check_options(
     parse_embedder_spec(embedder)
 
 
+def _chunk_key(metric: str, chunk_size: int, n: int) -> str:
+    """The checkpoint key of chunk ``n``: with its size, so a run resumed with
+    another ``--chunk-size`` never skips candidates an earlier chunk did not hold."""
+    return f"{metric}:{chunk_size}:{n:06d}"
+
+
 def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
     """The run's inputs fingerprint: parameters, candidate and reference ids."""
     h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
@@ -400,7 +406,7 @@ def run_dedup(
         )
         shards: Any = None
         for n, c0 in enumerate(chunks):
-            key = f"{metric}:{n:06d}"
+            key = _chunk_key(metric, chunk_size, n)
             if key in done:
                 skipped += 1
                 continue
@@ -422,7 +428,8 @@ def run_dedup(
                 q, r = space.queries, space.references
                 if client is not None and shards is None:
                     todo = sum(
-                        f"{metric}:{i:06d}" not in done for i in range(len(chunks))
+                        _chunk_key(metric, chunk_size, i) not in done
+                        for i in range(len(chunks))
                     )
                     shards = ClusterReferences(
                         client,

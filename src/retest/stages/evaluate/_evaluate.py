@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from retest._output import RULES, check_output, claim_output_dir
+from retest._parallel import available_cpus
 from retest._progress import ProgressCallback, report
 from retest._validation import check_applies, check_choice
 from retest.cluster import cluster_client
@@ -159,7 +160,7 @@ def _check_result(
 @contextmanager
 def _client(cluster: Any, workers: int | None) -> Iterator[Any]:
     """A Dask client: a ``Client`` is used as is; ``"local"`` or ``None`` starts a
-    LocalCluster on 127.0.0.1 with ``workers`` workers (default 2); another
+    LocalCluster on 127.0.0.1 with ``workers`` workers (default 2, or 1 on one core); another
     string is a scheduler address (see :func:`retest.cluster._dask.cluster_client`)."""
     from dask.distributed import Client
 
@@ -167,7 +168,7 @@ def _client(cluster: Any, workers: int | None) -> Iterator[Any]:
         yield cluster
         return
     if cluster is None or cluster == "local":
-        with cluster_client(None, workers or 2) as client:
+        with cluster_client(None, workers or min(2, available_cpus())) as client:
             yield client
         return
     if not isinstance(cluster, str):
