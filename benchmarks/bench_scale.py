@@ -25,7 +25,7 @@ Usage::
         [--reuse] [--queries status,eligibility,sample] [--baseline-src DIR]
         (--queries '' runs the ingest only)
     python3 benchmarks/bench_scale.py dedup [--n 1048576] [--d 4096] [--q 256]
-        [--dtype float16] [--dir D] [--keep]
+        [--dtype float16] [--dir D] [--keep] [--paired]
 
 Results go to ``benchmarks/results/scale_<part>.json`` (``scale_queries.json``
 with ``--reuse``) and a table on stdout.
@@ -403,6 +403,64 @@ def _gemm_rates(d: int, q: int, m: int) -> dict[str, Any]:
     return {"1": g1, "2": g2, "load": _load()}
 
 
+def _gemm_on_worker(q: int, d: int, m: int, flop: float) -> float:
+    """Runs on a worker: float32 GEMMs of the task's shape worth ``flop``, one
+    thread; their wall seconds (timed inside the task: no Dask overhead)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((q, d), dtype=np.float32)
+    b = rng.standard_normal((d, m), dtype=np.float32)
+    reps = max(1, round(flop / (2.0 * q * d * m)))
+    with threadpool_limits(1):
+        a @ b
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        wall = time.perf_counter() - t
+    return wall * flop / (2.0 * q * d * m * reps)
+
+
+def _paired(shards: Any, client: Any, q: Any, d: int, m: int) -> dict[str, Any]:
+    """Each shard task of the job, one at a time on the single worker, next to
+    GEMMs of the same FLOP on that worker: the core's rate measured within a
+    second of each task, so the VM's clock swings (sustained one-thread GEMM
+    65-80 GFLOP/s minutes apart here) cancel in each pair. The task's time is
+    the client's round trip (Dask's overhead included), the GEMM's its own."""
+    from retest.cluster._dask import _shard_task
+    from retest.dedup.knn import DEFAULT_MEMORY_BUDGET
+
+    q_fut = client.scatter(q, broadcast=True, hash=False)
+    ratios, tasks, gemms = [], [], []
+    for i in range(shards.n_shards):
+        lo, hi = int(shards.bounds[i]), int(shards.bounds[i + 1])
+        flop = 2.0 * q.shape[0] * (hi - lo) * d
+        g0 = client.submit(_gemm_on_worker, q.shape[0], d, m, flop / 2, pure=False)
+        g0 = g0.result()
+        t = time.perf_counter()
+        client.submit(_shard_task, q_fut, shards._source(i), lo, hi, 10, None,
+                      DEFAULT_MEMORY_BUDGET, "auto", shards.threads,
+                      pure=False).result()  # fmt: skip
+        task = time.perf_counter() - t
+        g1 = client.submit(_gemm_on_worker, q.shape[0], d, m, flop / 2, pure=False)
+        gemm = g0 + g1.result()  # half before, half after: the same FLOP
+        ratios.append(gemm / task)
+        tasks.append(task)
+        gemms.append(gemm)
+    r = np.array(ratios)
+    out = {
+        "ratio_median": float(np.median(r)),
+        "ratio_of_totals": float(sum(gemms) / sum(tasks)),
+        "ratio_quartiles": [float(x) for x in np.percentile(r, [25, 75])],
+        "task_s": tasks, "gemm_s": gemms, "load": _load(),
+    }  # fmt: skip
+    print(f"  paired, {len(r)} shard tasks each between one-thread GEMMs of the same "
+          f"FLOP on the worker: task rate / GEMM rate median {out['ratio_median']:.3f} "
+          f"(quartiles {out['ratio_quartiles'][0]:.3f}-{out['ratio_quartiles'][1]:.3f}), "
+          f"totals {out['ratio_of_totals']:.3f}  load {_load()}", flush=True)  # fmt: skip
+    return out
+
+
 def _engine() -> list[str]:
     """The GEMM engine this worker's kNN chose (``[]`` before the first call)."""
     from retest.dedup import knn as knn_module
@@ -475,6 +533,8 @@ def bench_dedup(args: argparse.Namespace) -> dict[str, Any]:
                 out = shards.knn(q, 10)
                 times.append(time.perf_counter() - t)
                 cpus.append(_workers_cpu(client) - c)
+            if workers == 1 and args.paired:
+                res["paired"] = _paired(shards, client, q, args.d, m)
             if ref_result is None:
                 ref_result = out
             same = bool(
@@ -550,6 +610,10 @@ def main() -> None:
         "project a --keep run left in --dir (no ingest)"
     )  # fmt: skip
     ap.add_argument("--check", action="store_true")
+    ap.add_argument(
+        "--paired", action="store_true", help="dedup: also time each shard task "
+        "of the 1-worker run between GEMMs of the same FLOP on that worker"
+    )  # fmt: skip
     ap.add_argument("--out")
     ap.add_argument(
         "--queries", help="store: which of status,eligibility,sample ('' = none: "
