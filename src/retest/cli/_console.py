@@ -66,19 +66,48 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+_WRAPPED = 24
+"""Table cells longer than this may wrap (see :func:`print_table`)."""
+
+
 def print_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
 ) -> None:
+    """A table whose every column shows on the console, piped output (80
+    columns) included. The first column names things (revisions, classes, ids)
+    and is never cut with an ellipsis: when it does not fit beside the others it
+    folds onto further lines, every character kept."""
+    cells = [[str(x) for x in r] for r in rows]
     table = Table(title=title, show_lines=False)
-    # the first column names things (revisions, classes, ids): never cut it
-    first = max((len(x) for r in rows if r for x in str(r[0]).splitlines()), default=0)
+    first = max((len(x) for r in cells if r for x in r[0].splitlines()), default=0)
+    # short columns (counts, names, distances) are kept whole on one line;
+    # longer text (messages) wraps within _WRAPPED characters
+    others = [
+        max([len(c), *(len(r[i]) for r in cells if len(r) > i)])
+        for i, c in enumerate(columns)
+        if i
+    ]
+    # each column has a space either side and a border after it, plus one before
+    room = console.width - 3 * len(columns) - 1 - sum(min(w, _WRAPPED) for w in others)
+    fits = first <= room
     for i, c in enumerate(columns):
         if i == 0:
-            table.add_column(c, justify="left", min_width=min(first, 72))
+            table.add_column(
+                c,
+                justify="left",
+                min_width=min(first, 72) if fits else max(room, 12),
+                overflow="fold",
+            )
         else:
-            table.add_column(c, justify="right")
-    for r in rows:
-        table.add_row(*(str(x) for x in r))
+            short = others[i - 1] <= _WRAPPED
+            table.add_column(
+                c,
+                justify="right",
+                no_wrap=short,
+                min_width=others[i - 1] if short else None,
+            )
+    for r in cells:
+        table.add_row(*r)
     console.print(table)
 
 
