@@ -44,3 +44,12 @@ def test_a_table_that_fits_keeps_one_line_per_row(narrow) -> None:
     _console.print_table(["class", "images"], [("Sandal", 6000), ("Bag", 6000)])
     lines = [x for x in narrow.export_text().splitlines() if "│" in x]
     assert len(lines) == 2  # one line per row
+
+
+def test_too_many_columns_still_show_the_first_whole(narrow) -> None:
+    # the counts alone are wider than 80 columns (as `status` at 80): the class
+    # names must not be squeezed away to make room for them
+    cols = ["class", *(f"column number {i}" for i in range(8))]
+    _console.print_table(cols, [("T-shirt/top", *range(8)), ("Ankle boot", *range(8))])
+    text = narrow.export_text()
+    assert "T-shirt/top" in text and "Ankle boot" in text

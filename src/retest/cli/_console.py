@@ -89,17 +89,15 @@ def print_table(
     ]
     # each column has a space either side and a border after it, plus one before
     room = console.width - 3 * len(columns) - 1 - sum(min(w, _WRAPPED) for w in others)
-    fits = first <= room
+    # the other columns whole, and the first beside them (folded if need be);
+    # when even the others alone are too wide, rich shares the width out
+    protect = room >= min(first, 12)
     for i, c in enumerate(columns):
         if i == 0:
-            table.add_column(
-                c,
-                justify="left",
-                min_width=min(first, 72) if fits else max(room, 12),
-                overflow="fold",
-            )
+            width = min(first, 72) if first <= room or not protect else room
+            table.add_column(c, justify="left", min_width=width, overflow="fold")
         else:
-            short = others[i - 1] <= _WRAPPED
+            short = protect and others[i - 1] <= _WRAPPED
             table.add_column(
                 c,
                 justify="right",
