@@ -75,35 +75,37 @@ def print_table(
 ) -> None:
     """A table whose every column shows on the console, piped output (80
     columns) included. The first column names things (revisions, classes, ids)
-    and is never cut with an ellipsis: when it does not fit beside the others it
-    folds onto further lines, every character kept."""
+    and is never cut with an ellipsis: it stays whole on one line if the other
+    columns fit beside it with their headers, else it folds onto further lines
+    (every character kept) beside the others whole."""
     cells = [[str(x) for x in r] for r in rows]
     table = Table(title=title, show_lines=False)
     first = max((len(x) for r in cells if r for x in r[0].splitlines()), default=0)
-    # short columns (counts, names, distances) are kept whole on one line;
-    # longer text (messages) wraps within _WRAPPED characters
-    others = [
-        max([len(c), *(len(r[i]) for r in cells if len(r) > i)])
+    # the other columns: whole (header and every cell), or at least their header
+    # (a longer cell then cut); long text (messages) wraps within _WRAPPED
+    whole = [
+        min(_WRAPPED, max([len(c), *(len(r[i]) for r in cells if len(r) > i)]))
         for i, c in enumerate(columns)
         if i
     ]
+    least = [min(_WRAPPED, len(c)) for c in columns[1:]]
     # each column has a space either side and a border after it, plus one before
-    room = console.width - 3 * len(columns) - 1 - sum(min(w, _WRAPPED) for w in others)
-    # the other columns whole, and the first beside them (folded if need be);
-    # when even the others alone are too wide, rich shares the width out
-    protect = room >= min(first, 12)
+    free = console.width - 3 * len(columns) - 1
+    if first + sum(whole) <= free:  # everything whole, one line per row
+        lead, others, cut = min(first, 72), whole, False
+    elif first + sum(least) <= free:  # the first whole; longer cells cut
+        lead, others, cut = min(first, 72), least, True
+    elif free - sum(whole) >= 12:  # the others whole; the first folds
+        lead, others, cut = free - sum(whole), whole, False
+    else:  # even the headers are too wide: rich shares the width out
+        lead, others, cut = min(first, 72), [0] * len(least), True
     for i, c in enumerate(columns):
         if i == 0:
-            width = min(first, 72) if first <= room or not protect else room
-            table.add_column(c, justify="left", min_width=width, overflow="fold")
+            table.add_column(c, justify="left", min_width=lead, overflow="fold")
         else:
-            short = protect and others[i - 1] <= _WRAPPED
-            table.add_column(
-                c,
-                justify="right",
-                no_wrap=short,
-                min_width=others[i - 1] if short else None,
-            )
+            w = others[i - 1]
+            short = bool(w) and not cut and w < _WRAPPED  # a message may wrap
+            table.add_column(c, justify="right", min_width=w or None, no_wrap=short)
     for r in cells:
         table.add_row(*r)
     console.print(table)
