@@ -8,10 +8,12 @@ executables first on PATH for the whole run to keep it that way.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["DASK", "DECOY_MESSAGE", "RETEST", "write_decoys"]
+__all__ = ["DASK", "DECOY_MESSAGE", "RETEST", "run_retest", "write_decoys"]
 
 #: ``retest`` of this checkout (``src/retest/__main__.py``).
 RETEST: tuple[str, ...] = (sys.executable, "-m", "retest")
@@ -28,3 +30,18 @@ def write_decoys(folder: Path) -> None:
         exe = folder / name
         exe.write_text(f'#!/bin/sh\necho "{DECOY_MESSAGE}" >&2\nexit 3\n')
         exe.chmod(0o755)
+
+
+def run_retest(
+    root: Path, *args: str, columns: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``retest ARGS --project ROOT`` of this checkout, output captured, never
+    raising on a non-zero exit; ``columns``: the terminal width it sees."""
+    env = {**os.environ, **({"COLUMNS": str(columns)} if columns else {})}
+    return subprocess.run(
+        [*RETEST, *args, "--project", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )

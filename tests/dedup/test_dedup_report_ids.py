@@ -4,15 +4,14 @@ named two candidates, or none, once printed)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 from dedup_helpers import brighter, fm_images  # type: ignore[import-not-found]
 
+from checkout_cli import run_retest
 from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
@@ -21,13 +20,7 @@ SHARED = "0123456789abcdef" * 2  # 32 characters every candidate id starts with
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "retest", *args, "--project", str(root)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "COLUMNS": "80"},  # a narrow terminal
-    )
+    return run_retest(root, *args, columns=80)  # a narrow terminal
 
 
 def _project(root: Path, fm: Path) -> tuple[Project, list[str]]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
 
+from checkout_cli import run_retest
 from retest.project import Project
 from retest.stages.dedup import run_dedup
 
@@ -21,12 +21,7 @@ EMBEDDER = "random-projection:16:3"
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "retest", *args, "--project", str(root)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_retest(root, *args)
 
 
 def test_the_named_command_resumes_instead_of_redoing(

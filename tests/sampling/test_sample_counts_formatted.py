@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from checkout_cli import run_retest
 from retest.project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import content_id
@@ -35,12 +35,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "retest", *args, "--project", str(root)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_retest(root, *args)
 
 
 def _raw_counts(lines: str) -> list[str]:
