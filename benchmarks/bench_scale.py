@@ -372,19 +372,8 @@ def _gemm_sustained(d: int, q: int, m: int, flop: float) -> dict[str, float]:
     the rate this core sustains for as long as the job runs. The best-of-5
     burst of :func:`_gemm_rate` is the core's peak; on a shared VM the two
     differ by up to ~20 % (clock and neighbours), so both are reported."""
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((q, d), dtype=np.float32)
-    b = rng.standard_normal((d, m), dtype=np.float32)
-    reps = max(1, round(flop / (2.0 * q * d * m)))
-    with threadpool_limits(1):
-        a @ b
-        t, p = time.perf_counter(), time.process_time()
-        for _ in range(reps):
-            a @ b
-        wall, cpu = time.perf_counter() - t, time.process_time() - p
-    done = 2.0 * q * d * m * reps / 1e9
+    wall, cpu, done = _gemm_stretch(q, d, m, flop)
+    done /= 1e9
     out = {"wall": done / wall, "cpu": done / cpu, "seconds": wall, "load": _load()}
     print(f"  GEMM sustained, 1 thread, the job's arithmetic ({wall:.1f} s): "
           f"{out['wall']:.1f} GFLOP/s ({out['cpu']:.1f} per CPU second)  "
@@ -406,6 +395,13 @@ def _gemm_rates(d: int, q: int, m: int) -> dict[str, Any]:
 def _gemm_on_worker(q: int, d: int, m: int, flop: float) -> float:
     """Runs on a worker: float32 GEMMs of the task's shape worth ``flop``, one
     thread; their wall seconds (timed inside the task: no Dask overhead)."""
+    wall, _, done = _gemm_stretch(q, d, m, flop)
+    return wall * flop / done
+
+
+def _gemm_stretch(q: int, d: int, m: int, flop: float) -> tuple[float, float, float]:
+    """Back-to-back one-thread float32 GEMMs (q × d)·(d × m) worth about ``flop``,
+    timed as one stretch: (wall s, CPU s, FLOP done)."""
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
@@ -414,11 +410,11 @@ def _gemm_on_worker(q: int, d: int, m: int, flop: float) -> float:
     reps = max(1, round(flop / (2.0 * q * d * m)))
     with threadpool_limits(1):
         a @ b
-        t = time.perf_counter()
+        t, p = time.perf_counter(), time.process_time()
         for _ in range(reps):
             a @ b
-        wall = time.perf_counter() - t
-    return wall * flop / (2.0 * q * d * m * reps)
+        wall, cpu = time.perf_counter() - t, time.process_time() - p
+    return wall, cpu, 2.0 * q * d * m * reps
 
 
 def _paired(shards: Any, client: Any, q: Any, d: int, m: int) -> dict[str, Any]:
