@@ -1,7 +1,9 @@
 """Chunk-level machinery of the exact kNN engine (see :mod:`retest.dedup.knn`).
 
-Reference chunks are copied into reusable float32 buffers (a memmap's pages are
-released after each chunk) and scored with one float32 GEMM; running shortlists
+Reference chunks are scored straight from their stored rows by the packed GEMM
+(:mod:`retest.dedup._knn_gemm`) where it applies, else copied into reusable float32
+buffers and scored with one BLAS GEMM (a memmap's pages are released after each
+chunk either way); running shortlists
 keep each query's k' best scores. The selection after each GEMM is one fused C loop
 (``_knn_kernel.c``, built on first use by :mod:`retest._native`) that reads each
 score once; without a compiler, numpy passes select the same entries. The same
@@ -24,6 +26,7 @@ from numpy.typing import NDArray
 
 from retest import _native
 from retest._parallel import available_cpus
+from retest.dedup._knn_gemm import LD_PAD, PackedQueries, rows_gemm_applies
 from retest.errors import ConfigError, InputValidationError
 
 INNER_BLOCK = 4096
@@ -178,23 +181,52 @@ class Scorer:
         self.xq_m2 = None
         if backend == "numpy" and self.d <= INNER_BLOCK:
             self.xq_m2 = scaled_queries(xq) if xq_m2 is None else xq_m2
-        self._held: tuple[NDArray[Any], ...] = (
-            borrow(rows * self.d, np.float32),
-            borrow(nq * rows, np.float32),
-        )
-        self.buf = self._held[0][: rows * self.d].reshape(rows, self.d)
-        self.out = self._held[1][: nq * rows]
-        if backend == "torch":
-            torch = torch_module()
-            self.t_xq = torch.from_numpy(xq)
-            self.t_buf = torch.from_numpy(self.buf)
-            self.t_out = torch.from_numpy(self.out)
+        self.rows = rows
+        # scores with rows LD_PAD floats longer than needed (see LD_PAD); the
+        # float32 chunk buffer is borrowed only if a chunk is converted (load)
+        self._held: list[NDArray[Any]] = [borrow(nq * (rows + LD_PAD), np.float32)]
+        self.out = self._held[0]
+        self._buf: NDArray[np.float32] | None = None
+        self._packed: PackedQueries | None = None
+
+    @property
+    def buf(self) -> NDArray[np.float32]:
+        """The float32 chunk buffer (rows × d), borrowed on first use."""
+        if self._buf is None:
+            self._held.append(borrow(self.rows * self.d, np.float32))
+            self._buf = self._held[-1][: self.rows * self.d].reshape(self.rows, self.d)
+        return self._buf
 
     def release(self) -> None:
         """Give the buffers back for the next scorer of this thread (this one
         must not be used afterwards)."""
         give_back(*self._held)
-        self._held = ()
+        self._held = []
+
+    def rows_scores(
+        self, refs: Any, r0: int, r1: int, norms: RefNorms
+    ) -> tuple[NDArray[np.float32], NDArray[np.float64]] | None:
+        """``(−2x·y, ‖y‖²)`` for rows r0:r1 read straight from ``refs`` by the
+        packed GEMM (:mod:`retest.dedup._knn_gemm`: no float32 copy of the
+        chunk, whichever GEMM engine was picked), the norms filled in ``norms``
+        if missing; ``None`` where it does not apply (faiss, scaled input, rows
+        longer than one float32 block, or rows it cannot read)."""
+        if self.backend == "faiss" or self.scale != 1.0 or self.d > INNER_BLOCK:
+            return None
+        src = refs[r0:r1]
+        if not rows_gemm_applies(src):
+            return None
+        if self._packed is None:
+            xq_m2 = scaled_queries(self.xq) if self.xq_m2 is None else self.xq_m2
+            self._packed = PackedQueries(xq_m2)
+        n, nq = r1 - r0, self.xq.shape[0]
+        g = self.out[: nq * (n + LD_PAD)].reshape(nq, n + LD_PAD)[:, :n]
+        missing = not norms.done[r0:r1].all()
+        rn = np.empty(n) if missing else None
+        self._packed.scores(src, g, rn)
+        if rn is not None:
+            norms.fill(r0, rn)
+        return g, norms.rn[r0:r1]
 
     def load(
         self, refs: Any, r0: int, r1: int, norms: RefNorms | None = None
@@ -230,11 +262,11 @@ class Scorer:
             torch = torch_module()
             torch.addmm(
                 torch.from_numpy(rn32)[None, :],
-                self.t_xq,
-                self.t_buf[:n].T,
+                torch.from_numpy(self.xq),
+                torch.from_numpy(chunk).T,
                 beta=1,
                 alpha=-2,
-                out=self.t_out[: nq * n].view(nq, n),
+                out=torch.from_numpy(out),
             )
             return out
         assert self.xq_m2 is not None

@@ -288,9 +288,14 @@ def _scan(
     out_q, out_r = [], []
     for r0 in range(0, refs.shape[0], plan.chunk):
         r1 = min(refs.shape[0], r0 + plan.chunk)
-        chunk = sc.load(refs, r0, r1, norms)
-        rn = norms.get(chunk, r0)
-        s = sc.scores(chunk, rn)
+        got = sc.rows_scores(refs, r0, r1, norms)
+        if got is not None:
+            s, rn = got
+            s += rn.astype(np.float32)[None, :]  # the float32 addition of scores()
+        else:
+            chunk = sc.load(refs, r0, r1, norms)
+            rn = norms.get(chunk, r0)
+            s = sc.scores(chunk, rn)
         mask_excluded(s, ex, r0, r1)
         b = c * (qb[:, None] + 2.0 * rn[None, :])
         qi, ri = nonzero2d((s >= lo[:, None] - b) & (s <= hi[:, None] + b))
@@ -371,6 +376,11 @@ def _knn_block(
         return sl
 
     def _scan_piece(sl: Shortlist, sc: Scorer, r0: int, r1: int) -> None:
+        got = sc.rows_scores(refs, r0, r1, norms) if fused else None
+        if got is not None:  # straight from the stored rows (no float32 chunk)
+            g, rn = got
+            sl.absorb(g, rn.astype(np.float32), rn, r0, ex, qb, c)
+            return
         chunk = sc.load(refs, r0, r1, norms)
         rn = norms.get(chunk, r0)
         if fused:

@@ -1,0 +1,121 @@
+"""Scores straight from stored reference rows: the native packed GEMM (``_knn_gemm.c``).
+
+The BLAS path converts each reference chunk to a float32 copy and multiplies
+that; the BLAS then packs the copy again. :class:`PackedQueries` instead reads
+the rows in their stored type (float16, float32 or uint8), converting and
+packing 16 rows at a time into a buffer that stays in the L1 cache, and
+multiplies them at once against every query. On the 1 M float16 benchmark's
+shape (256 queries, 8,192-row chunks, d = 4,096) it runs at the rate of
+OpenBLAS's best float32 product on data already converted, and a kNN task no
+longer pays the conversion or OpenBLAS's transposing pack (benchmarks/README.md).
+
+The sums are float32 fused multiply-adds in blocks of 256 terms: one summation
+order of the float32 inner product, which is what :mod:`retest.dedup.knn`'s
+error bound covers. Norms come out bit-equal to the float32 path's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from retest import _native
+
+__all__ = ["PackedQueries", "rows_gemm_applies"]
+
+_KINDS = {np.dtype(np.float16): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2}
+LD_PAD = 16
+"""Scores are written with rows ``n + LD_PAD`` floats apart: rows exactly 32 KiB
+apart (8,192 references) all fall in one cache set and evict each other."""
+
+
+class _Lib:
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        self.size = lib.rows_gemm_packed_size
+        self.size.argtypes, self.size.restype = [i64, i64], i64
+        self.pack = _native.function(
+            lib, "rows_gemm_pack_queries", [i64, i64, p, i64, p]
+        )
+        self.gemm = _native.function(
+            lib, "rows_gemm", [i64, i64, i64, p, p, i64, i32, p, i64, p, p]
+        )
+
+
+_LIB: list[_Lib | None] = []
+
+
+def _lib() -> _Lib | None:
+    """The compiled kernel, or ``None`` (no compiler, ``RETEST_NATIVE=0``, or a
+    build without AVX2/FMA/F16C)."""
+    if not _LIB:
+        lib = _native.load("dedup/_knn_gemm")
+        ok = lib is not None and bool(lib.rows_gemm_available())
+        _LIB.append(_Lib(lib) if ok and lib is not None else None)
+    return _LIB[0]
+
+
+def rows_gemm_applies(rows: Any) -> bool:
+    """Whether :meth:`PackedQueries.scores` can read ``rows`` (2-d, float16,
+    float32 or uint8, values contiguous within a row, aligned) — the one rule
+    every scorer asks."""
+    if not isinstance(rows, np.ndarray) or rows.ndim != 2:
+        return False
+    dt = rows.dtype
+    if dt not in _KINDS or _lib() is None:
+        return False
+    isz = dt.itemsize
+    return bool(
+        rows.strides[1] == isz
+        and rows.strides[0] % isz == 0
+        and rows.ctypes.data % isz == 0
+    )
+
+
+class PackedQueries:
+    """Float32 queries packed once for :meth:`scores` over many reference chunks."""
+
+    def __init__(self, xq: NDArray[np.float32]) -> None:
+        lib = _lib()
+        assert lib is not None and xq.dtype == np.float32
+        self._lib = lib
+        self.nq, self.d = xq.shape
+        self.packed = np.empty(lib.size(self.nq, self.d), dtype=np.float32)
+        xq = np.ascontiguousarray(xq)
+        lib.pack(self.nq, self.d, xq.ctypes.data, self.d, self.packed.ctypes.data)
+        self._scratch = np.empty(0)
+
+    def scores(
+        self, rows: Any, out: NDArray[np.float32], norms: NDArray[np.float64] | None
+    ) -> None:
+        """``out = xq · rowsᵀ`` (``out`` (nq, n) float32 with unit column stride);
+        with ``norms``, also the rows' float64 squared norms, as
+        :func:`retest.dedup._knn_chunks.chunk_norms` of their float32 values.
+        ``rows`` must pass :func:`rows_gemm_applies`."""
+        n = rows.shape[0]
+        if n == 0:
+            return
+        assert out.shape == (self.nq, n) and (out.strides[1] == 4 or n == 1)
+        assert rows.shape[1] == self.d and rows_gemm_applies(rows)
+        scratch = None
+        if norms is not None:
+            assert norms.shape == (n,) and norms.flags.c_contiguous
+            if self._scratch.size < 8 * n:
+                self._scratch = np.empty(8 * n)
+            scratch = self._scratch.ctypes.data
+        self._lib.gemm(
+            self.nq,
+            n,
+            self.d,
+            self.packed.ctypes.data,
+            rows.ctypes.data,
+            rows.strides[0],
+            _KINDS[rows.dtype],
+            out.ctypes.data,
+            out.strides[0] // 4,
+            None if norms is None else norms.ctypes.data,
+            scratch,
+        )
