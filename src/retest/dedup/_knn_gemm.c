@@ -4,14 +4,14 @@
  * The BLAS path first converts a reference chunk to float32 (a pass that writes
  * the whole chunk to memory), then the BLAS reads it back and packs it again,
  * transposed, for its micro-kernel. Here each panel of 16 reference rows is read
- * once from the source, converted, transposed into a 16 KiB buffer that stays in
- * the L1 cache, and multiplied at once against every query: no float32 copy of
- * the chunk exists. The GEMM is the usual register-blocked kind (6 queries x 16
- * references per micro-kernel, 256 terms per block, queries packed once per
- * block of queries and kept in L2).
+ * once from the source (the next panel's rows prefetched meanwhile), converted,
+ * transposed into a small buffer, and multiplied at once against every query: no
+ * float32 copy of the chunk exists. The GEMM is the usual register-blocked kind:
+ * 6 queries x 16 references per micro-kernel, kc terms per block, the queries
+ * packed once per block of queries.
  *
  * Arithmetic: g[i, j] = sum_k x[i, k] * y[j, k] in float32 with fused
- * multiply-adds, in blocks of 256 terms whose float32 results are added in
+ * multiply-adds, in blocks of kc terms whose float32 results are added in
  * order. That is one summation order of the float32 inner product, which is all
  * the kNN's error bound assumes. The conversions are exact. With `norms`, the
  * rows' float64 squared norms come out bit-equal to sq_norms_f32 of the
@@ -31,7 +31,9 @@
 
 #define MR 6    /* queries per micro-kernel (broadcast) */
 #define NR 16   /* references per micro-kernel (two vectors) */
-#define KC 256  /* terms per block: the queries' block (nq x KC floats) stays in L2 */
+/* The terms per block, kc (a multiple of 8), is the caller's (block_terms in
+ * _knn_gemm.py): the queries' block of nq x kc floats should stay in L2, and the
+ * larger kc, the fewer passes over the scores. */
 
 enum { KIND_F16 = 0, KIND_F32 = 1, KIND_U8 = 2 };
 
@@ -52,7 +54,8 @@ int64_t rows_gemm_packed_size(int64_t nq, int64_t d)
 
 /* queries (nq x d, rows lda apart) into blocks of KC terms, each in panels of MR
  * queries interleaved term by term; rows past nq are zeros */
-void rows_gemm_pack_queries(int64_t nq, int64_t d, const float *x, int64_t lda, float *out)
+void rows_gemm_pack_queries(int64_t nq, int64_t d, int64_t KC, const float *x, int64_t lda,
+                            float *out)
 {
     const int64_t nqp = (nq + MR - 1) / MR * MR;
     for (int64_t pc = 0; pc < d; pc += KC) {
@@ -212,17 +215,17 @@ static void pack_panel(int64_t rows, int64_t pc, int64_t kc, int64_t d, const ch
 }
 
 /* g (nq x n, rows ldc apart) = queries . rows^T, the queries packed by
- * rows_gemm_pack_queries; the n rows start at r, row_bytes apart, with d values
- * of `kind` each. norms: NULL, or n float64 squared norms (see the top), for
- * which `scratch` holds 8 n doubles. */
-void rows_gemm(int64_t nq, int64_t n, int64_t d, const float *ap, const void *r,
-               int64_t row_bytes, int kind, float *g, int64_t ldc, double *norms,
-               double *scratch)
+ * rows_gemm_pack_queries with the same KC; the n rows start at r, row_bytes
+ * apart, with d values of `kind` each. panel: KC * NR floats, 64-byte aligned.
+ * norms: NULL, or n float64 squared norms (see the top), for which `scratch`
+ * holds 8 n doubles. */
+void rows_gemm(int64_t nq, int64_t n, int64_t d, int64_t KC, const float *ap, const void *r,
+               int64_t row_bytes, int kind, float *g, int64_t ldc, float *panel,
+               double *norms, double *scratch)
 {
     const int64_t nqp = (nq + MR - 1) / MR * MR;
     const int64_t isz = kind == KIND_F16 ? 2 : (kind == KIND_F32 ? 4 : 1);
     const char *rows = (const char *)r;
-    float panel[KC * NR] __attribute__((aligned(64)));
     float tile[MR * NR] __attribute__((aligned(64)));
     norm_acc *acc = norms ? (norm_acc *)scratch : NULL;
     if (acc)
@@ -279,12 +282,12 @@ void rows_gemm(int64_t nq, int64_t n, int64_t d, const float *ap, const void *r,
 
 #else
 
-void rows_gemm(int64_t nq, int64_t n, int64_t d, const float *ap, const void *r,
-               int64_t row_bytes, int kind, float *g, int64_t ldc, double *norms,
-               double *scratch)
+void rows_gemm(int64_t nq, int64_t n, int64_t d, int64_t KC, const float *ap, const void *r,
+               int64_t row_bytes, int kind, float *g, int64_t ldc, float *panel,
+               double *norms, double *scratch)
 {
-    (void)nq; (void)n; (void)d; (void)ap; (void)r; (void)row_bytes; (void)kind;
-    (void)g; (void)ldc; (void)norms; (void)scratch;
+    (void)nq; (void)n; (void)d; (void)KC; (void)ap; (void)r; (void)row_bytes; (void)kind;
+    (void)g; (void)ldc; (void)panel; (void)norms; (void)scratch;
 }
 
 #endif
