@@ -206,3 +206,27 @@ def test_a_build_without_avx2_says_so(tmp_path):
     )
     lib = ctypes.CDLL(str(lib_path))
     assert lib.rows_gemm_available() == 0  # the caller then keeps the BLAS path
+
+
+@pytest.mark.slow
+def test_fashion_mnist_neighbours_equal_the_blas_paths(fashion_mnist_dir, monkeypatch):
+    # real images: 1,000 test images against the 60,000 training images, as raw
+    # uint8 pixels and as float16 values scaled to [0, 1], with the packed GEMM
+    # and without (the BLAS path of earlier versions): identical answers
+    from retest.datasets.idx import read_idx
+
+    train = read_idx(fashion_mnist_dir / "train-images-idx3-ubyte.gz").reshape(
+        60000, -1
+    )
+    test = read_idx(fashion_mnist_dir / "t10k-images-idx3-ubyte.gz").reshape(10000, -1)
+    q = test[np.random.default_rng(0).choice(10000, 1000, replace=False)]
+    for qq, rr in (
+        (q, train),
+        ((q / 255).astype(np.float16), (train / 255).astype(np.float16)),
+    ):
+        got = knn(qq, rr, 10, backend="numpy", n_threads=1)
+        with monkeypatch.context() as m:
+            m.setattr(kg, "_LIB", [None])
+            want = knn(qq, rr, 10, backend="numpy", n_threads=1)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.distances, want.distances)
