@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "_output": 0,
     "_progress": 0,
     "_gc": 0,
+    "_version": 0,
     # core: pure functions on arrays and records
     "dedup": 1,
     "sampling": 1,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from retest._version import __version__
 
 # Public name → the module that defines it (the one import path inside retest).
 _EXPORTS: dict[str, str] = {

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from retest._version import __version__
 from retest.errors import NotFoundError
 from retest.project._project import Project
 from retest.store.rows import ArtifactRecord, StageCheckpoint, utc_now
@@ -64,7 +65,6 @@ def save_state(
         The file the state describes (relative to the project root) and its
         hash, when there is one.
     """
-    from retest import __version__
 
     project.store.artifacts.put(
         ArtifactRecord(name, path, sha256, stage, dict(state), __version__, utc_now())

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from retest._atomic import atomic_write_bytes
+from retest._version import __version__
 from retest.errors import DataIntegrityError, InputValidationError, StoreError
 from retest.store.base import Store
 from retest.store.rows import ArtifactRecord, file_content_id, utc_now
@@ -167,7 +168,6 @@ def record_artifact(
     ``name`` defaults to the path relative to ``root``; ``sha256`` is computed when
     not given.
     """
-    from retest import __version__
 
     rel = Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
     rec = ArtifactRecord(

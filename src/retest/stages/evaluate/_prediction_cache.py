@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from retest import __version__
+from retest._version import __version__
 from retest.errors import RetestWarning
 from retest.records import LabeledSet, Predictions
 from retest.store.artifacts import sha256_file, write_bytes

@@ -74,6 +74,7 @@ from retest._atomic import pid_alive
 from retest._output import RULES, check_location
 from retest._progress import ProgressCallback, report
 from retest._validation import check_batch_size
+from retest._version import __version__
 from retest.config import CONFIG_NAME
 from retest.errors import (
     ConfigError,
@@ -815,7 +816,6 @@ def export_revision(
             for p in sorted(stage.rglob("*"))
             if p.is_file()
         }
-        from retest import __version__
 
         manifest = {
             "name": ctx.name,
@@ -851,7 +851,6 @@ def export_revision(
 
 
 def _record(project: Project, target: Path, revision: str, fmt: str, sha: str) -> None:
-    from retest import __version__
 
     try:
         path = (target / "manifest.json").relative_to(project.root).as_posix()
