@@ -370,6 +370,9 @@ def run_dedup(
         "k": k,
         "n_candidates": len(inp.cand_ids),
         "n_references": len(inp.ref_ids),
+        # in every metric's state (not only dssim's): they are in the fingerprint,
+        # so the command that resumes a run must repeat them (dedup_command)
+        "ssim": asdict(opts.ssim),
     }
     targets: dict[str, float] = {}
     states: dict[str, dict[str, Any]] = {}

@@ -1,0 +1,72 @@
+"""The command ``status`` names to finish an interrupted dedup run repeats its
+SSIM settings (``--win-size``, ``--gaussian``): they are part of the run's
+fingerprint, and the command without them started a new run of every metric
+with other settings. A run given other settings than the checkpoint's never
+mixes the two: it computes every chunk again, as a fresh run would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
+
+from checkout_cli import run_retest
+from retest.dedup.ssim import SSIMParams
+from retest.project import Project, load_neighbours
+from retest.stages.dedup import run_dedup
+
+METRICS = ["l2", "dssim"]
+
+
+def _interrupted(root: Path, fm: Path) -> None:
+    train, labels, test = fm_images(fm, 200, 24)
+    cands = test.copy()
+    cands[:4] = brighter(train[:4])
+    fm_project(root, train, labels, cands).close()
+
+    def stop(task: str, done: int, total: int | None) -> None:
+        if task == "dedup" and done == 4:  # l2: 3 chunks, dssim: 1 of 3
+            raise KeyboardInterrupt
+
+    ssim = SSIMParams(win_size=5, gaussian_weights=True)
+    with Project.open(root) as proj, pytest.raises(KeyboardInterrupt):
+        run_dedup(proj, metrics=METRICS, k=5, chunk_size=8, ssim=ssim, progress=stop)
+
+
+def test_the_named_command_repeats_the_ssim_settings_and_resumes(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    _interrupted(tmp_path, fashion_mnist_dir)
+    st = run_retest(tmp_path, "status", "--json")
+    assert st.returncode == 0, st.stderr
+    stale = json.loads(st.stdout)["stale"]
+    want = "retest dedup --metrics l2,dssim --k 5 --win-size 5 --gaussian"
+    assert f"`{want}`" in stale, stale
+    out = run_retest(tmp_path, *want.split()[1:], "--chunk-size", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert (got["chunks_computed"], got["chunks_skipped"]) == (2, 4)  # resumed
+    assert json.loads(run_retest(tmp_path, "status", "--json").stdout)["stale"] is None
+
+
+def test_other_settings_recompute_every_chunk_as_a_fresh_run(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    _interrupted(tmp_path / "resumed", fashion_mnist_dir)
+    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
+    cands = test.copy()
+    cands[:4] = brighter(train[:4])
+    fm_project(tmp_path / "fresh", train, labels, cands).close()
+    other = SSIMParams(win_size=3)
+    lists = {}
+    for name in ("resumed", "fresh"):
+        with Project.open(tmp_path / name) as proj:
+            res = run_dedup(proj, metrics=METRICS, k=5, chunk_size=8, ssim=other)
+            assert (res.chunks_computed, res.chunks_skipped) == (6, 0)
+            lists[name] = load_neighbours(proj, METRICS)
+    # candidate ids are content ids: the same in both projects
+    assert lists["resumed"] == lists["fresh"]
+    st = run_retest(tmp_path / "resumed", "status", "--json")
+    assert json.loads(st.stdout)["stale"] is None
