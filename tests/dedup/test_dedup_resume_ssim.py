@@ -70,3 +70,26 @@ def test_other_settings_recompute_every_chunk_as_a_fresh_run(
     assert lists["resumed"] == lists["fresh"]
     st = run_retest(tmp_path / "resumed", "status", "--json")
     assert json.loads(st.stdout)["stale"] is None
+
+
+def test_back_to_earlier_settings_recomputes_the_lists_another_run_replaced(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    """One list per candidate and metric is stored: a run with other settings in
+    between replaced the first run's dssim lists, and the first run's settings
+    again skipped every chunk as done, keeping the other run's lists."""
+    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
+    w5, w7 = SSIMParams(win_size=5), SSIMParams(win_size=7)
+    for name in ("back", "fresh"):
+        fm_project(tmp_path / name, train, labels, test).close()
+    runs = ((METRICS, w5, (6, 0)), (["dssim"], w7, (3, 0)), (METRICS, w5, (3, 3)))
+    for metrics, ssim, want in runs:
+        with Project.open(tmp_path / "back") as proj:
+            res = run_dedup(proj, metrics=metrics, k=5, chunk_size=8, ssim=ssim)
+            # l2's lists are still the first run's: only dssim is computed again
+            assert (res.chunks_computed, res.chunks_skipped) == want
+    with Project.open(tmp_path / "fresh") as proj:
+        run_dedup(proj, metrics=METRICS, k=5, chunk_size=8, ssim=w5)
+        fresh = load_neighbours(proj, METRICS)
+    with Project.open(tmp_path / "back") as proj:
+        assert load_neighbours(proj, METRICS) == fresh

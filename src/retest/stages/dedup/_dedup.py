@@ -62,6 +62,7 @@ from retest.project import (
     Checkpoint,
     Project,
     load_neighbours,
+    metric_state,
     metrics_run,
     save_state,
 )
@@ -176,6 +177,25 @@ def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
         h.update(str(len(ids)).encode())
         h.update("\n".join(ids).encode())
     return h.hexdigest()[:16]
+
+
+def _chunks_trusted(
+    project: Project,
+    metric: str,
+    fp: str,
+    base_fps: dict[str, Any] | None,
+) -> bool:
+    """Whether the finished chunks of ``metric`` in run ``fp`` still hold: the
+    stored lists are one per candidate and metric, so a run with other settings
+    (or other ids) in between replaced them, and going back to these settings
+    must compute them again, not skip to the other run's lists. The metric's
+    state names the run that last wrote its lists (saved before its first
+    chunk); a shortlist metric's also the runs of the exact lists it reranked.
+    """
+    state = metric_state(project, metric) or {}
+    if state.get("fingerprint") != fp:
+        return False
+    return base_fps is None or state.get("base_fingerprints") == base_fps
 
 
 def _store_lists(
@@ -379,6 +399,13 @@ def run_dedup(
     sha: dict[Path, str] = {}
     for metric in order:
         m = DEDUP_METRICS.get(metric)
+        # the lists on which a shortlist metric's distances were computed
+        base_fps = (
+            None
+            if m.kind == "exact"
+            else {e: (metric_state(project, e) or {}).get("fingerprint") for e in exact}
+        )
+        trusted = _chunks_trusted(project, metric, fp, base_fps)
         space = m.space(ctx) if m.kind == "exact" else None
         state = {
             **common,
@@ -386,6 +413,7 @@ def run_dedup(
             "kind": m.kind,
             "order": m.order,
             **per_metric[metric],
+            **({} if base_fps is None else {"base_fingerprints": base_fps}),
         }
         state.update(space.state if space is not None else m.calibrate(ctx))
         if "target" not in state:
@@ -410,7 +438,7 @@ def run_dedup(
         shards: Any = None
         for n, c0 in enumerate(chunks):
             key = _chunk_key(metric, chunk_size, n)
-            if key in done:
+            if trusted and key in done:
                 skipped += 1
                 continue
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
@@ -431,7 +459,7 @@ def run_dedup(
                 q, r = space.queries, space.references
                 if client is not None and shards is None:
                     todo = sum(
-                        _chunk_key(metric, chunk_size, i) not in done
+                        not trusted or _chunk_key(metric, chunk_size, i) not in done
                         for i in range(len(chunks))
                     )
                     shards = ClusterReferences(
