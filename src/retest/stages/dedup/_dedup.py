@@ -22,9 +22,12 @@ image size; ``[thresholds]`` in retest.toml (keys ``l2``, ``features``,
 ``dssim``, ``warp``) overrides them, and so do per-call ``thresholds``.
 
 The stage is resumable: candidates are processed in chunks and each finished
-(metric, chunk) is a chunk of the checkpoint run ``dedup:<fingerprint>`` (the
-fingerprint covers the candidate and reference ids and the parameters); a restart
-skips finished chunks and produces the same lists. Inputs are validated before anything
+(metric, chunk) is a chunk of the metric's checkpoint run ``dedup:<fingerprint>``
+(the fingerprint covers the candidate and reference ids and the parameters that
+change that metric's lists, so a run of another ``--metrics`` subset skips the
+chunks it shares); a restart skips finished chunks and produces the same lists,
+as long as no run with other settings replaced the metric's stored lists since
+(:func:`_chunks_trusted`). Inputs are validated before anything
 is written. Pixel (and feature) matrices are written once as ``.npy`` under
 ``arrays/dedup/<fingerprint>/`` and memory-mapped, so Dask workers reopen them.
 """
@@ -193,7 +196,7 @@ def _chunks_trusted(
     chunk); a shortlist metric's also the runs of the exact lists it reranked.
     """
     state = metric_state(project, metric) or {}
-    if state.get("fingerprint") != fp:
+    if state.get("metric_fingerprint") != fp:
         return False
     return base_fps is None or state.get("base_fingerprints") == base_fps
 
@@ -375,8 +378,12 @@ def run_dedup(
     cand_px = _cached_npy(base / "candidates.npy", lambda: inp.cand_px)
     ref_px = _cached_npy(base / "references.npy", lambda: inp.ref_px)
     ctx = MetricContext(project, inp, cand_px, ref_px, base, opts)
-    run = Checkpoint(project, DEDUP_STAGE, fp)
-    done = run.done_chunks()
+    # a metric's chunks are checkpointed under what its lists depend on alone, so
+    # another --metrics subset (or --win-size for l2) resumes the ones it shares
+    shared = {k_: params[k_] for k_ in ("against", "resize", "k", "shape")}
+    metric_fps = {
+        m: _fingerprint(inp, {**shared, "metric": m, **per_metric[m]}) for m in order
+    }
     chunks = list(range(0, len(inp.cand_ids), chunk_size))
     total, computed, skipped = len(order) * len(chunks), 0, 0
     exact = [
@@ -403,9 +410,15 @@ def run_dedup(
         base_fps = (
             None
             if m.kind == "exact"
-            else {e: (metric_state(project, e) or {}).get("fingerprint") for e in exact}
+            else {
+                e: (metric_state(project, e) or {}).get("metric_fingerprint")
+                for e in exact
+            }
         )
-        trusted = _chunks_trusted(project, metric, fp, base_fps)
+        mfp = metric_fps[metric]
+        run = Checkpoint(project, DEDUP_STAGE, mfp)
+        done = run.done_chunks()
+        trusted = _chunks_trusted(project, metric, mfp, base_fps)
         space = m.space(ctx) if m.kind == "exact" else None
         state = {
             **common,
@@ -413,6 +426,7 @@ def run_dedup(
             "kind": m.kind,
             "order": m.order,
             **per_metric[metric],
+            "metric_fingerprint": mfp,
             **({} if base_fps is None else {"base_fingerprints": base_fps}),
         }
         state.update(space.state if space is not None else m.calibrate(ctx))
