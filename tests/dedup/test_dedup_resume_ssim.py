@@ -94,3 +94,21 @@ def test_back_to_earlier_settings_recomputes_the_lists_another_run_replaced(
         fresh = load_neighbours(proj, METRICS)
     with Project.open(tmp_path / "back") as proj:
         assert load_neighbours(proj, METRICS) == fresh
+
+
+def test_a_run_stopped_before_its_later_metrics_is_finished_with_all(
+    tmp_path: Path, fashion_mnist_dir: Path
+) -> None:
+    """Stopped in l2, before dssim began: the command named ``--metrics l2``
+    alone (dssim had no state yet), and running it never computed dssim."""
+    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
+    fm_project(tmp_path, train, labels, test).close()
+
+    def stop(task: str, done: int, total: int | None) -> None:
+        if task == "dedup" and done == 1:  # l2: 1 chunk of 3
+            raise KeyboardInterrupt
+
+    with Project.open(tmp_path) as proj, pytest.raises(KeyboardInterrupt):
+        run_dedup(proj, metrics=METRICS, k=5, chunk_size=8, progress=stop)
+    stale = json.loads(run_retest(tmp_path, "status", "--json").stdout)["stale"]
+    assert "`retest dedup --metrics l2,dssim --k 5`" in stale, stale

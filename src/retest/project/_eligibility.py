@@ -669,12 +669,14 @@ def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     if not bad:
         return None
     st = bad[0][1]
-    # every metric of that run (one fingerprint): the same command resumes it
-    # from its checkpoint; fewer metrics change the fingerprint and redo them all
+    # every metric of that run, those it had not begun too (older runs: the
+    # metrics stored with its fingerprint): the same command finishes the run
     fp = st.get("fingerprint")
     run = [m for m, s in states.items() if fp and s.get("fingerprint") == fp]
-    run = run or [m for m, _ in bad]
-    return [m for m, _ in bad], dedup_command(run, [states[m] for m in run])
+    run = list(st.get("run_metrics") or run or [m for m, _ in bad])
+    return [m for m, _ in bad], dedup_command(
+        run, [st, *(states.get(m, {}) for m in run)]
+    )
 
 
 def dedup_command(metrics: Sequence[str], states: Sequence[Mapping[str, Any]]) -> str:

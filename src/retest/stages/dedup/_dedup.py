@@ -400,6 +400,9 @@ def run_dedup(
         # in every metric's state (not only dssim's): they are in the fingerprint,
         # so the command that resumes a run must repeat them (dedup_command)
         "ssim": asdict(opts.ssim),
+        # the run's metrics, in each one's state from the start: a run stopped
+        # before its later metrics began must still be resumed with all of them
+        "run_metrics": list(order),
     }
     targets: dict[str, float] = {}
     states: dict[str, dict[str, Any]] = {}
