@@ -78,8 +78,9 @@ def print_table(
     and is never cut with an ellipsis: it stays whole on one line if the other
     columns fit beside it with their headers, else it folds onto further lines
     (every character kept) beside the others whole. Columns that cannot all
-    fit even so (``status``'s counts at 80) are printed as several tables one
-    under the other, each repeating the first column, every cell whole."""
+    fit even so (``status``'s counts, ``revisions`` at 80) are printed as
+    several tables one under the other, each repeating the first column, every
+    cell whole: only a two-column table cuts a cell longer than its header."""
     cells = [[str(x) for x in r] for r in rows]
     first = max((len(x) for r in cells if r for x in r[0].splitlines()), default=0)
     # the other columns: whole (header and every cell), or at least their header
@@ -94,7 +95,7 @@ def print_table(
     free = console.width - 3 * len(columns) - 1
     if first + sum(whole) <= free:  # everything whole, one line per row
         lead, others, cut = min(first, 72), whole, False
-    elif first + sum(least) <= free:  # the first whole; longer cells cut
+    elif len(columns) == 2 and first + sum(least) <= free:  # a longer cell cut
         lead, others, cut = min(first, 72), least, True
     elif free - sum(whole) >= 12:  # the others whole; the first folds
         lead, others, cut = free - sum(whole), whole, False

@@ -1,0 +1,34 @@
+"""A table of more than two columns too wide for the console keeps every cell
+whole: `retest revisions | cat` cut its strategy to ``class-balan…`` and rich
+cropped the rest of the line (the ``created`` time read ``2026-11-``, its header
+``cr``). It is now printed as tables one under the other, the first column in
+each."""
+
+from __future__ import annotations
+
+import pytest
+
+from retest.cli import _console
+
+COLS = ["revision", "strategy", "parent", "seed", "valid", "images", "created"]
+ROW = ["fm-class-balanced-0", "class-balanced", "-", "0", "yes", "100",
+       "2026-11-27T21:43:21.769880Z"]  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_every_cell_whole_at_80_and_one_table_when_wide(monkeypatch, width) -> None:
+    con = _console.Console(width=width, record=True, highlight=False)
+    monkeypatch.setattr(_console, "console", con)
+    _console.print_table(COLS, [ROW])
+    text = con.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "…" not in text
+    cells: dict[str, str] = {}
+    header: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("┃"):
+            header = [c.strip() for c in line.strip("┃").split("┃")]
+        elif line.startswith("│"):
+            cells.update(zip(header, (c.strip() for c in line.strip("│").split("│"))))
+    assert cells == dict(zip(COLS, ROW, strict=True))
+    assert text.count("┏") == (2 if width == 80 else 1)
