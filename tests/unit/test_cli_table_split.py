@@ -29,6 +29,31 @@ def test_every_cell_whole_at_80_and_one_table_when_wide(monkeypatch, width) -> N
         if line.startswith("┃"):
             header = [c.strip() for c in line.strip("┃").split("┃")]
         elif line.startswith("│"):
-            cells.update(zip(header, (c.strip() for c in line.strip("│").split("│"))))
+            row = [c.strip() for c in line.strip("│").split("│")]
+            cells.update(zip(header, row, strict=True))
     assert cells == dict(zip(COLS, ROW, strict=True))
     assert text.count("┏") == (2 if width == 80 else 1)
+
+
+def test_a_message_column_reads_from_the_left_and_keeps_its_paths(
+    monkeypatch,
+) -> None:
+    """`retest check | cat`: a detail naming a long path was right-aligned and the
+    path cut to ``/work/…/arrays/candida…``; it now folds, every character kept."""
+    con = _console.Console(width=80, record=True, highlight=False)
+    monkeypatch.setattr(_console, "console", con)
+    path = "/work/scratch/projects/fashion-mnist/arrays/candidates_28x28.u8"
+    detail = f"1000 rows of {path} are not used by any candidate or reference image"
+    _console.print_table(
+        ["problem", "count", "repaired", "detail"],
+        [("orphan_rows", "1,000", "no", detail), ("indexes", "1", "no", "x " * 30)],
+    )
+    text = con.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    column = [
+        line.split("│")[4]
+        for line in text.splitlines()
+        if line.startswith("│") and line.count("│") == 5
+    ]
+    assert path in "".join(c.strip() for c in column)  # folded, not cut
+    assert column[0].startswith(" 1000 rows of")  # from the left

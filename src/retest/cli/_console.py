@@ -116,7 +116,15 @@ def print_table(
         else:
             w = others[i - 1]
             short = bool(w) and not cut and w < _WRAPPED  # a message may wrap
-            table.add_column(c, justify="right", min_width=w or None, no_wrap=short)
+            # a message reads from the left, and a path in it folds, never cut
+            text = any(len(r[i]) > _WRAPPED for r in cells if len(r) > i)
+            table.add_column(
+                c,
+                justify="left" if text else "right",
+                min_width=w or None,
+                no_wrap=short,
+                overflow="fold" if text else "ellipsis",
+            )
     for r in cells:
         table.add_row(*r)
     console.print(table)
