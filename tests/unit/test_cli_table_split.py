@@ -6,6 +6,8 @@ each."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from retest.cli import _console
@@ -57,3 +59,17 @@ def test_a_message_column_reads_from_the_left_and_keeps_its_paths(
     ]
     assert path in "".join(c.strip() for c in column)  # folded, not cut
     assert column[0].startswith(" 1000 rows of")  # from the left
+
+
+def test_a_column_with_numbers_and_a_long_path_keeps_numbers_right(
+    monkeypatch,
+) -> None:
+    con = _console.Console(width=80, record=True, highlight=False)
+    monkeypatch.setattr(_console, "console", con)
+    path = "/work/scratch/projects/fashion-mnist/sources/pool-of-new-images.npz" * 2
+    _console.print_table(["item", "value"], [("path", path), ("new", "1,430")])
+    text = con.export_text()
+    assert re.search(r"│ new +│ +1,430 │", text), text
+    assert path in "".join(
+        line.split("│")[2].strip() for line in text.splitlines() if "│" in line
+    )

@@ -116,18 +116,26 @@ def print_table(
         else:
             w = others[i - 1]
             short = bool(w) and not cut and w < _WRAPPED  # a message may wrap
-            # a message reads from the left, and a path in it folds, never cut
-            text = any(len(r[i]) > _WRAPPED for r in cells if len(r) > i)
+            # a long cell (a message, a path) folds, never cut; a column of
+            # messages reads from the left, one with numbers keeps them aligned
+            col = [r[i] for r in cells if len(r) > i]
+            long = any(len(x) > _WRAPPED for x in col)
+            text = long and not any(_numeric(x) for x in col)
             table.add_column(
                 c,
                 justify="left" if text else "right",
                 min_width=w or None,
                 no_wrap=short,
-                overflow="fold" if text else "ellipsis",
+                overflow="fold" if long else "ellipsis",
             )
     for r in cells:
         table.add_row(*r)
     console.print(table)
+
+
+def _numeric(cell: str) -> bool:
+    """A count or a measure as the tables print them (``1,234``, ``-0.5``)."""
+    return cell.replace(",", "").replace(".", "", 1).lstrip("+-").isdigit()
 
 
 def _column_groups(first: int, widths: Sequence[int]) -> list[list[int]]:
