@@ -6,6 +6,7 @@ Imported by the test modules (``from dedup_helpers import ...``), not a conftest
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from retest.project._project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
-__all__ = ["brighter", "fm_images", "fm_project"]
+__all__ = ["brighter", "fm_images", "fm_project", "forget_checkpoints"]
 
 
 def fm_images(fm: Path, n_ref: int, n_new: int) -> tuple[np.ndarray, ...]:
@@ -65,3 +66,10 @@ def fm_project(
         for i, (img, r) in enumerate(zip(candidates, crow, strict=True))
     )
     return p
+
+
+def forget_checkpoints(project: Project, result: Any) -> None:
+    """Forget the finished chunks of every metric of a dedup run (``result``, a
+    DedupResult): each metric's chunks are a checkpoint run of its own."""
+    for state in result.states.values():
+        project.store.stages.reset(f"dedup:{state['metric_fingerprint']}")

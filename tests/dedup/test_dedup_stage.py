@@ -7,7 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
+from dedup_helpers import (  # type: ignore[import-not-found]
+    brighter,
+    fm_images,
+    fm_project,
+    forget_checkpoints,
+)
 from typer.testing import CliRunner
 
 import retest.stages.dedup._dedup as dd
@@ -85,16 +90,16 @@ def test_resume_after_interrupt_skips_finished_chunks(
     assert (res.chunks_skipped, res.chunks_computed) == (4, 8)  # 4 metrics × 3
     assert len(calls) == 2  # l2: 3 chunks done before; features: 1 of 3 done
     resumed = _lists(project)
-    project.store.stages.reset(f"dedup:{res.fingerprint}")
+    forget_checkpoints(project, res)
     again = run_dedup(project, k=4, chunk_size=12, backend="numpy")
     assert again.chunks_computed == 12
     assert _lists(project) == resumed
 
 
 def test_dask_stage_equals_local(project: Project) -> None:
-    fp = run_dedup(project, metrics=["l2"], k=3, backend="numpy").fingerprint
+    res = run_dedup(project, metrics=["l2"], k=3, backend="numpy")
     local = _lists(project)["l2"]
-    project.store.stages.reset(f"dedup:{fp}")
+    forget_checkpoints(project, res)
     with cluster_client(workers=2, processes=False) as client:
         run_dedup(project, metrics=["l2"], k=3, backend="numpy", client=client)
     assert _lists(project)["l2"] == local

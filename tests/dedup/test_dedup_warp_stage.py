@@ -13,7 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dedup_helpers import fm_images, fm_project  # type: ignore[import-not-found]
+from dedup_helpers import (  # type: ignore[import-not-found]
+    fm_images,
+    fm_project,
+    forget_checkpoints,
+)
 from fastapi.testclient import TestClient
 from PIL import Image
 from typer.testing import CliRunner
@@ -128,7 +132,7 @@ def test_resume_skips_finished_warp_chunks(project: Project, monkeypatch) -> Non
     assert (res.chunks_skipped, res.chunks_computed) == (5, 1)
     assert calls == [12]  # only the unfinished warp chunk
     resumed = _lists(project, "warp")
-    project.store.stages.reset(f"dedup:{res.fingerprint}")
+    forget_checkpoints(project, res)
     calls.clear()
     again = run_dedup(project, **kw)
     assert again.chunks_computed == 6 and calls == [12, 12, 12]

@@ -28,7 +28,9 @@ def check(
 
     SQLite's integrity check and the schema version, every pixel row and image
     file against its content hash, orphaned pixel rows, leftovers of killed
-    processes and interrupted ingests. Exit 1 when a problem is found.
+    processes and interrupted ingests. Exit 1 when a problem remains (with
+    --repair: one it did not repair); the last line says what was found,
+    repaired and remains.
     """
     from retest.cli._console import console, print_json, print_table
     from retest.stages.check import check_project
@@ -52,11 +54,25 @@ def check(
         stats = ", ".join(
             f"{k} {fmt_count(v) if type(v) is int else v}" for k, v in rep.stats.items()
         )
-        n = len(rep.problems)
-        verdict = "ok" if rep.ok else f"{n} problem{'s' * (n != 1)} found"
+        verdict = _verdict(len(rep.problems), rep.remaining, repair=repair)
         console.print(f"{verdict} (checked: {stats})" if stats else verdict)
     if not rep.ok:
         raise typer.Exit(1)
+
+
+def _verdict(found: int, remaining: int, *, repair: bool) -> str:
+    """The summary line: what was found, and after --repair what was repaired
+    and what remains (the exit code is 1 exactly when something remains)."""
+    if not found:
+        return "ok"
+    text = f"{found} problem{'s' * (found != 1)} found"
+    if not repair:
+        return text
+    repaired = found - remaining
+    if not remaining:
+        return f"ok: {text}, {'all ' if found > 1 else ''}repaired"
+    done = f"{repaired} repaired" if repaired else "none repaired"
+    return f"{text}, {done}, {remaining} remain{'s' * (remaining == 1)}"
 
 
 def register(app: typer.Typer) -> None:

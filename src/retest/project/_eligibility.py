@@ -40,6 +40,7 @@ candidates cost seconds and no Python object per eligible candidate.
 from __future__ import annotations
 
 import itertools
+import shlex
 import weakref
 from collections import Counter
 from collections.abc import (
@@ -661,31 +662,55 @@ def check_fresh(project: Project, *, require_dedup: bool = True) -> None:
 def _interrupted_dedup(project: Project) -> tuple[list[str], str] | None:
     """Metrics whose last dedup run started but did not finish (its state says
     ``complete: False``), and the command that finishes them."""
-    from retest.models.reference_features import REFERENCE_EMBEDDER as DEFAULT_EMBEDDER
-    from retest.project._neardup import AGAINST, metric_state
+    from retest.project._neardup import metric_state
 
     states = {m: metric_state(project, m) or {} for m in _metrics_run(project)}
     bad = [(m, st) for m, st in states.items() if st.get("complete") is False]
     if not bad:
         return None
     st = bad[0][1]
-    # every metric of that run (one fingerprint): the same command resumes it
-    # from its checkpoint; fewer metrics change the fingerprint and redo them all
+    # every metric of that run, those it had not begun too (older runs: the
+    # metrics stored with its fingerprint): the same command finishes the run
     fp = st.get("fingerprint")
     run = [m for m, s in states.items() if fp and s.get("fingerprint") == fp]
-    run = run or [m for m, _ in bad]
-    cmd = ["retest dedup", "--metrics", ",".join(run)]
-    against = list(st.get("against") or AGAINST)
+    run = list(st.get("run_metrics") or run or [m for m, _ in bad])
+    return [m for m, _ in bad], dedup_command(
+        run, [st, *(states.get(m, {}) for m in run)]
+    )
+
+
+def dedup_command(metrics: Sequence[str], states: Sequence[Mapping[str, Any]]) -> str:
+    """The ``retest dedup`` command that repeats a run whose metric states are
+    ``states``: every option that is part of the run's fingerprint (a command
+    that left one out would start a new run instead of resuming this one).
+
+    Options that change only how the run is done (``--chunk-size``,
+    ``--memory-gib``, ``--cluster``, ``--workers``, ``--shards``) are left out.
+    The SSIM settings are in every metric's state (older runs: only dssim's).
+    """
+    from retest.models.reference_features import REFERENCE_EMBEDDER as DEFAULT_EMBEDDER
+    from retest.project._neardup import AGAINST
+
+    def first(key: str) -> Any:
+        return next((s[key] for s in states if s.get(key) is not None), None)
+
+    cmd = ["retest", "dedup", "--metrics", ",".join(metrics)]
+    against = list(first("against") or AGAINST)
     if against != list(AGAINST):
         cmd += ["--against", ",".join(against)]
-    if st.get("k") not in (None, 30):
-        cmd += ["--k", str(st["k"])]
-    if st.get("resize"):
-        cmd += ["--resize", str(st["resize"])]
-    spec = states["features"].get("embedder_spec") if "features" in run else None
+    if first("k") not in (None, 30):
+        cmd += ["--k", str(first("k"))]
+    if first("resize"):
+        cmd += ["--resize", str(first("resize"))]
+    spec = first("embedder_spec") if "features" in metrics else None
     if spec and spec != DEFAULT_EMBEDDER:
         cmd += ["--embedder", str(spec)]
-    return [m for m, _ in bad], " ".join(cmd)
+    ssim = first("ssim") or {}
+    if ssim.get("win_size") is not None:
+        cmd += ["--win-size", str(ssim["win_size"])]
+    if ssim.get("gaussian_weights"):
+        cmd += ["--gaussian"]
+    return shlex.join(cmd)
 
 
 def _unfinished_ingest_problem(project: Project) -> str | None:

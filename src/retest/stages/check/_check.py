@@ -99,6 +99,11 @@ class CheckReport:
         """No problem left (repaired ones do not count)."""
         return all(p.repaired for p in self.problems)
 
+    @property
+    def remaining(self) -> int:
+        """Problems found and not repaired (what the exit code reflects)."""
+        return sum(not p.repaired for p in self.problems)
+
     def add(self, kind: str, detail: str, count: int = 1) -> Problem:
         p = Problem(kind, detail, count)
         self.problems.append(p)
@@ -108,6 +113,9 @@ class CheckReport:
         return {
             "project": self.root,
             "ok": self.ok,
+            "found": len(self.problems),
+            "repaired": len(self.problems) - self.remaining,
+            "remaining": self.remaining,
             "problems": [p.to_json() for p in self.problems],
             "stats": dict(self.stats),
             "notes": list(self.notes),

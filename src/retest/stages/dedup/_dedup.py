@@ -22,9 +22,12 @@ image size; ``[thresholds]`` in retest.toml (keys ``l2``, ``features``,
 ``dssim``, ``warp``) overrides them, and so do per-call ``thresholds``.
 
 The stage is resumable: candidates are processed in chunks and each finished
-(metric, chunk) is a chunk of the checkpoint run ``dedup:<fingerprint>`` (the
-fingerprint covers the candidate and reference ids and the parameters); a restart
-skips finished chunks and produces the same lists. Inputs are validated before anything
+(metric, chunk) is a chunk of the metric's checkpoint run ``dedup:<fingerprint>``
+(the fingerprint covers the candidate and reference ids and the parameters that
+change that metric's lists, so a run of another ``--metrics`` subset skips the
+chunks it shares); a restart skips finished chunks and produces the same lists,
+as long as no run with other settings replaced the metric's stored lists since
+(:func:`_chunks_trusted`). Inputs are validated before anything
 is written. Pixel (and feature) matrices are written once as ``.npy`` under
 ``arrays/dedup/<fingerprint>/`` and memory-mapped, so Dask workers reopen them.
 """
@@ -62,6 +65,7 @@ from retest.project import (
     Checkpoint,
     Project,
     load_neighbours,
+    metric_state,
     metrics_run,
     save_state,
 )
@@ -176,6 +180,25 @@ def _fingerprint(inp: DedupInputs, params: dict[str, Any]) -> str:
         h.update(str(len(ids)).encode())
         h.update("\n".join(ids).encode())
     return h.hexdigest()[:16]
+
+
+def _chunks_trusted(
+    project: Project,
+    metric: str,
+    fp: str,
+    base_fps: dict[str, Any] | None,
+) -> bool:
+    """Whether the finished chunks of ``metric`` in run ``fp`` still hold: the
+    stored lists are one per candidate and metric, so a run with other settings
+    (or other ids) in between replaced them, and going back to these settings
+    must compute them again, not skip to the other run's lists. The metric's
+    state names the run that last wrote its lists (saved before its first
+    chunk); a shortlist metric's also the runs of the exact lists it reranked.
+    """
+    state = metric_state(project, metric) or {}
+    if state.get("metric_fingerprint") != fp:
+        return False
+    return base_fps is None or state.get("base_fingerprints") == base_fps
 
 
 def _store_lists(
@@ -355,8 +378,12 @@ def run_dedup(
     cand_px = _cached_npy(base / "candidates.npy", lambda: inp.cand_px)
     ref_px = _cached_npy(base / "references.npy", lambda: inp.ref_px)
     ctx = MetricContext(project, inp, cand_px, ref_px, base, opts)
-    run = Checkpoint(project, DEDUP_STAGE, fp)
-    done = run.done_chunks()
+    # a metric's chunks are checkpointed under what its lists depend on alone, so
+    # another --metrics subset (or --win-size for l2) resumes the ones it shares
+    shared = {k_: params[k_] for k_ in ("against", "resize", "k", "shape")}
+    metric_fps = {
+        m: _fingerprint(inp, {**shared, "metric": m, **per_metric[m]}) for m in order
+    }
     chunks = list(range(0, len(inp.cand_ids), chunk_size))
     total, computed, skipped = len(order) * len(chunks), 0, 0
     exact = [
@@ -370,12 +397,31 @@ def run_dedup(
         "k": k,
         "n_candidates": len(inp.cand_ids),
         "n_references": len(inp.ref_ids),
+        # in every metric's state (not only dssim's): they are in the fingerprint,
+        # so the command that resumes a run must repeat them (dedup_command)
+        "ssim": asdict(opts.ssim),
+        # the run's metrics, in each one's state from the start: a run stopped
+        # before its later metrics began must still be resumed with all of them
+        "run_metrics": list(order),
     }
     targets: dict[str, float] = {}
     states: dict[str, dict[str, Any]] = {}
     sha: dict[Path, str] = {}
     for metric in order:
         m = DEDUP_METRICS.get(metric)
+        # the lists on which a shortlist metric's distances were computed
+        base_fps = (
+            None
+            if m.kind == "exact"
+            else {
+                e: (metric_state(project, e) or {}).get("metric_fingerprint")
+                for e in exact
+            }
+        )
+        mfp = metric_fps[metric]
+        run = Checkpoint(project, DEDUP_STAGE, mfp)
+        done = run.done_chunks()
+        trusted = _chunks_trusted(project, metric, mfp, base_fps)
         space = m.space(ctx) if m.kind == "exact" else None
         state = {
             **common,
@@ -383,6 +429,8 @@ def run_dedup(
             "kind": m.kind,
             "order": m.order,
             **per_metric[metric],
+            "metric_fingerprint": mfp,
+            **({} if base_fps is None else {"base_fingerprints": base_fps}),
         }
         state.update(space.state if space is not None else m.calibrate(ctx))
         if "target" not in state:
@@ -407,7 +455,7 @@ def run_dedup(
         shards: Any = None
         for n, c0 in enumerate(chunks):
             key = _chunk_key(metric, chunk_size, n)
-            if key in done:
+            if trusted and key in done:
                 skipped += 1
                 continue
             c1 = min(len(inp.cand_ids), c0 + chunk_size)
@@ -428,7 +476,7 @@ def run_dedup(
                 q, r = space.queries, space.references
                 if client is not None and shards is None:
                     todo = sum(
-                        _chunk_key(metric, chunk_size, i) not in done
+                        not trusted or _chunk_key(metric, chunk_size, i) not in done
                         for i in range(len(chunks))
                     )
                     shards = ClusterReferences(
