@@ -46,7 +46,8 @@ def _rows(rng, n: int, d: int, dtype) -> np.ndarray:
 # terms not a multiple of 8 or 4, several 256-term blocks, one row / one query
 SHAPES = [(1, 1, 1), (5, 17, 13), (6, 16, 8), (7, 33, 257), (13, 50, 515),
           (256, 40, 1000), (2, 3, 4096), (12, 31, 300), (256, 20, 1013),
-          (300, 9, 2050)]  # fmt: skip
+          (300, 9, 2050),
+          (600, 40, 300), (1000, 17, 515)]  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.uint8])

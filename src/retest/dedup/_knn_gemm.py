@@ -69,7 +69,11 @@ def block_terms(nq: int) -> int:
     packed queries' block (``nq`` rounded up to 6, × terms, float32) within one
     core's L2 cache. More terms mean fewer read-add-write passes over the
     scores — with 64 queries, 2,048-term blocks ran 1.2× faster than 256 — but
-    blocks that spill the L2 slow every micro-kernel (2,000 queries: 0.8×)."""
+    blocks that spill the L2 slow every micro-kernel (2,000 queries: 0.8×).
+    Beyond ~500 queries even 256 terms spill it; the queries' block then streams
+    from L3, which still ran at the BLAS's rate (1,000 float16 queries: 1.09× the
+    convert-then-BLAS path; 2,000 uint8: 1.03×), while packing all of a block's
+    panels first and taking the queries in L2-sized blocks ran at 0.94-0.98."""
     l2 = _l2_bytes()
     nqp = -(-max(nq, 1) // 6) * 6
     return int(min(2048, max(256, l2 // (4 * nqp) // 8 * 8)))
