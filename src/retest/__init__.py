@@ -14,10 +14,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from retest._version import __version__
-
 # Public name → the module that defines it (the one import path inside retest).
 _EXPORTS: dict[str, str] = {
+    "__version__": "retest._version",
     # errors, records, registry
     "ConfigError": "retest.errors",
     "DataIntegrityError": "retest.errors",
@@ -90,6 +89,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # static checkers see the real objects
+    from retest._version import __version__
     from retest.api import (
         compare,
         dssim,

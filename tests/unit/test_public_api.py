@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 import subprocess
@@ -60,7 +61,8 @@ def test_each_name_is_the_defining_modules_object(name: str) -> None:
 
 
 def test_all_dir_and_table_agree() -> None:
-    assert set(PUBLIC) == set(retest._EXPORTS)
+    assert set(retest.__all__) == set(retest._EXPORTS)
+    assert retest.__version__ == importlib.import_module("retest._version").__version__
     assert retest.__all__ == sorted(retest.__all__, key=lambda n: (n[0].islower(), n))
     assert set(retest.__all__) <= set(dir(retest))
     for name in (

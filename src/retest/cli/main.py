@@ -26,7 +26,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 import retest.cli
-from retest import __version__
+from retest._version import __version__
 from retest.errors import ConfigError, RetestError, RetestWarning, UnknownNameError
 
 __all__ = ["app", "main"]
