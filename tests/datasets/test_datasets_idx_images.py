@@ -15,14 +15,14 @@ from hypothesis.extra import numpy as hnp
 from PIL import Image
 
 from retest.datasets.idx import read_idx, read_idx_header, write_idx
-from retest.errors import DataIntegrityError, InputValidationError
-from retest.sources.images import (
+from retest.datasets.images import (
     EXIF_ORIENTATION_TAG,
     ImageDecodeError,
     content_id,
     decode_image,
     derive_sizes,
 )
+from retest.errors import DataIntegrityError, InputValidationError
 
 _DTYPES = st.sampled_from(
     [np.uint8, np.int8, np.dtype(">i2"), np.int32, np.float32, np.float64]

@@ -20,9 +20,9 @@ import numpy as np
 
 from retest._progress import ProgressCallback, report
 from retest.datasets.base import DatasetSource, RemoteFile
+from retest.datasets.images import decode_image, image_to_array, resize_exact
 from retest.errors import DataIntegrityError
 from retest.records import LabeledSet
-from retest.sources.images import decode_image, image_to_array, resize_exact
 
 __all__ = ["IMAGENET_N_CLASSES", "ImageNetV2", "imagefolder_labels"]
 

@@ -10,6 +10,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from retest.datasets.images import (
+    IMAGE_MODES,
+    ImageDecodeError,
+    decode_image,
+    image_to_mode_array,
+)
 from retest.errors import ConfigError, DataIntegrityError, InputValidationError
 from retest.sources.base import (
     CANDIDATE_SOURCES,
@@ -20,12 +26,6 @@ from retest.sources.base import (
     SourceItem,
 )
 from retest.sources.flickr import SIZE_DIRS, load_search_results
-from retest.sources.images import (
-    IMAGE_MODES,
-    ImageDecodeError,
-    decode_image,
-    image_to_mode_array,
-)
 
 __all__ = [
     "CLASS_INDEX_FILE",
@@ -128,12 +128,12 @@ class FolderSource(CandidateSource):
 
     Images whose longer side is at most ``max_array_side`` (default 64) are
     delivered as upright pixels in ``mode`` (``RGB``: (H, W, 3); ``L``: (H, W),
-    see :func:`~retest.sources.images.image_to_mode_array`; a colour image is
+    see :func:`~retest.datasets.images.image_to_mode_array`; a colour image is
     refused in ``L`` unless ``from_colour``), stored in arrays/, id = sha256 of
     the pixels; larger ones as the original file bytes (stored under
     ``images/<sha256>``, id = sha256 of the bytes; width/height are the upright
     size and readers apply the EXIF orientation via
-    :func:`retest.sources.images.decode_image`).
+    :func:`retest.datasets.images.decode_image`).
     """
 
     kind = "folder"

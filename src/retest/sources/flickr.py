@@ -56,8 +56,8 @@ from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output, claim_output_dir
 from retest._progress import ProgressCallback, report
 from retest.datasets.download import is_retryable
+from retest.datasets.images import ImageDecodeError, decode_image, derive_sizes
 from retest.errors import ConfigError, DataIntegrityError, RetestError
-from retest.sources.images import ImageDecodeError, decode_image, derive_sizes
 
 __all__ = [
     "EXTRAS",

@@ -355,7 +355,7 @@ def _folder_options(project: Project, mode: str | None) -> dict[str, Any]:
     Images are stored in the originals' form; converting grey to RGB or RGB-grey
     to grey loses nothing and is automatic, colour to grey only with ``--mode L``.
     """
-    from retest.sources.images import IMAGE_MODES
+    from retest.datasets.images import IMAGE_MODES
     from retest.stages.reference import describe_shape, reference_image_shape
 
     if mode is not None and mode not in IMAGE_MODES:

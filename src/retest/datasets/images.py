@@ -1,4 +1,5 @@
-"""Image helpers shared by image ingest and the Flickr downloader.
+"""Image file helpers shared by image ingest, the Flickr downloader and the
+ImageNetV2 loader (the file format, below the sources that read it).
 
 See docs/algorithms.md#image-decoding.
 
@@ -229,7 +230,7 @@ def image_to_mode_array(
     >>> image_to_mode_array(red, "L")
     Traceback (most recent call last):
     ...
-    retest.sources.images.ImageDecodeError: <image>: colour image, but the project's images are grayscale (L); pass --mode L to convert colour images to grayscale.
+    retest.datasets.images.ImageDecodeError: <image>: colour image, but the project's images are grayscale (L); pass --mode L to convert colour images to grayscale.
     >>> image_to_mode_array(red, "L", from_colour=True)[0, 0]
     np.uint8(60)
     """
