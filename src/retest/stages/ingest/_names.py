@@ -67,11 +67,12 @@ def check_source_name(
         if fresh not in used:
             break
         fresh = f"{stem}-{i}"
+    what = "folder" if Path(path).is_dir() else "file"
     raise InputValidationError(
-        f"{path}: source name {name!r} already holds another file, {other} "
+        f"{path}: source name {name!r} already holds another {what}, {other} "
         f"({kind}); row numbers and relative paths of different files name "
-        "different images, so this file's candidates would be linked as "
-        "duplicates of that file's. Add it under a name of its own, e.g. "
+        f"different images, so this {what}'s candidates would be linked as "
+        "duplicates of that one's. Add it under a name of its own, e.g. "
         f"--name {fresh}; nothing was ingested."
     )
 
