@@ -54,8 +54,9 @@ def test_class_for_unlabelled_or_one_class_files(tmp_path: Path) -> None:
     np.save(tmp_path / "bare.npy", rng.integers(0, 256, (4, 8, 8), np.uint8))
     np.savez(tmp_path / "one.npz", images=rng.integers(0, 256, (3, 8, 8), np.uint8),
              labels=np.zeros(3, np.int64))  # fmt: skip
-    for f in ("bare.npy", "one.npz"):
+    for f in ("bare.npy", "one.npz"):  # two files: a source name each
         r = runner.invoke(app, ["source", "add", "arrays", str(tmp_path / f),
-                                "--class", "c", "--project", str(root)])  # fmt: skip
+                                "--class", "c", "--name", f.split(".")[0],
+                                "--project", str(root)])  # fmt: skip
         assert r.exit_code == 0, (f, r.stderr)
     assert _classes(root) == [2] * 7

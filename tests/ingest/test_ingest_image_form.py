@@ -167,24 +167,13 @@ def test_colour_images_need_mode_l(built: Built, tmp_path: Path) -> None:
     Image.fromarray(px, "RGB").save(folder / "Bag" / "red.png")
     grey = np.repeat(rng.integers(0, 256, (28, 28, 1), dtype=np.uint8), 3, axis=2)
     Image.fromarray(grey, "RGB").save(folder / "Bag" / "grey_as_rgb.png")
-    rep = json.loads(
-        retest("source", "add", "folder", folder, "--json", cwd=built.project).stdout
-    )
+    # another folder than the project's photos/: a source name of its own
+    add = ("source", "add", "folder", folder, "--name", "colour", "--json")
+    rep = json.loads(retest(*add, cwd=built.project).stdout)
     assert rep["new"] == 1  # the RGB-stored grey image, losslessly to L
     (skip,) = rep["skipped"]
     assert skip["ref"] == "Bag/red.png" and "--mode L" in skip["reason"]
-    rep = json.loads(
-        retest(
-            "source",
-            "add",
-            "folder",
-            folder,
-            "--mode",
-            "L",
-            "--json",
-            cwd=built.project,
-        ).stdout
-    )
+    rep = json.loads(retest(*add, "--mode", "L", cwd=built.project).stdout)
     assert rep["skipped"] == [] and rep["new"] + rep["duplicates"] == 2
 
 

@@ -112,7 +112,8 @@ def test_orphans_of_a_failed_ingest_are_found_and_reclaimed(tmp_path: Path) -> N
     # killed after batch 2's pixels were appended, before its rows were inserted
     r = subprocess.run(
         [*python(APPENDED, 2), "-m", "retest", "source", "add", "arrays",
-         str(tmp_path / "b.npz"), "--batch-size", "100", "--project", str(proj)],
+         str(tmp_path / "b.npz"), "--name", "b", "--batch-size", "100",
+         "--project", str(proj)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode != 0
@@ -155,7 +156,7 @@ def test_orphans_in_the_middle_are_listed_free_and_punched(tmp_path: Path) -> No
         from retest.store.artifacts import writers_lock
 
         with writers_lock(p.arrays_dir):
-            add_source(p, "arrays", tmp_path / "b.npz")
+            add_source(p, "arrays", tmp_path / "b.npz", name="b")
     assert len(px) == 360
     code, rep = _check(proj)
     assert code == 1 and _kinds(rep) == {"orphan_rows": 40}

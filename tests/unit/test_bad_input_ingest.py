@@ -364,7 +364,8 @@ def test_non_utf8_file_name_is_ingested(env: tuple[Path, Path], proj: Path) -> N
     path = non_utf8_name(env[1], ".npz")
     write_arrays(path, 4, seed=77)
     before = snapshot(proj)
-    res = invoke("source", "add", "arrays", path, "--project", proj)
+    # another file than the project's cand.npz: a source name of its own
+    res = invoke("source", "add", "arrays", path, "--name", "odd", "--project", proj)
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
     assert "Traceback" not in res.stderr
     assert snapshot(proj) != before  # the four images arrived

@@ -384,7 +384,8 @@ def dedup_verdict(
         typer.Option(
             "--from",
             help="A filled-in `dedup-queue --csv` file: one review per candidate "
-            "and metric whose rows all say yes or no.",
+            "and metric whose rows all say yes or no. Pairs --who already decided "
+            "the same way are not recorded again (importing twice is harmless).",
         ),
     ] = None,
     rest_not_duplicate: Annotated[
@@ -510,12 +511,18 @@ def _verdicts_from_file(
         for cand, metric, shown, _ in res.reviews:  # all known before any is written
             check_metric_names([metric], f"{path}: metric column")
             _known_items(proj, cand, list(shown))
-        n = record_review_file(proj, res, reviewer=who)
+        done = record_review_file(proj, res, reviewer=who)
+    again = (
+        f"; {fmt_count(done.already_recorded)} of the pairs were already recorded "
+        f"by {who} with the same verdict (not recorded twice)"
+        if done.already_recorded
+        else ""
+    )
     console.print(
-        f"recorded {fmt_count(n)} reviews by {who} from {path}: "
+        f"recorded {fmt_count(done.reviews)} reviews by {who} from {path}: "
         f"{fmt_count(res.pairs)} pairs, {fmt_count(res.duplicates)} duplicates; "
         f"{fmt_count(len(res.undecided))} candidate reviews left undecided (empty "
-        "duplicate cells)",
+        f"duplicate cells){again}",
         markup=False,
         soft_wrap=True,
         highlight=False,

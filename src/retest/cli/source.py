@@ -146,7 +146,10 @@ def add(
         typer.Option(
             "--name",
             callback=name_option("source"),
-            help="Source name (default: the NAME, else the kind).",
+            help="Source name (default: the NAME, else the kind). A name of row "
+            "numbers or relative paths (arrays, idx, cifar, folder) holds one file "
+            "or folder (same resolved path; a moved copy whose images are all "
+            "stored too): give another file a name of its own.",
         ),
     ] = None,
     labels: Annotated[
@@ -178,6 +181,9 @@ def add(
     `retest source add NAME` ingests the \\[sources.NAME] table of retest.toml
     (kind, path and options); options given here override the table's. A
     TinyImages source without keywords takes every keyword of \\[keywords].
+    Candidates with the same source name and reference are linked as one image,
+    so a second file under a name of row numbers or relative paths is refused:
+    pass --name.
     """
     from retest.cli._console import print_json, print_table, print_warning, progress_bar
     from retest.project import Project

@@ -414,6 +414,7 @@ class TinyImagesSource(CandidateSource):
     """
 
     kind = "tinyimages"
+    global_refs = True  # the TinyImages index of the record
     # Candidate ids are random sha256 keys, so every commit rewrites most leaves of
     # the id index: 4x larger batches (~200 MB of pixels) mean 4x fewer rewrites.
     default_batch_size = 65_536

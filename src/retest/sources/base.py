@@ -144,6 +144,12 @@ class CandidateSource(ABC):
     label_names: list[str] | None = None
     #: Items per ingest batch when the caller does not say (None: the stage default).
     default_batch_size: ClassVar[int | None] = None
+    #: Whether a ``ref`` names one image whatever file it comes from (a TinyImages
+    #: index, a Flickr photo id): then several sources may share a name, and equal
+    #: refs under it rightly link their candidates as one source image. False (the
+    #: default) when refs are row positions or relative paths, which mean something
+    #: only within one file or folder: a second file under the same name is refused.
+    global_refs: ClassVar[bool] = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

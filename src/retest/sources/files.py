@@ -339,6 +339,7 @@ class FlickrSource(CandidateSource):
 
     kind = "flickr"
     storage = "file"
+    global_refs = True  # the photo's id on the search engine
 
     def __init__(
         self,

@@ -8,7 +8,9 @@ with ``duplicate`` empty. A reviewer fills it with ``yes`` or ``no`` (also
 ``y``/``n``, ``1``/``0``, ``true``/``false``, ``x`` = yes) and
 ``retest dedup-verdict --from FILE`` records one review per (candidate, metric):
 the group's references as shown, the ``yes`` rows as duplicates (the same events
-as ``dedup-verdict CANDIDATE METRIC --shown …`` and the web page).
+as ``dedup-verdict CANDIDATE METRIC --shown …`` and the web page). A pair the
+same reviewer already decided the same way is not recorded again, so a file
+imported twice records its verdicts once.
 
 A group with an empty ``duplicate`` cell is not recorded (it was not decided),
 unless the reviewer confirms that the rest is not duplicate: ``rest_not_duplicate``
@@ -24,16 +26,18 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from retest._atomic import atomic_write_bytes
 from retest._output import RULES, check_output
 from retest._validation import decode_utf8
 from retest.errors import InputValidationError
-from retest.project import Project, record_review
+from retest.names import validate_person_name
+from retest.project import Project, record_review, resolve_candidate, resolve_item
 
 __all__ = [
     "QUEUE_COLUMNS",
+    "RecordedReviews",
     "ReviewFileResult",
     "check_review_out",
     "read_review_file",
@@ -196,12 +200,47 @@ def _in_scope(
     return True
 
 
+class RecordedReviews(NamedTuple):
+    """What :func:`record_review_file` wrote."""
+
+    #: reviews (candidate, metric) recorded with at least one pair
+    reviews: int
+    #: pairs left out: the reviewer's latest verdict on them already said the same
+    already_recorded: int
+
+
 def record_review_file(
     project: Project, result: ReviewFileResult, *, reviewer: str
-) -> int:
-    """Record every decided group of ``result``; returns the reviews recorded."""
+) -> RecordedReviews:
+    """Record every decided group of ``result`` as ``reviewer``'s reviews.
+
+    Idempotent: a pair (candidate, reference, metric) whose latest verdict by
+    this reviewer already says the same is not recorded again, so importing a
+    file twice records nothing the second time (and an old file imported again
+    does not override a later verdict of someone else). A changed verdict is
+    recorded: the latest one counts.
+    """
+    who = validate_person_name(reviewer)
+    recorded = already = 0
     for cand, metric, shown, dups in result.reviews:
-        record_review(
-            project, cand, metric, reviewer=reviewer, shown=shown, duplicates=dups
-        )
-    return len(result.reviews)
+        cid = resolve_candidate(project, cand)
+        said = {
+            v.ref_id: v.is_duplicate
+            for v in project.store.neardup.verdicts(candidate_id=cid)
+            if v.who == who and v.metric == metric
+        }
+        dup = {resolve_item(project, r) for r in dups}
+        refs = [resolve_item(project, r) for r in shown]
+        fresh = [r for r in refs if said.get(r) != (r in dup)]
+        already += len(refs) - len(fresh)
+        if fresh:
+            record_review(
+                project,
+                cid,
+                metric,
+                reviewer=who,
+                shown=fresh,
+                duplicates=[r for r in fresh if r in dup],
+            )
+            recorded += 1
+    return RecordedReviews(recorded, already)

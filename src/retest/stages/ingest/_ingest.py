@@ -82,6 +82,7 @@ from retest.stages.ingest._log import (
     Tally,
     append_log_line,
 )
+from retest.stages.ingest._names import check_source_name
 from retest.stages.ingest._writer import (
     ARRAY_DIR,
     BatchWriter,
@@ -198,6 +199,9 @@ def ingest_source(
         An item's class is not a project class.
     ConfigError
         ``name`` differs from the name the job was started with.
+    InputValidationError
+        ``name`` already holds another file and refs of either are row numbers
+        or relative paths (:func:`check_source_name`).
     """
     from retest.project import reclaim_tail_orphans
 
@@ -529,6 +533,8 @@ class Ingest:
                 rep = IngestReport.from_json(previous)
                 return dataclasses.replace(rep, already_ingested=True)
         self.name = self.name or self.source.kind
+        if previous is None:  # a new job: its name must not mix files' refs
+            check_source_name(self.project, self.source, self.name, self.desc)
         self.resume = _resume_position(self.cp)
         stored = self.cp.states("batch/").values()
         self.tally = _tally(stored, self.resume)

@@ -32,6 +32,7 @@ __all__ = [
     "InsertRows",
     "PreparedBatch",
     "batch_content_ids",
+    "content_ids",
     "remove_stale_temporaries",
     "resolve_class_ids",
 ]
@@ -102,6 +103,13 @@ def batch_content_ids(pixels: NDArray[np.uint8]) -> list[str]:
         h.update(flat[a : a + step])
         out.append(h.hexdigest())
     return out
+
+
+def content_ids(batch: SourceBatch) -> list[str]:
+    """The candidate ids of a batch's items: of their pixels, else their file bytes."""
+    if batch.pixels is not None:
+        return batch_content_ids(batch.pixels)
+    return [hashlib.sha256(it.data or b"").hexdigest() for it in batch.items]
 
 
 AppendPixels = Callable[[], Sequence[int]]
@@ -254,9 +262,7 @@ class BatchWriter:
         )
 
     def _ids(self, batch: SourceBatch) -> list[str]:
-        if batch.pixels is not None:
-            return batch_content_ids(batch.pixels)
-        return [hashlib.sha256(it.data or b"").hexdigest() for it in batch.items]
+        return content_ids(batch)
 
     def _fresh(
         self, batch: SourceBatch, ids: list[str]
