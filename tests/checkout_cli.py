@@ -13,7 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["DASK", "DECOY_MESSAGE", "RETEST", "run_retest", "write_decoys"]
+__all__ = [
+    "DASK",
+    "DECOY_MESSAGE",
+    "RETEST",
+    "retest_cli",
+    "run_retest",
+    "write_decoys",
+]
 
 #: ``retest`` of this checkout (``src/retest/__main__.py``).
 RETEST: tuple[str, ...] = (sys.executable, "-m", "retest")
@@ -45,3 +52,18 @@ def run_retest(
         check=False,
         env=env,
     )
+
+
+def retest_cli(*args: str | Path, ok: bool = False) -> subprocess.CompletedProcess[str]:
+    """``retest ARGS`` of this checkout (no ``--project`` added), output captured;
+    with ``ok``, asserts that it succeeded."""
+    cp = subprocess.run(
+        [*RETEST, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if ok:
+        assert cp.returncode == 0, (args, cp.stdout, cp.stderr)
+    return cp

@@ -15,7 +15,13 @@ from retest.project._project import Project
 from retest.store.artifacts import PixelArray
 from retest.store.rows import CandidateRow, ReferenceRow, content_id
 
-__all__ = ["brighter", "fm_images", "fm_project", "forget_checkpoints"]
+__all__ = [
+    "brighter",
+    "fm_images",
+    "fm_project",
+    "fm_with_copies",
+    "forget_checkpoints",
+]
 
 
 def fm_images(fm: Path, n_ref: int, n_new: int) -> tuple[np.ndarray, ...]:
@@ -30,6 +36,15 @@ def fm_images(fm: Path, n_ref: int, n_new: int) -> tuple[np.ndarray, ...]:
 def brighter(images: np.ndarray, by: int = 12) -> np.ndarray:
     """Near-copies pixel L2 should find: every pixel ``by`` brighter (clipped)."""
     return np.clip(images.astype(int) + by, 0, 255).astype(np.uint8)
+
+
+def fm_with_copies(fm: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """200 training images and labels, and 24 candidates: test images whose first
+    4 are replaced by brighter copies of the first 4 training images."""
+    train, labels, test = fm_images(fm, 200, 24)
+    cands = test.copy()
+    cands[:4] = brighter(train[:4])
+    return train, labels, cands
 
 
 def fm_project(

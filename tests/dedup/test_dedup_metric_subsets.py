@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
+from dedup_helpers import fm_project, fm_with_copies  # type: ignore[import-not-found]
 
 from retest.dedup.ssim import SSIMParams
 from retest.project import Project, load_neighbours
@@ -19,9 +19,7 @@ EMBEDDER = "random-projection:16:3"
 def test_a_subset_or_other_ssim_settings_reuse_the_shared_chunks(
     tmp_path: Path, fashion_mnist_dir: Path
 ) -> None:
-    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
-    cands = test.copy()
-    cands[:4] = brighter(train[:4])
+    train, labels, cands = fm_with_copies(fashion_mnist_dir)
     for name in ("subsets", "fresh"):
         fm_project(tmp_path / name, train, labels, cands).close()
     w5 = SSIMParams(win_size=5)

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
+from dedup_helpers import fm_project, fm_with_copies  # type: ignore[import-not-found]
 
 from checkout_cli import run_retest
 from retest.project import Project
@@ -27,9 +27,7 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_named_command_resumes_instead_of_redoing(
     tmp_path: Path, fashion_mnist_dir: Path
 ) -> None:
-    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
-    cands = test.copy()
-    cands[:4] = brighter(train[:4])
+    train, labels, cands = fm_with_copies(fashion_mnist_dir)
     fm_project(tmp_path, train, labels, cands).close()
 
     def stop(task: str, done: int, total: int | None) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dedup_helpers import brighter, fm_images, fm_project  # type: ignore[import-not-found]
+from dedup_helpers import fm_images, fm_project, fm_with_copies  # type: ignore[import-not-found]
 
 from checkout_cli import run_retest
 from retest.dedup.ssim import SSIMParams
@@ -21,9 +21,7 @@ METRICS = ["l2", "dssim"]
 
 
 def _interrupted(root: Path, fm: Path) -> None:
-    train, labels, test = fm_images(fm, 200, 24)
-    cands = test.copy()
-    cands[:4] = brighter(train[:4])
+    train, labels, cands = fm_with_copies(fm)
     fm_project(root, train, labels, cands).close()
 
     def stop(task: str, done: int, total: int | None) -> None:
@@ -55,9 +53,7 @@ def test_other_settings_recompute_every_chunk_as_a_fresh_run(
     tmp_path: Path, fashion_mnist_dir: Path
 ) -> None:
     _interrupted(tmp_path / "resumed", fashion_mnist_dir)
-    train, labels, test = fm_images(fashion_mnist_dir, 200, 24)
-    cands = test.copy()
-    cands[:4] = brighter(train[:4])
+    train, labels, cands = fm_with_copies(fashion_mnist_dir)
     fm_project(tmp_path / "fresh", train, labels, cands).close()
     other = SSIMParams(win_size=3)
     lists = {}

@@ -23,6 +23,7 @@ import numpy as np
 
 import retest.store._idorder_cache as cache_file
 import retest.store._sqlite_columns as cols
+from checkout_cli import retest_cli  # type: ignore[import-not-found]
 from ingest_kill import INSERTED, python  # type: ignore[import-not-found]
 from retest.store.sqlite import SQLiteStore
 
@@ -30,15 +31,7 @@ CACHE = "retest.db-idorder"
 
 
 def _cli(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    cp = subprocess.run(
-        [sys.executable, "-m", "retest", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if ok:
-        assert cp.returncode == 0, (args, cp.stdout, cp.stderr)
-    return cp
+    return retest_cli(*args, ok=ok)
 
 
 def _arrays(path: Path, n: int, seed: int) -> Path:

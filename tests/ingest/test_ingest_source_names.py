@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from checkout_cli import retest_cli  # type: ignore[import-not-found]
 from retest.datasets.tinyimages import write_tinyimages
 from retest.store.sqlite import SQLiteStore
 
@@ -27,15 +27,7 @@ N = 100
 
 
 def _cli(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    cp = subprocess.run(
-        [sys.executable, "-m", "retest", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if ok:
-        assert cp.returncode == 0, (args, cp.stdout, cp.stderr)
-    return cp
+    return retest_cli(*args, ok=ok)
 
 
 def _error_line(cp: subprocess.CompletedProcess[str]) -> str:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from check_project import arrays_project  # type: ignore[import-not-found]
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 from ingest_kill import APPENDED, python  # type: ignore[import-not-found]
@@ -38,18 +39,7 @@ def _kinds(rep: dict) -> dict[str, int]:
     return out
 
 
-def _project(tmp_path: Path, n: int = 300) -> Path:
-    rng = np.random.default_rng(7)
-    np.savez(
-        tmp_path / "a.npz",
-        images=rng.integers(0, 256, (n, 8, 8, 3), dtype=np.uint8),
-        labels=rng.integers(0, 2, n),
-    )
-    proj = tmp_path / "p"
-    assert _cli("init", str(proj), "--classes", "cat,dog").returncode == 0
-    r = _cli("source", "add", "arrays", str(tmp_path / "a.npz"), "--project", str(proj))
-    assert r.returncode == 0, r.stderr
-    return proj
+_project = arrays_project
 
 
 def test_healthy_project_is_ok(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+from check_project import arrays_project  # type: ignore[import-not-found]
 
 from checkout_cli import RETEST  # type: ignore[import-not-found]
 
@@ -23,18 +23,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _project(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(7)
-    np.savez(
-        tmp_path / "a.npz",
-        images=rng.integers(0, 256, (300, 8, 8, 3), dtype=np.uint8),
-        labels=rng.integers(0, 2, 300),
-    )
-    proj = tmp_path / "p"
-    assert _cli("init", str(proj), "--classes", "cat,dog").returncode == 0
-    r = _cli("source", "add", "arrays", str(tmp_path / "a.npz"), "--project", str(proj))
-    assert r.returncode == 0, r.stderr
-    return proj
+_project = arrays_project
 
 
 def _leftover(proj: Path) -> Path:
